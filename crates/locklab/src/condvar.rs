@@ -1,0 +1,241 @@
+//! A condition variable for [`RawMutex`], without a thundering herd.
+//!
+//! # Algorithm
+//! Waiters queue FIFO on the condvar's own [`WaitList`] (under a small internal spinlock), then release
+//! the mutex and sleep on their own futex word. A notification does not wake anyone directly: it
+//! **moves** the notified waiters onto the mutex's wait list (the kernel's and parking_lot's *requeue*),
+//! where they wait for the mutex like any other waiter. If the mutex is free at that moment, the front
+//! waiter is woken to take it; otherwise the mutex's next unlock wakes it. So `notify_all` with N waiters
+//! wakes at most one thread, and a notifier that holds the mutex (the usual case) wakes none: each
+//! unlock then wakes the next one in turn.
+//!
+//! A timed wait that times out takes itself off the condvar's list if it is still there. If a notifier
+//! moved it first, it counts as notified and continues as a mutex waiter (no timeout: it must re-lock).
+//!
+//! # Properties
+//! No spurious wake-ups: `wait` returns only when notified or timed out, so `notify_one` reports whether
+//! it notified a waiter and `notify_all` how many. One condvar serves one mutex at a time: waiting with
+//! another mutex while waiters of the first remain panics (the misuse `lock_api` allows us to reject).
+//!
+//! # Lock order
+//! condvar `lock` -> mutex `wait_lock` (in `notify`). Nothing takes them the other way round.
+//!
+//! # Memory orderings
+//! The condvar's list and `mutex` field are protected by `lock` (Acquire/Release spinlock). The fast check
+//! in `notify` (`mutex` null: nobody waits) is Relaxed: a waiter registers before it releases the mutex,
+//! so a notifier that holds the mutex afterwards sees the registration through the mutex's own
+//! Acquire/Release; a notifier that does not hold it has no ordering to expect (as with every condvar).
+
+use crate::mutex::{MutexToken, RawMutex, current_tag};
+use crate::primitive::{AtomicPtr, Ordering};
+use crate::spin::tas::RawTasLock;
+use crate::sys::futex_wait;
+use crate::wait_list::{SLEEPING, WaitList, Waiter};
+use core::cell::UnsafeCell;
+use core::ptr;
+
+/// The condition variable. See the [module documentation](self).
+pub struct RawCondvar {
+    /// The mutex the current waiters use; null when there are none.
+    mutex: AtomicPtr<RawMutex>,
+    /// Protects `waiters` and writes of `mutex`.
+    lock: RawTasLock,
+    waiters: UnsafeCell<WaitList>,
+}
+
+// SAFETY: `waiters` is only accessed with `lock` held.
+unsafe impl Sync for RawCondvar {}
+// SAFETY: waiters borrow the condvar, so none exist when it moves.
+unsafe impl Send for RawCondvar {}
+
+impl RawCondvar {
+    /// A new condvar.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawCondvar {
+            mutex: AtomicPtr::new(ptr::null_mut()),
+            lock: RawTasLock::new(),
+            waiters: UnsafeCell::new(WaitList::new()),
+        }
+    }
+
+    /// A new condvar (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawCondvar {
+            mutex: AtomicPtr::new(ptr::null_mut()),
+            lock: RawTasLock::new(),
+            waiters: UnsafeCell::new(WaitList::new()),
+        }
+    }
+
+    /// Runs `f` with `lock` held.
+    fn locked<R>(&self, f: impl FnOnce(&mut WaitList) -> R) -> R {
+        struct Unlock<'a>(&'a RawTasLock);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                // SAFETY: taken just below.
+                unsafe { self.0.unlock() }
+            }
+        }
+        self.lock.lock();
+        let _unlock = Unlock(&self.lock);
+        // SAFETY: `lock` is held until `_unlock` drops, after `f`.
+        f(unsafe { &mut *self.waiters.get() })
+    }
+
+    /// Releases `mutex`, waits for a notification or `deadline`, re-locks. Returns `true` on timeout.
+    ///
+    /// # Safety
+    /// `token` is the state of the caller's current acquisition of `mutex`; on return it is replaced by
+    /// the state of the new acquisition.
+    pub(crate) unsafe fn wait_until_impl(
+        &self,
+        mutex: &RawMutex,
+        token: &mut MutexToken,
+        deadline: Option<&crate::clock::Deadline>,
+    ) -> bool {
+        let waiter = Waiter::new(current_tag());
+        let me = mutex as *const RawMutex as *mut RawMutex;
+        self.locked(|list| {
+            let current = self.mutex.load(Ordering::Relaxed);
+            if current.is_null() {
+                self.mutex.store(me, Ordering::Relaxed);
+            } else if current != me {
+                panic!("locklab::Condvar: waited on with two different mutexes at once");
+            }
+            waiter.in_condvar.set(true);
+            // SAFETY: `waiter` stays on this frame until it is out of both lists (below).
+            unsafe { list.push_back(&waiter) };
+        });
+        let held = core::mem::replace(token, MutexToken::placeholder());
+        // SAFETY: `held` is the caller's current acquisition.
+        unsafe { mutex.unlock(held) };
+
+        let mut timed_out = false;
+        loop {
+            // Acquire pairs with the wakers' Release stores (WOKEN/HANDED) in the mutex.
+            if waiter.futex.load(Ordering::Acquire) != SLEEPING {
+                break;
+            }
+            match crate::clock::time_left(deadline) {
+                None => {
+                    timed_out = true;
+                    break;
+                }
+                Some(left) => {
+                    futex_wait(&waiter.futex, SLEEPING, left);
+                }
+            }
+        }
+        if timed_out {
+            let still_here = self.locked(|list| {
+                if !waiter.in_condvar.get() {
+                    return false;
+                }
+                // SAFETY: `in_condvar` says it is in this list.
+                unsafe { list.remove(&waiter) };
+                if list.is_empty() {
+                    self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+                }
+                true
+            });
+            if still_here {
+                *token = mutex.lock();
+                return true;
+            }
+        }
+        // Notified: `waiter` is in the mutex's wait list now (maybe already woken or handed the lock).
+        // SAFETY: `waiter` lives on this frame, was made by this thread, and was moved to `mutex`'s list.
+        let got = unsafe { mutex.wait_queued(&waiter, None, false) };
+        debug_assert!(got, "a wait without deadline always gets the lock");
+        *token = MutexToken::for_current_thread();
+        false
+    }
+
+    /// Moves up to `n` waiters to their mutex's wait list. Returns how many.
+    pub(crate) fn notify(&self, n: usize) -> usize {
+        if self.mutex.load(Ordering::Relaxed).is_null() {
+            return 0;
+        }
+        self.locked(|list| {
+            let mutex = self.mutex.load(Ordering::Relaxed);
+            if mutex.is_null() {
+                return 0;
+            }
+            let mut moved = list.split_front(n);
+            let mut count = 0;
+            moved.for_each(|w| {
+                w.in_condvar.set(false);
+                count += 1;
+            });
+            if list.is_empty() {
+                self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+            }
+            // SAFETY: `mutex` is alive: its waiters (those we move) borrow it until they re-lock. Each
+            // moved waiter stays alive until it leaves the mutex's list (it only returns then), and was
+            // made by its thread for this mutex.
+            unsafe { (*mutex).requeue(&mut moved) };
+            count
+        })
+    }
+
+    /// Wakes one waiter; returns whether there was one.
+    pub fn notify_one(&self) -> bool {
+        self.notify(1) == 1
+    }
+
+    /// Wakes every waiter; returns how many there were.
+    pub fn notify_all(&self) -> usize {
+        self.notify(usize::MAX)
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for RawCondvar {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: `wait` registers on the condvar's list before it releases the mutex, so a notification sent
+// after the release (under the mutex) finds it; it re-locks the mutex before returning and stores the new
+// acquisition's state in `guard`. Nothing in it panics after the unlock. No spurious wake-ups, so the
+// notify counts are exact.
+unsafe impl lock_api::RawCondvar for RawCondvar {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type RawMutex = RawMutex;
+
+    unsafe fn wait(&self, mutex: &RawMutex, guard: &mut MutexToken) {
+        // SAFETY: forwarded contract.
+        unsafe { self.wait_until_impl(mutex, guard, None) };
+    }
+
+    fn notify_one(&self) -> bool {
+        RawCondvar::notify_one(self)
+    }
+
+    fn notify_all(&self) -> usize {
+        RawCondvar::notify_all(self)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as for `RawCondvar`; a timed-out wait also re-locks before returning.
+unsafe impl lock_api::RawCondvarTimed for RawCondvar {
+    fn checked_duration_to_instant(timeout: &std::time::Duration) -> Option<std::time::Instant> {
+        std::time::Instant::now().checked_add(*timeout)
+    }
+
+    unsafe fn wait_until(
+        &self,
+        mutex: &RawMutex,
+        guard: &mut MutexToken,
+        timeout: &std::time::Instant,
+    ) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe { self.wait_until_impl(mutex, guard, Some(timeout)) }
+    }
+}

@@ -1,0 +1,89 @@
+//! # locklab
+//!
+//! The Linux kernel's synchronization primitives, brought to userspace Rust, each a drop-in
+//! [`lock_api`] raw lock:
+//!
+//! | type               | raw                         | what it is                                         |
+//! |--------------------|-----------------------------|----------------------------------------------------|
+//! | [`TasLock`]        | [`raw::RawTasLock`]         | test-and-test-and-set with backoff (baseline)       |
+//! | [`TicketLock`]     | [`raw::RawTicketLock`]      | FIFO ticket lock; unlock is a plain store          |
+//! | [`McsLock`]        | [`raw::RawMcsLock`]         | MCS queue lock; local spinning                     |
+//! | [`QueuedSpinLock`] | [`raw::RawQueuedSpinLock`]  | the kernel's qspinlock; 4 bytes; unlock is a store |
+//! | [`SpinLock`]       | = `QueuedSpinLock`          | the spinlock to pick                               |
+//! | [`Mutex`]          | [`raw::RawMutex`]           | adaptive futex mutex: OSQ spinning, FIFO sleepers, hand-off |
+//! | [`Condvar`]        | [`raw::RawCondvar`]         | condvar for `Mutex`; requeues instead of waking a herd |
+//!
+//! ```
+//! use locklab::{Mutex, Condvar, SpinLock};
+//! let m = Mutex::new(0);
+//! *m.lock() += 1;
+//! let s = SpinLock::new(vec![1]);
+//! s.lock().push(2);
+//! assert_eq!((*m.lock(), s.lock().len()), (1, 2));
+//! let _cv = Condvar::new();
+//! ```
+//!
+//! Each primitive's module opens with its algorithm, state layout, transitions, invariants and memory
+//! orderings. Atomics come from the `primitive` loom shim, so every protocol is model-checked under
+//! `RUSTFLAGS="--cfg loom"` (see `tests/loom.rs`).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod clock;
+pub mod condvar;
+pub mod mutex;
+mod osq;
+mod primitive;
+pub mod spin;
+pub mod sys;
+#[cfg(not(loom))]
+mod thread_slot;
+mod wait_list;
+
+/// The raw lock types, for use with [`lock_api`] directly or for building other primitives.
+pub mod raw {
+    pub use crate::condvar::RawCondvar;
+    pub use crate::mutex::{MutexToken, RawMutex};
+    pub use crate::spin::mcs::{McsGuard, McsNode, RawMcsLock};
+    pub use crate::spin::qspinlock::RawQueuedSpinLock;
+    pub use crate::spin::tas::RawTasLock;
+    pub use crate::spin::ticket::RawTicketLock;
+}
+
+#[cfg(not(loom))]
+mod aliases {
+    use crate::raw;
+
+    /// A test-and-test-and-set spinlock protecting a `T`.
+    pub type TasLock<T> = lock_api::Mutex<raw::RawTasLock, T>;
+    /// Guard of a [`TasLock`].
+    pub type TasLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawTasLock, T>;
+    /// A FIFO ticket spinlock protecting a `T`.
+    pub type TicketLock<T> = lock_api::Mutex<raw::RawTicketLock, T>;
+    /// Guard of a [`TicketLock`].
+    pub type TicketLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawTicketLock, T>;
+    /// An MCS queue lock protecting a `T`.
+    pub type McsLock<T> = lock_api::Mutex<raw::RawMcsLock, T>;
+    /// Guard of an [`McsLock`].
+    pub type McsLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMcsLock, T>;
+    /// A queued spinlock (qspinlock) protecting a `T`.
+    pub type QueuedSpinLock<T> = lock_api::Mutex<raw::RawQueuedSpinLock, T>;
+    /// Guard of a [`QueuedSpinLock`].
+    pub type QueuedSpinLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawQueuedSpinLock, T>;
+    /// The spinlock to pick: the queued spinlock.
+    pub type SpinLock<T> = QueuedSpinLock<T>;
+    /// Guard of a [`SpinLock`].
+    pub type SpinLockGuard<'a, T> = QueuedSpinLockGuard<'a, T>;
+    /// The adaptive futex mutex protecting a `T`.
+    pub type Mutex<T> = lock_api::Mutex<raw::RawMutex, T>;
+    /// Guard of a [`Mutex`].
+    pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMutex, T>;
+    /// A condition variable for [`Mutex`].
+    pub type Condvar = lock_api::Condvar<raw::RawCondvar>;
+    /// Whether a timed condvar wait timed out.
+    pub use lock_api::WaitTimeoutResult;
+}
+
+#[cfg(not(loom))]
+pub use aliases::*;

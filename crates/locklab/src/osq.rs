@@ -1,0 +1,242 @@
+//! OSQ, the optimistic spin queue: an MCS queue of *spinners*, so that only its head spins on a
+//! contended lock's word while the others spin on their own nodes. Used by [`crate::raw::RawMutex`]
+//! (and the rwsem) for their optimistic-spinning phase.
+//!
+//! # Algorithm (after the kernel's `osq_lock.c`)
+//! The queue is `tail`, a pointer to the last node; each thread has one node ([`ThreadSlot::osq`]).
+//! - Lock: initialise my node, `swap` it into `tail`. Old tail null: I am the head. Else record `prev`,
+//!   link `prev.next = me`, spin on my `locked` until my predecessor hands me headship.
+//! - Unqueue, when my spin budget runs out before I became head, in three labelled steps:
+//!   - **Step A**: unlink from my predecessor: `cas(prev.next: me -> null)`. If that fails I raced with my
+//!     predecessor handing over (it took `prev.next` to give me `locked`): if `locked` is set I am head
+//!     after all. Else re-read `prev` (the predecessor may have unqueued itself and rewritten my `prev`)
+//!     and retry.
+//!   - **Step B**: pin my successor: if I am the tail, move `tail` back to `prev` and I am done; else wait
+//!     for `me.next` to be set and take it (`swap(me.next, null)`), so nobody else will write it.
+//!   - **Step C**: splice: `next.prev = prev; prev.next = next`.
+//! - Unlock: `cas(tail: me -> null)` if I am last; else take my successor (as step B, with no `prev`) and
+//!   set its `locked`.
+//!
+//! # Node lifetime
+//! A racing unqueue can read a neighbour's node after that neighbour has left the queue (as the kernel
+//! does with per-CPU nodes). Nodes therefore live in type-stable memory: thread slots are never freed.
+//! A stale read sees a valid node whose fields make the CAS in step A fail, and the retry re-reads.
+//!
+//! # Invariants
+//! 1. `prev.next == me` only while I am queued behind `prev`; whoever `swap`s/`cas`es it away owns the
+//!    next action on me (the predecessor's hand-over, or my step A).
+//! 2. After step B, my successor (if any) cannot be handed `locked` by me or reached through me.
+//!
+//! # Memory orderings
+//! - `tail.swap` / `tail.cas` in unqueue are AcqRel: Release publishes my node's initialisation to the
+//!   successor that reads it via `tail`; Acquire makes my predecessor's initialisation visible to me.
+//! - Stores of `prev.next` (Release) pair with the Acquire `swap`/loads of `next`.
+//! - `next.locked = true` (Release) pairs with the Acquire load of `locked` by the new head.
+//!   The OSQ protects no data: the lock it guards has its own Acquire/Release; these orderings only keep
+//!   node fields consistent between neighbours.
+
+use crate::clock::SpinBudget;
+use crate::primitive::{AtomicBool, AtomicPtr, Ordering, spin_loop};
+use core::ptr;
+
+/// One spinner's place in an [`Osq`].
+#[repr(align(64))]
+pub struct OsqNode {
+    next: AtomicPtr<OsqNode>,
+    prev: AtomicPtr<OsqNode>,
+    locked: AtomicBool,
+}
+
+impl OsqNode {
+    /// A fresh node.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        OsqNode {
+            next: AtomicPtr::new(ptr::null_mut()),
+            prev: AtomicPtr::new(ptr::null_mut()),
+            locked: AtomicBool::new(false),
+        }
+    }
+
+    /// A fresh node (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        OsqNode {
+            next: AtomicPtr::new(ptr::null_mut()),
+            prev: AtomicPtr::new(ptr::null_mut()),
+            locked: AtomicBool::new(false),
+        }
+    }
+
+    fn as_ptr(&self) -> *mut OsqNode {
+        self as *const OsqNode as *mut OsqNode
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for OsqNode {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An optimistic spin queue. See the [module documentation](self).
+pub struct Osq {
+    tail: AtomicPtr<OsqNode>,
+}
+
+impl Osq {
+    /// An empty queue.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Osq {
+            tail: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// An empty queue (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Osq {
+            tail: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Joins the queue and waits to become its head. Returns `true` as head (call [`unlock`]
+    /// afterwards), `false` if `budget` ran out first (the node has been unqueued).
+    ///
+    /// # Safety
+    /// - `node` lives forever at a fixed address (type-stable memory) and is in no queue;
+    /// - every node ever queued on this `Osq` does too.
+    ///
+    /// [`unlock`]: Osq::unlock
+    pub unsafe fn lock(&self, node: &OsqNode, budget: &mut SpinBudget) -> bool {
+        let me = node.as_ptr();
+        node.next.store(ptr::null_mut(), Ordering::Relaxed);
+        node.locked.store(false, Ordering::Relaxed);
+        // AcqRel: see "Memory orderings".
+        let prev = self.tail.swap(me, Ordering::AcqRel);
+        if prev.is_null() {
+            return true;
+        }
+        node.prev.store(prev, Ordering::Relaxed);
+        // SAFETY: nodes are type-stable (contract).
+        unsafe { (*prev).next.store(me, Ordering::Release) };
+
+        loop {
+            // Acquire pairs with the Release store of `locked` in `unlock`.
+            if node.locked.load(Ordering::Acquire) {
+                return true;
+            }
+            if budget.expired() {
+                break;
+            }
+            spin_loop();
+        }
+
+        // Step A: unlink from prev.
+        let mut prev = node.prev.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: nodes are type-stable (contract).
+            let prev_next = unsafe { &(*prev).next };
+            if prev_next.load(Ordering::Relaxed) == me
+                && prev_next
+                    .compare_exchange(me, ptr::null_mut(), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            // We lost the race to our predecessor's hand-over, or it unqueued and rewrote our `prev`.
+            // Acquire pairs with the Release store of `locked` in `unlock`.
+            if node.locked.load(Ordering::Acquire) {
+                return true;
+            }
+            spin_loop();
+            prev = node.prev.load(Ordering::Relaxed);
+        }
+
+        // Step B: pin our successor, or move the tail back to prev if there is none.
+        // SAFETY: nodes are type-stable (contract).
+        let Some(next) = (unsafe { self.wait_next(node, prev) }) else {
+            return false;
+        };
+
+        // Step C: splice prev <-> next.
+        // SAFETY: nodes are type-stable (contract).
+        unsafe {
+            (*next).prev.store(prev, Ordering::Relaxed);
+            // Release pairs with the Acquire swap/loads of `prev.next`.
+            (*prev).next.store(next, Ordering::Release);
+        }
+        false
+    }
+
+    /// Step B (and the unlock's successor lookup): returns our successor, which from now on can reach us
+    /// no more, or `None` after moving `tail` from us back to `prev` (null to empty the queue).
+    ///
+    /// # Safety
+    /// As [`lock`](Osq::lock); `node` is queued on this `Osq`.
+    unsafe fn wait_next(&self, node: &OsqNode, prev: *mut OsqNode) -> Option<*mut OsqNode> {
+        let me = node.as_ptr();
+        loop {
+            // AcqRel: Release hands the tail's publication duty for `prev` back; Acquire for symmetry
+            // with the swap in `lock`.
+            if self.tail.load(Ordering::Relaxed) == me
+                && self
+                    .tail
+                    .compare_exchange(me, prev, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return None;
+            }
+            // A successor exists (the tail moved on): wait for it to link, and take the link so nobody
+            // else acts on it (invariant 1).
+            if !node.next.load(Ordering::Relaxed).is_null() {
+                // Acquire pairs with the successor's Release store of `me.next`.
+                let next = node.next.swap(ptr::null_mut(), Ordering::Acquire);
+                if !next.is_null() {
+                    return Some(next);
+                }
+            }
+            spin_loop();
+        }
+    }
+
+    /// Leaves the head of the queue, making the next spinner head.
+    ///
+    /// # Safety
+    /// `node` is this queue's head (a `lock` with it returned `true`).
+    pub unsafe fn unlock(&self, node: &OsqNode) {
+        // Release: publishes nothing but keeps the tail's history ordered for the next swap (Acquire).
+        if self
+            .tail
+            .compare_exchange(
+                node.as_ptr(),
+                ptr::null_mut(),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            return;
+        }
+        // Acquire pairs with the successor's Release store of `me.next`.
+        let mut next = node.next.swap(ptr::null_mut(), Ordering::Acquire);
+        if next.is_null() {
+            // SAFETY: forwarded contract.
+            match unsafe { self.wait_next(node, ptr::null_mut()) } {
+                Some(n) => next = n,
+                None => return,
+            }
+        }
+        // SAFETY: nodes are type-stable (contract). Release pairs with the Acquire load of `locked`.
+        unsafe { (*next).locked.store(true, Ordering::Release) };
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for Osq {
+    fn default() -> Self {
+        Self::new()
+    }
+}

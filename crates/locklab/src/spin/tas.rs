@@ -1,0 +1,140 @@
+//! Test-and-test-and-set spinlock with bounded exponential backoff: the baseline every other lock is
+//! measured against.
+//!
+//! # Algorithm
+//! Lock: `swap(true)`; if it was already true, spin on plain loads (the *test* before the
+//! *test-and-set*, so waiters share the line read-only instead of bouncing it with writes) with an
+//! exponentially growing number of `pause`s between looks, capped at [`MAX_BACKOFF`], and yielding the CPU
+//! once [`SpinWait::SPINS`] steps have passed. Unlock: release store of `false`.
+//!
+//! # Properties
+//! Unfair: whoever's swap lands first after the unlock wins; a waiter can starve in theory. One byte.
+//!
+//! # State
+//! | `locked` | meaning  |
+//! |----------|----------|
+//! | false    | free     |
+//! | true     | held     |
+//!
+//! # Memory orderings
+//! The winning `swap` is Acquire and pairs with the Release store in `unlock`: the critical section of
+//! the previous holder happens-before ours.
+
+use crate::primitive::{AtomicBool, Ordering, SpinWait, spin_loop};
+
+/// Largest number of `pause`s between two looks at the lock word.
+const MAX_BACKOFF: u32 = 64;
+
+/// A test-and-test-and-set spinlock. See the [module documentation](self).
+pub struct RawTasLock {
+    locked: AtomicBool,
+}
+
+impl RawTasLock {
+    /// A new, unlocked lock.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawTasLock {
+            locked: AtomicBool::new(false),
+        }
+    }
+
+    /// A new, unlocked lock (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawTasLock {
+            locked: AtomicBool::new(false),
+        }
+    }
+
+    /// Tries once to take the lock.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        // Acquire pairs with the Release store in `unlock`.
+        !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire)
+    }
+
+    /// Takes the lock, spinning with backoff while it is held.
+    #[inline]
+    pub fn lock(&self) {
+        // Acquire pairs with the Release store in `unlock`.
+        if self.locked.swap(true, Ordering::Acquire) {
+            self.lock_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) {
+        let mut backoff = 1;
+        let mut wait = SpinWait::new();
+        loop {
+            while self.locked.load(Ordering::Relaxed) {
+                for _ in 0..backoff {
+                    spin_loop();
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                wait.wait();
+            }
+            // Acquire pairs with the Release store in `unlock`.
+            if !self.locked.swap(true, Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The caller holds the lock.
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        // Release pairs with the Acquire swap in `lock`/`try_lock`: publishes the critical section.
+        self.locked.store(false, Ordering::Release);
+    }
+
+    /// Whether the lock is held (a snapshot).
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for RawTasLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: `lock`/`try_lock` give mutual exclusion with Acquire on success, `unlock` is Release (see the
+// memory orderings above); the guard carries no state, and the lock has no thread affinity, so a guard
+// may be sent to and released from another thread.
+unsafe impl lock_api::RawMutex for RawTasLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type Guard = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) -> Self::Guard {
+        RawTasLock::lock(self);
+        lock_api::GuardSend::new()
+    }
+
+    #[inline]
+    fn try_lock(&self) -> Option<Self::Guard> {
+        RawTasLock::try_lock(self).then(lock_api::GuardSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self, _guard: Self::Guard) {
+        // SAFETY: the guard proves the caller holds the lock.
+        unsafe { RawTasLock::unlock(self) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        RawTasLock::is_locked(self)
+    }
+}

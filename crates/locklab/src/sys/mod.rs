@@ -1,0 +1,95 @@
+//! The platform layer: the only place in locklab that makes system calls.
+//!
+//! - [`futex_wait`] / [`futex_wake`]: sleep on and wake a 32-bit word (Linux `futex(2)`, private).
+//! - [`sched_yield`], [`thread_id`], [`current_cpu`].
+//!
+//! Under loom there is no kernel: a futex wait is a yield to the model (callers always re-check their
+//! word, so this is a spurious wake-up, which every caller must tolerate anyway) and a wake does nothing.
+
+use crate::primitive::AtomicU32;
+use std::time::Duration;
+
+/// Sleeps while `*word == expected`, for at most `timeout` (forever with `None`).
+///
+/// Returns `false` if the kernel reported the timeout, `true` otherwise (woken, value already changed,
+/// or interrupted). Spurious returns happen: callers re-check their condition.
+#[cfg(not(loom))]
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(core::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY:
+    // - `word` is a live, aligned 32-bit atomic for the duration of the call (it is a reference);
+    // - `ts_ptr` is null or points to `ts`, which outlives the call;
+    // - FUTEX_WAIT_PRIVATE reads the word atomically and uses the other arguments only as values.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            ts_ptr,
+        )
+    };
+    !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT))
+}
+
+/// Wakes up to `n` threads sleeping in [`futex_wait`] on `word`; returns how many were woken.
+///
+/// `word` is used only as an address, never dereferenced, so it may dangle: the wakers in locklab store to
+/// a waiter's word and then wake it after the waiter may already have gone. The worst such a wake does is
+/// a spurious wake-up of some other sleeper on a reused address, which all sleepers tolerate.
+#[cfg(not(loom))]
+pub fn futex_wake(word: *const AtomicU32, n: u32) -> usize {
+    let n = n.min(i32::MAX as u32) as libc::c_int;
+    // SAFETY: FUTEX_WAKE_PRIVATE uses the address only as a key into the kernel's wait queues; it does not
+    // access the memory, so any address is sound.
+    let addr = word as usize;
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            addr,
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            n,
+        )
+    };
+    r.max(0) as usize
+}
+
+#[cfg(loom)]
+pub fn futex_wait(_word: &AtomicU32, _expected: u32, _timeout: Option<Duration>) -> bool {
+    loom::thread::yield_now();
+    true
+}
+
+#[cfg(loom)]
+pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
+    0
+}
+
+/// Gives up the CPU to another runnable thread (`sched_yield(2)`).
+#[inline]
+pub fn sched_yield() {
+    // SAFETY: sched_yield takes no arguments and cannot fail in a way that matters to us.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
+/// The kernel's id of the calling thread (`gettid(2)`).
+pub fn thread_id() -> u32 {
+    // SAFETY: gettid takes no arguments and always succeeds.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// The CPU the calling thread is running on right now (`sched_getcpu(3)`), or `None` if unknown.
+/// Only a hint: the thread may migrate the moment this returns.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}

@@ -1,0 +1,183 @@
+//! Per-thread queue nodes, registered in a global table so that a lock word can name them.
+//!
+//! Queued locks need a node per waiting thread. The kernel keeps them per CPU, which does not work in
+//! userspace (a thread can migrate while it waits), so each thread gets a [`ThreadSlot`]: its OSQ node,
+//! its queued-spinlock nodes (one per nesting level) and its MCS nodes. A slot is found by index in
+//! [`TABLE`], which is how the queued spinlock's 14-bit tail names a waiter.
+//!
+//! # Lifetime
+//! Slots are allocated once and never freed: the protocols may look at a node after its thread has
+//! moved on (the OSQ unqueue reads a predecessor's fields that way, as the kernel does with per-CPU
+//! nodes), so node memory must stay valid forever ("type-stable"). When a thread exits, its slot goes back
+//! to the pool for the next new thread, unless one of its MCS nodes is still queued (a guard was leaked
+//! with `mem::forget`): then the slot is kept out of the pool for good, so the queue never points at a
+//! node that someone else reuses.
+//!
+//! Memory is bounded by the largest number of threads alive at once (at most [`MAX_SLOTS`]); past that,
+//! [`current`] returns `None` and the locks fall back to paths that need no node (documented on each).
+
+use crate::osq::OsqNode;
+use crate::primitive::{AtomicBool, AtomicPtr, Ordering};
+use crate::spin::mcs::McsNode;
+use core::cell::Cell;
+use core::ptr;
+use std::sync::atomic::AtomicUsize;
+
+/// Slots that can be named: the queued spinlock's tail holds `index + 1` in 14 bits.
+pub(crate) const MAX_SLOTS: usize = (1 << 14) - 1;
+/// Queued-spinlock nodes per thread: a thread waits for one queued spinlock at a time; the second level
+/// serves a signal handler that interrupts a wait.
+pub(crate) const QNODE_LEVELS: usize = 2;
+/// MCS nodes per thread: how many MCS locks one thread can hold (or wait for) at once without falling
+/// back to a heap-allocated node.
+pub(crate) const MCS_LEVELS: usize = 8;
+
+/// One thread's queue nodes. Fields in `Cell`s are touched only by the thread that owns the slot.
+pub(crate) struct ThreadSlot {
+    /// Position in [`TABLE`].
+    pub(crate) index: u32,
+    /// Node for optimistic spin queues (one: a thread spins on one lock at a time).
+    pub(crate) osq: OsqNode,
+    /// Nodes for queued spinlocks, by nesting level.
+    pub(crate) qnodes: [McsNode; QNODE_LEVELS],
+    /// How many of `qnodes` are in use (owner thread only).
+    pub(crate) qdepth: Cell<usize>,
+    /// Nodes for MCS locks.
+    pub(crate) mcs: [McsNode; MCS_LEVELS],
+    /// Bit i set: `mcs[i]` is in a queue (owner thread only).
+    pub(crate) mcs_busy: Cell<u8>,
+    /// Whether a live thread owns this slot.
+    in_use: AtomicBool,
+}
+
+impl ThreadSlot {
+    fn new(index: u32) -> Self {
+        ThreadSlot {
+            index,
+            osq: OsqNode::new(),
+            qnodes: [const { McsNode::new() }; QNODE_LEVELS],
+            qdepth: Cell::new(0),
+            mcs: [const { McsNode::new() }; MCS_LEVELS],
+            mcs_busy: Cell::new(0),
+            in_use: AtomicBool::new(true),
+        }
+    }
+}
+
+/// Every slot ever allocated, by index.
+static TABLE: [AtomicPtr<ThreadSlot>; MAX_SLOTS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_SLOTS];
+/// Indices handed out so far.
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's slot, or null. No destructor, so it can be read at any point of thread exit.
+    static CURRENT: Cell<*const ThreadSlot> = const { Cell::new(ptr::null()) };
+    /// Gives the slot back when the thread exits.
+    static RELEASER: Releaser = const { Releaser };
+}
+
+struct Releaser;
+
+impl Drop for Releaser {
+    fn drop(&mut self) {
+        let slot = CURRENT.with(|c| c.replace(ptr::null()));
+        if slot.is_null() {
+            return;
+        }
+        // SAFETY: slots are never freed.
+        let slot = unsafe { &*slot };
+        if slot.qdepth.get() == 0 && slot.mcs_busy.get() == 0 {
+            // Release pairs with the Acquire CAS in `claim`: the next owner sees our last node writes.
+            slot.in_use.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// The calling thread's slot, registering one on first use; `None` when every slot is taken or the
+/// thread is already exiting.
+#[inline]
+pub(crate) fn current() -> Option<&'static ThreadSlot> {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return register();
+    }
+    // SAFETY: non-null values of CURRENT come from TABLE, whose slots are never freed.
+    Some(unsafe { &*p })
+}
+
+#[cold]
+#[inline(never)]
+fn register() -> Option<&'static ThreadSlot> {
+    // Arm the releaser first: if this thread is already tearing down its thread-locals, it fails, and we
+    // must not take a slot we could never give back.
+    RELEASER.try_with(|_| ()).ok()?;
+    let slot = claim()?;
+    CURRENT.with(|c| c.set(slot));
+    Some(slot)
+}
+
+fn claim() -> Option<&'static ThreadSlot> {
+    let allocated = ALLOCATED.load(Ordering::Relaxed).min(MAX_SLOTS);
+    for entry in &TABLE[..allocated] {
+        // Acquire pairs with the Release store that published the slot.
+        let p = entry.load(Ordering::Acquire);
+        // SAFETY: non-null entries point to leaked, never-freed slots.
+        if let Some(slot) = unsafe { p.as_ref() } {
+            // Acquire pairs with the Release store in `Releaser::drop`.
+            if slot
+                .in_use
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(slot);
+            }
+        }
+    }
+    let index = ALLOCATED.fetch_add(1, Ordering::Relaxed);
+    if index >= MAX_SLOTS {
+        return None;
+    }
+    let slot: &'static ThreadSlot = Box::leak(Box::new(ThreadSlot::new(index as u32)));
+    // Release pairs with the Acquire loads in `claim` and `slot`: the slot's initialisation is visible
+    // to whoever finds it in the table.
+    TABLE[index].store(
+        slot as *const ThreadSlot as *mut ThreadSlot,
+        Ordering::Release,
+    );
+    Some(slot)
+}
+
+/// The slot with the given index, if it has been published.
+#[inline]
+pub(crate) fn slot(index: usize) -> Option<&'static ThreadSlot> {
+    // Acquire pairs with the Release store in `claim`.
+    let p = TABLE.get(index)?.load(Ordering::Acquire);
+    // SAFETY: non-null entries point to leaked, never-freed slots.
+    unsafe { p.as_ref() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_is_stable_per_thread_and_reused_after_exit() {
+        let a = current().unwrap() as *const ThreadSlot;
+        assert_eq!(a, current().unwrap() as *const ThreadSlot);
+        let other = std::thread::spawn(|| current().unwrap().index)
+            .join()
+            .unwrap();
+        assert_ne!(other, current().unwrap().index);
+        assert!(slot(other as usize).is_some());
+        // The exited thread's slot is free again: some new thread gets it (maybe not the very next one,
+        // since other tests run threads concurrently), and the table does not grow without bound.
+        let before = ALLOCATED.load(Ordering::Relaxed);
+        for _ in 0..64 {
+            std::thread::spawn(|| current().unwrap().index)
+                .join()
+                .unwrap();
+        }
+        assert!(ALLOCATED.load(Ordering::Relaxed) < before + 64);
+    }
+}

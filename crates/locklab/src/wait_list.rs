@@ -1,0 +1,214 @@
+//! The FIFO wait list of sleeping waiters shared by the sleeping locks ([`crate::raw::RawMutex`],
+//! [`crate::raw::RawCondvar`]).
+//!
+//! Each waiter is a [`Waiter`] node on the waiting thread's stack, sleeping on *its own* futex word. That
+//! is what makes hand-off possible: a waker can tell one chosen waiter "the lock is yours" by writing its
+//! word, which a single shared futex word cannot express.
+//!
+//! The list is intrusive and doubly linked, so a timed-out waiter removes itself in O(1). It is protected
+//! by its owner's internal lock (a small spinlock, held for a few instructions); all link fields are
+//! read and written only with that lock held.
+//!
+//! # A waiter's word
+//! | `futex`    | meaning                                                                    |
+//! |------------|----------------------------------------------------------------------------|
+//! | `SLEEPING` | asleep, or about to sleep; set by the waiter itself under the list lock      |
+//! | `WOKEN`    | woken to retry; the waiter is still in the list                            |
+//! | `HANDED`   | the lock was handed to this waiter, which has been removed from the list   |
+//!
+//! # Lifetime rule
+//! A waker's store to a waiter's `futex` is its *last access* to the node: after it the waiter may
+//! return and free its stack frame. The waker may still pass the word's address to `futex_wake`, which
+//! never dereferences it (see [`crate::sys::futex_wake`]).
+
+use crate::clock::Stamp;
+use crate::primitive::AtomicU32;
+use core::cell::Cell;
+use core::ptr;
+
+/// Asleep or about to sleep.
+pub(crate) const SLEEPING: u32 = 0;
+/// Woken to retry, still queued.
+pub(crate) const WOKEN: u32 = 1;
+/// Handed the lock, dequeued by the waker.
+pub(crate) const HANDED: u32 = 2;
+
+/// One sleeping thread. Lives on its thread's stack while the thread waits.
+pub(crate) struct Waiter {
+    /// What the waker says; see the module table.
+    pub(crate) futex: AtomicU32,
+    /// The thread's owner tag, written into the lock word when the lock is handed to it.
+    pub(crate) tag: u32,
+    /// When it joined its current list: decides when it may ask for hand-off.
+    pub(crate) since: Stamp,
+    /// Condvar bookkeeping: still in the condvar's list (not yet moved to the mutex's).
+    pub(crate) in_condvar: Cell<bool>,
+    prev: Cell<*const Waiter>,
+    next: Cell<*const Waiter>,
+}
+
+impl Waiter {
+    pub(crate) fn new(tag: u32) -> Self {
+        Waiter {
+            futex: AtomicU32::new(SLEEPING),
+            tag,
+            since: Stamp::now(),
+            in_condvar: Cell::new(false),
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
+        }
+    }
+}
+
+/// A FIFO of [`Waiter`]s. Every method requires the owner's list lock (enforced by the owner handing
+/// out `&mut WaitList` only under it).
+pub(crate) struct WaitList {
+    head: *const Waiter,
+    tail: *const Waiter,
+}
+
+impl WaitList {
+    pub(crate) const fn new() -> Self {
+        WaitList {
+            head: ptr::null(),
+            tail: ptr::null(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// The longest waiter.
+    #[inline]
+    pub(crate) fn front(&self) -> Option<&Waiter> {
+        // SAFETY: queued nodes stay alive until removed (the lifetime rule: a waiter never returns while
+        // queued), and we are under the list lock.
+        unsafe { self.head.as_ref() }
+    }
+
+    /// Whether `w` is the only waiter.
+    #[inline]
+    pub(crate) fn is_only(&self, w: &Waiter) -> bool {
+        ptr::eq(self.head, w) && ptr::eq(self.tail, w)
+    }
+
+    /// Appends `w`.
+    ///
+    /// # Safety
+    /// `w` is in no list and stays alive and unmoved until it is removed from this one.
+    pub(crate) unsafe fn push_back(&mut self, w: &Waiter) {
+        w.next.set(ptr::null());
+        w.prev.set(self.tail);
+        // SAFETY: the old tail is queued, hence alive.
+        match unsafe { self.tail.as_ref() } {
+            Some(t) => t.next.set(w),
+            None => self.head = w,
+        }
+        self.tail = w;
+    }
+
+    /// Unlinks `w`.
+    ///
+    /// # Safety
+    /// `w` is in this list.
+    pub(crate) unsafe fn remove(&mut self, w: &Waiter) {
+        let (prev, next) = (w.prev.get(), w.next.get());
+        // SAFETY: neighbours of a queued node are queued, hence alive.
+        unsafe {
+            match prev.as_ref() {
+                Some(p) => p.next.set(next),
+                None => self.head = next,
+            }
+            match next.as_ref() {
+                Some(n) => n.prev.set(prev),
+                None => self.tail = prev,
+            }
+        }
+        w.prev.set(ptr::null());
+        w.next.set(ptr::null());
+    }
+
+    /// Removes and returns the first `n` waiters as a list of their own (in order).
+    pub(crate) fn split_front(&mut self, n: usize) -> WaitList {
+        let mut taken = WaitList::new();
+        for _ in 0..n {
+            let Some(w) = self.front() else { break };
+            let w = w as *const Waiter;
+            // SAFETY: `w` is this list's front; it is queued, hence alive, and moves list to list.
+            unsafe {
+                self.remove(&*w);
+                taken.push_back(&*w);
+            }
+        }
+        taken
+    }
+
+    /// Moves every waiter of `other` to the back of this list, in order.
+    pub(crate) fn append(&mut self, other: &mut WaitList) {
+        // SAFETY: both lists' nodes are alive while queued; we relink only their ends.
+        unsafe {
+            match (self.tail.as_ref(), other.head.as_ref()) {
+                (_, None) => return,
+                (Some(t), Some(h)) => {
+                    t.next.set(h);
+                    h.prev.set(t);
+                }
+                (None, Some(_)) => self.head = other.head,
+            }
+        }
+        self.tail = other.tail;
+        *other = WaitList::new();
+    }
+
+    /// Calls `f` on every waiter, front to back.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Waiter)) {
+        let mut p = self.head;
+        // SAFETY: queued nodes are alive; `f` does not unlink (it only sees `&Waiter`, and the links are
+        // private to this module).
+        while let Some(w) = unsafe { p.as_ref() } {
+            p = w.next.get();
+            f(w);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(l: &WaitList) -> Vec<u32> {
+        let mut v = vec![];
+        l.for_each(|w| v.push(w.tag));
+        v
+    }
+
+    #[test]
+    fn push_remove_split_append() {
+        let ws: Vec<Waiter> = (0..5).map(Waiter::new).collect();
+        let mut l = WaitList::new();
+        assert!(l.is_empty());
+        for w in &ws {
+            unsafe { l.push_back(w) };
+        }
+        assert_eq!(order(&l), [0, 1, 2, 3, 4]);
+        unsafe { l.remove(&ws[2]) };
+        unsafe { l.remove(&ws[0]) };
+        unsafe { l.remove(&ws[4]) };
+        assert_eq!(order(&l), [1, 3]);
+        assert_eq!(l.front().unwrap().tag, 1);
+        let mut front = l.split_front(1);
+        assert_eq!(order(&front), [1]);
+        assert!(l.is_only(&ws[3]));
+        front.append(&mut l);
+        assert!(l.is_empty());
+        assert_eq!(order(&front), [1, 3]);
+        let mut empty = WaitList::new();
+        empty.append(&mut front);
+        assert_eq!(order(&empty), [1, 3]);
+        unsafe { empty.remove(&ws[1]) };
+        unsafe { empty.remove(&ws[3]) };
+        assert!(empty.is_empty());
+    }
+}
