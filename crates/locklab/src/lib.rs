@@ -41,6 +41,9 @@ pub mod sys;
 mod thread_slot;
 mod wait_list;
 
+#[cfg(all(test, loom))]
+mod loom_models;
+
 /// The raw lock types, for use with [`lock_api`] directly or for building other primitives.
 pub mod raw {
     pub use crate::condvar::RawCondvar;

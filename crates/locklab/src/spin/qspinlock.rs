@@ -219,6 +219,21 @@ impl RawQueuedSpinLock {
     }
 }
 
+#[cfg(loom)]
+impl RawQueuedSpinLock {
+    /// `lock` with an explicit queue node, as the loom models run it (same paths as `lock`/`lock_slow`).
+    ///
+    /// # Safety
+    /// As [`lock_queued`](Self::lock_queued).
+    pub(crate) unsafe fn lock_model<'n>(&self, node: &McsNode, my_tail: u16, node_of: impl Fn(u16) -> &'n McsNode) {
+        if self.try_lock() || self.lock_pending() {
+            return;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.lock_queued(node, my_tail, node_of) }
+    }
+}
+
 #[cfg(not(loom))]
 impl RawQueuedSpinLock {
     /// Takes the lock, by the fast, pending or queue path.

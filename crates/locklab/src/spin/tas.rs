@@ -22,8 +22,9 @@
 
 use crate::primitive::{AtomicBool, Ordering, SpinWait, spin_loop};
 
-/// Largest number of `pause`s between two looks at the lock word.
-const MAX_BACKOFF: u32 = 64;
+/// Largest number of `pause`s between two looks at the lock word (1 under loom, where every `pause` is
+/// a scheduling point and backoff only multiplies the schedules to explore).
+const MAX_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
 
 /// A test-and-test-and-set spinlock. See the [module documentation](self).
 pub struct RawTasLock {

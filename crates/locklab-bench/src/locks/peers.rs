@@ -1,0 +1,173 @@
+//! Other crates' and the platform's locks, each in a few lines.
+
+use super::{Kind, LockInfo, LockUnderTest, lock, refcount};
+use crate::workload::Shared;
+use crate::{count_under_lock, mutex_adapter, rwlock_adapter};
+use std::cell::UnsafeCell;
+
+/// std's `Mutex`, poisoning unwrapped (no test panics inside).
+pub struct StdMutex(std::sync::Mutex<Shared>);
+impl LockUnderTest for StdMutex {
+    fn new() -> Self {
+        StdMutex(Default::default())
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        f(&mut self.0.lock().unwrap())
+    }
+}
+
+/// std's `RwLock`.
+pub struct StdRwLock(std::sync::RwLock<Shared>);
+impl LockUnderTest for StdRwLock {
+    const HAS_SHARED_MODE: bool = true;
+    fn new() -> Self {
+        StdRwLock(Default::default())
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        f(&mut self.0.write().unwrap())
+    }
+    #[inline]
+    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
+        f(&self.0.read().unwrap())
+    }
+}
+
+/// A count under std's mutex.
+pub struct StdMutexCount(std::sync::Mutex<i64>);
+impl super::RefCountUnderTest for StdMutexCount {
+    fn new() -> Self {
+        StdMutexCount(std::sync::Mutex::new(1))
+    }
+    #[inline]
+    fn get(&self) {
+        *self.0.lock().unwrap() += 1;
+    }
+    #[inline]
+    fn put(&self) {
+        *self.0.lock().unwrap() -= 1;
+    }
+}
+
+mutex_adapter!(PlMutex, parking_lot::Mutex<Shared>);
+mutex_adapter!(PlFairMutex, parking_lot::FairMutex<Shared>);
+rwlock_adapter!(PlRwLock, parking_lot::RwLock<Shared>);
+count_under_lock!(PlMutexCount, parking_lot::Mutex<i64>);
+mutex_adapter!(SpinMutex, spin::mutex::SpinMutex<Shared>);
+mutex_adapter!(SpinTicket, spin::mutex::TicketMutex<Shared>);
+
+/// crossbeam's `ShardedLock` (per-shard reader locks, the brlock idea).
+pub struct CrossbeamSharded(crossbeam_utils::sync::ShardedLock<Shared>);
+impl LockUnderTest for CrossbeamSharded {
+    const HAS_SHARED_MODE: bool = true;
+    fn new() -> Self {
+        CrossbeamSharded(Default::default())
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        f(&mut self.0.write().unwrap())
+    }
+    #[inline]
+    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
+        f(&self.0.read().unwrap())
+    }
+}
+
+/// glibc's `pthread_mutex_t` with default attributes. Boxed: a pthread mutex must not move once used.
+pub struct PthreadMutex {
+    m: Box<UnsafeCell<libc::pthread_mutex_t>>,
+    data: UnsafeCell<Shared>,
+}
+
+// SAFETY: `data` is accessed only with `m` held; the pthread mutex is made for sharing between threads.
+unsafe impl Sync for PthreadMutex {}
+// SAFETY: as above; the mutex is not held when the adapter moves.
+unsafe impl Send for PthreadMutex {}
+
+impl LockUnderTest for PthreadMutex {
+    fn new() -> Self {
+        PthreadMutex { m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)), data: Default::default() }
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        // SAFETY: `m` is an initialised, pinned (boxed) mutex; `data` is only touched between lock and
+        // unlock, so the `&mut` is unique.
+        unsafe {
+            libc::pthread_mutex_lock(self.m.get());
+            let r = f(&mut *self.data.get());
+            libc::pthread_mutex_unlock(self.m.get());
+            r
+        }
+    }
+}
+
+impl Drop for PthreadMutex {
+    fn drop(&mut self) {
+        // SAFETY: unlocked (no guard outlives `exclusive`), and never used again.
+        unsafe { libc::pthread_mutex_destroy(self.m.get()) };
+    }
+}
+
+/// glibc's `pthread_rwlock_t` with default attributes (reader-preferring). Boxed, as the mutex.
+pub struct PthreadRwLock {
+    l: Box<UnsafeCell<libc::pthread_rwlock_t>>,
+    data: UnsafeCell<Shared>,
+}
+
+// SAFETY: `data` is written only with `l` held exclusively and read with it held shared.
+unsafe impl Sync for PthreadRwLock {}
+// SAFETY: as above; not held when the adapter moves.
+unsafe impl Send for PthreadRwLock {}
+
+impl LockUnderTest for PthreadRwLock {
+    const HAS_SHARED_MODE: bool = true;
+    fn new() -> Self {
+        PthreadRwLock { l: Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER)), data: Default::default() }
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        // SAFETY: initialised, pinned rwlock; exclusive mode makes the `&mut` unique.
+        unsafe {
+            libc::pthread_rwlock_wrlock(self.l.get());
+            let r = f(&mut *self.data.get());
+            libc::pthread_rwlock_unlock(self.l.get());
+            r
+        }
+    }
+    #[inline]
+    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
+        // SAFETY: initialised, pinned rwlock; shared mode excludes writers while we read.
+        unsafe {
+            libc::pthread_rwlock_rdlock(self.l.get());
+            let r = f(&*self.data.get());
+            libc::pthread_rwlock_unlock(self.l.get());
+            r
+        }
+    }
+}
+
+impl Drop for PthreadRwLock {
+    fn drop(&mut self) {
+        // SAFETY: unlocked, and never used again.
+        unsafe { libc::pthread_rwlock_destroy(self.l.get()) };
+    }
+}
+
+/// Registry entries.
+pub fn entries() -> Vec<LockInfo> {
+    vec![
+        lock::<StdMutex>("std-mutex", Kind::Peer, "std::sync::Mutex (futex, spins 100 loads, then sleeps)"),
+        lock::<StdRwLock>("std-rwlock", Kind::Peer, "std::sync::RwLock (futex)"),
+        lock::<PlMutex>("parking-lot-mutex", Kind::Peer, "parking_lot::Mutex (1 byte, spin-then-park, eventual fairness)"),
+        lock::<PlFairMutex>("parking-lot-fair-mutex", Kind::Peer, "parking_lot::FairMutex (always hands off)"),
+        lock::<PlRwLock>("parking-lot-rwlock", Kind::Peer, "parking_lot::RwLock"),
+        lock::<SpinMutex>("spin-mutex", Kind::Peer, "spin::mutex::SpinMutex (test-and-set spinlock)"),
+        lock::<SpinTicket>("spin-ticket", Kind::Peer, "spin::mutex::TicketMutex (ticket spinlock)"),
+        lock::<PthreadMutex>("pthread-mutex", Kind::Peer, "glibc pthread_mutex_t, default attributes"),
+        lock::<PthreadRwLock>("pthread-rwlock", Kind::Peer, "glibc pthread_rwlock_t, default attributes"),
+        lock::<CrossbeamSharded>("crossbeam-sharded", Kind::Peer, "crossbeam_utils::sync::ShardedLock (per-shard reader locks)"),
+        refcount::<StdMutexCount>("std-mutex-count", Kind::Peer, "a count under std::sync::Mutex (refcount peer)"),
+        refcount::<PlMutexCount>("parking-lot-mutex-count", Kind::Peer, "a count under parking_lot::Mutex (refcount peer)"),
+    ]
+}

@@ -1,0 +1,74 @@
+//! The workloads of `docs lab.md`: what one operation is.
+
+use serde::Serialize;
+use std::fmt;
+
+/// A workload: what each thread does in a loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// lock; critical section writing the protected data; unlock; think.
+    Mutex,
+    /// like `mutex`, but `read_pct` of the operations take the shared mode and only read.
+    Rw,
+    /// take a reference to a shared object and drop it.
+    Refcount,
+}
+
+impl Workload {
+    /// Every workload, in the order the default suite runs them.
+    pub const ALL: [Workload; 3] = [Workload::Mutex, Workload::Rw, Workload::Refcount];
+
+    /// The name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Mutex => "mutex",
+            Workload::Rw => "rw",
+            Workload::Refcount => "refcount",
+        }
+    }
+
+    /// One line for `locklab list`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Workload::Mutex => "lock; cs of --cs-ns writing the data; unlock; --think-ns of private work",
+            Workload::Rw => "as mutex, but --read-pct of the ops take the shared mode and only read",
+            Workload::Refcount => "take a reference to a shared object, hold it for --cs-ns, drop it",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn parse(s: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == s)
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The data every lock protects: one cache line of words that the critical section reads or writes.
+#[derive(Default)]
+#[repr(align(64))]
+pub struct Shared {
+    /// The words.
+    pub words: [u64; 8],
+}
+
+impl Shared {
+    /// An exclusive critical section: `loops` of work folded into the data.
+    #[inline]
+    pub fn write(&mut self, loops: u64) {
+        let v = crate::work::spin_work(loops, self.words[0]);
+        self.words[0] = v;
+        self.words[1] = self.words[1].wrapping_add(1);
+    }
+
+    /// A shared critical section: `loops` of work on a copy of the data.
+    #[inline]
+    pub fn read(&self, loops: u64) -> u64 {
+        crate::work::spin_work(loops, self.words[0] ^ self.words[1])
+    }
+}
