@@ -1,1 +1,84 @@
-fn main() {}
+//! `locklab`: see the README and lab.md.
+
+use clap::Parser;
+use locklab_bench::cli::{Cli, Command, UsageError, plan_bench, plan_default};
+use locklab_bench::runner::{SystemClock, allowed_cpus};
+use locklab_bench::{calibrate, locks, suite, workload::Workload};
+use std::process::ExitCode;
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let cpus = allowed_cpus().len();
+    match cli.command {
+        None => {
+            suite::run(&plan_default(cpus), &SystemClock::default())?;
+        }
+        Some(Command::List) => {
+            for l in locks::registry() {
+                let mut runs: Vec<&str> = Workload::ALL
+                    .iter()
+                    .filter(|w| l.supports(**w))
+                    .map(|w| w.name())
+                    .collect();
+                runs.sort_unstable();
+                println!(
+                    "{:<26}{:<6}{}  [{}]",
+                    l.name,
+                    l.kind.name(),
+                    l.summary,
+                    runs.join(",")
+                );
+            }
+            for w in Workload::ALL {
+                println!("{:<26}{:<6}{}", w.name(), "load", w.summary());
+            }
+        }
+        Some(Command::Calibrate { json }) => {
+            let report = locklab_bench::report::Report {
+                locklab_version: env!("CARGO_PKG_VERSION").into(),
+                machine: calibrate::machine(),
+                calibration: calibrate::calibrate(),
+                results: vec![],
+            };
+            let (m, c) = (&report.machine, &report.calibration);
+            let text = format!(
+                "cpu_model         {}\nlogical_cpus      {}\nkernel            {}\nrustc             {}\natomic_rmw_ns     {:.2}\ncas_ns            {:.2}\nline_transfer_ns  {:.1}\nfutex_wake_ns     {:.0}\n",
+                m.cpu_model,
+                m.logical_cpus,
+                m.kernel,
+                m.rustc,
+                c.atomic_rmw_ns,
+                c.cas_ns,
+                c.line_transfer_ns,
+                c.futex_wake_ns
+            );
+            match json.as_deref() {
+                Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
+                Some(f) => {
+                    print!("{text}");
+                    std::fs::write(f, serde_json::to_string_pretty(&report)? + "\n")
+                        .map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?;
+                }
+                None => print!("{text}"),
+            }
+        }
+        Some(Command::Bench(args)) => {
+            let plan = plan_bench(&args, cpus)?;
+            suite::run(&plan, &SystemClock::default())?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("locklab: error: {e}");
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

@@ -34,7 +34,9 @@ impl WorkCalibration {
                 t.elapsed().as_nanos().max(1) as f64
             })
             .fold(f64::INFINITY, f64::min);
-        WorkCalibration { loops_per_ns: LOOPS as f64 / best }
+        WorkCalibration {
+            loops_per_ns: LOOPS as f64 / best,
+        }
     }
 
     /// Loop count for `ns` nanoseconds of work.
@@ -54,7 +56,10 @@ mod tests {
         assert_eq!(c.loops_for(100), 50);
         assert_eq!(c.loops_for(1000), 500);
         let real = WorkCalibration::measure();
-        assert!(real.loops_per_ns > 0.01 && real.loops_per_ns < 100.0, "{real:?}");
+        assert!(
+            real.loops_per_ns > 0.01 && real.loops_per_ns < 100.0,
+            "{real:?}"
+        );
     }
 
     #[test]

@@ -31,9 +31,15 @@ impl Workload {
     /// One line for `locklab list`.
     pub fn summary(self) -> &'static str {
         match self {
-            Workload::Mutex => "lock; cs of --cs-ns writing the data; unlock; --think-ns of private work",
-            Workload::Rw => "as mutex, but --read-pct of the ops take the shared mode and only read",
-            Workload::Refcount => "take a reference to a shared object, hold it for --cs-ns, drop it",
+            Workload::Mutex => {
+                "lock; cs of --cs-ns writing the data; unlock; --think-ns of private work"
+            }
+            Workload::Rw => {
+                "as mutex, but --read-pct of the ops take the shared mode and only read"
+            }
+            Workload::Refcount => {
+                "take a reference to a shared object, hold it for --cs-ns, drop it"
+            }
         }
     }
 

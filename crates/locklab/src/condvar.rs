@@ -149,7 +149,7 @@ impl RawCondvar {
         // SAFETY: `waiter` lives on this frame, was made by this thread, and was moved to `mutex`'s list.
         let got = unsafe { mutex.wait_queued(&waiter, None, false) };
         debug_assert!(got, "a wait without deadline always gets the lock");
-        *token = MutexToken::for_current_thread();
+        *token = MutexToken::for_tag(waiter.tag);
         false
     }
 

@@ -43,10 +43,17 @@ struct Guarded {
 
 impl Guarded {
     fn new() -> Self {
-        Guarded { value: UnsafeCell::new(0), inside: AtomicUsize::new(0) }
+        Guarded {
+            value: UnsafeCell::new(0),
+            inside: AtomicUsize::new(0),
+        }
     }
     fn critical(&self) {
-        assert_eq!(self.inside.fetch_add(1, Ordering::Relaxed), 0, "two threads inside");
+        assert_eq!(
+            self.inside.fetch_add(1, Ordering::Relaxed),
+            0,
+            "two threads inside"
+        );
         self.value.with_mut(|v| unsafe { *v += 1 });
         self.inside.fetch_sub(1, Ordering::Relaxed);
     }
@@ -122,7 +129,8 @@ fn qspinlock_threads(n: usize) {
             .map(|i| {
                 let (s, nodes) = (s.clone(), nodes.clone());
                 thread::spawn(move || {
-                    let node_of = |t: u16| &nodes[crate::spin::qspinlock::decode_tail(t).0 as usize];
+                    let node_of =
+                        |t: u16| &nodes[crate::spin::qspinlock::decode_tail(t).0 as usize];
                     unsafe { s.0.lock_model(&nodes[i], encode_tail(i as u32, 0), node_of) };
                     s.1.critical();
                     unsafe { s.0.unlock() };
@@ -170,7 +178,10 @@ fn osq_with_unqueue() {
         for h in hs {
             h.join().unwrap();
         }
-        assert!(s.2.load(Ordering::Relaxed) >= 1, "the first spinner is head at once");
+        assert!(
+            s.2.load(Ordering::Relaxed) >= 1,
+            "the first spinner is head at once"
+        );
         // The queue is empty again: a new spinner is head immediately.
         let mut budget = crate::clock::SpinBudget::new(0);
         assert!(unsafe { s.0.lock(&nodes[0], &mut budget) });
@@ -272,4 +283,3 @@ fn condvar_timeout_vs_notify() {
         assert_eq!(s.1.notify_all(), 0);
     });
 }
-

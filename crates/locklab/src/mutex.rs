@@ -17,48 +17,58 @@
 //! # "Is the owner running?"
 //! The kernel spins only while the owner is on a CPU; userspace cannot ask. Our stand-in: the owner's
 //! tag is in the state word, and a spinner spins while the **owner is unchanged for at most
-//! [`OWNER_SPIN_NS`]**, re-arming whenever the lock changes hands (an owner that keeps it longer is
-//! probably preempted or in a long section: sleep), within an overall cap of [`SPIN_MAX_NS`] per
-//! acquisition. Measured with the lab (`locklab bench --workload mutex`) against two other choices:
-//! a fixed spin count regardless of owner changes, and no spinning; see the README's Mutex section.
+//! [`OWNER_SPIN_NS`]**, re-arming whenever the lock changes hands or is seen free (a holder that keeps
+//! it longer is probably preempted or in a long section: sleep), within an overall cap of
+//! [`SPIN_MAX_NS`] per acquisition. Between looks it backs off exponentially (up to
+//! [`MAX_SPIN_BACKOFF`] `pause`s), so the spinner does not keep pulling the line from a running holder.
+//! Chosen with the lab (`locklab bench --workload mutex`); see the README's Mutex section.
 //!
 //! # State word
-//! | bits  | name      | meaning                                                               |
-//! |-------|-----------|-----------------------------------------------------------------------|
-//! | 0     | LOCKED    | held                                                                  |
-//! | 1     | WAITERS   | the wait list is not empty: unlock must wake (or hand off)            |
-//! | 2     | HANDOFF   | the first waiter asked for the lock: no stealing, unlock hands it over |
-//! | 3-31  | owner tag | the holder's thread tag (0 when free)                                 |
+//! | bits  | name      | meaning                                                                   |
+//! |-------|-----------|---------------------------------------------------------------------------|
+//! | 0     | LOCKED    | held                                                                      |
+//! | 1     | WAITERS   | the wait list is not empty                                                |
+//! | 2     | HANDOFF   | the first waiter asked for the lock: nobody else may take it              |
+//! | 3     | WAKING    | a wake-up of the first waiter is in flight: unlocks need not wake again    |
+//! | 4-31  | owner tag | the holder's tag (0 when free)                                            |
 //!
-//! Transitions, as `(owner, H, W, L)`:
-//! - fast lock `(0,0,0,0) -> (me,0,0,1)`; fast unlock `(me,0,0,1) -> (0,0,0,0)`
-//! - spinner / waiter take: `(0,0,w,0) -> (me,0,w',1)`
-//! - enqueue: `(o,h,0,l) -> (o,h,1,l)`; request hand-off: `(o,0,1,1) -> (o,1,1,1)`
-//! - unlock with waiters: `(me,0,1,1) -> (0,0,1,0)`, then wake the first waiter
-//! - hand-off: `(me,1,1,1) -> (first,0,w',1)` with `first` marked HANDED
+//! Transitions, as `(owner, K, H, W, L)` (K = WAKING):
+//! - fast lock `(0,0,0,0,0) -> (me,0,0,0,1)`
+//! - unlock: one `fetch_sub(me|L)`: `(me,k,h,w,1) -> (0,k,h,w,0)`; if it left `w` set and `k` clear,
+//!   the unlocker wakes the first waiter: `(o,0,h,1,l) -> (o,1,h,1,l)` under `wait_lock`
+//! - spinner / `try_lock` take: `(0,k,0,w,0) -> (me,k,0,w,1)`
+//! - waiter take (first waiter, or any waiter without HANDOFF): `(0,k,h,1,0) -> (me,k',0,w',1)`; the first
+//!   waiter consumes K (k' = 0), others keep it
+//! - enqueue: `(o,k,h,0,l) -> (o,k,h,1,l)`; request hand-off (first waiter): `(o,k,0,1,1) -> (o,k,1,1,1)`
+//! - first waiter going back to sleep: `(o,1,h,1,l) -> (o,0,h,1,l)`, sleeping only if that RMW saw `l = 1`
+//! - `unlock_fair` / direct hand-off: `(me,k,h,1,1) -> (first,0,0,w',1)` with `first` marked HANDED
 //!
 //! # Invariants
-//! 1. HANDOFF implies LOCKED: it is set only by CAS on a locked word, and every unlock that sees it hands
-//!    off instead of freeing. A leaving (timed-out) first waiter clears its own request.
+//! 1. Only the first waiter may take the lock while HANDOFF is set; HANDOFF is cleared by its take, by
+//!    a direct hand-off, or when that waiter leaves (time-out).
 //! 2. Under `wait_lock`, WAITERS is set iff the wait list is non-empty.
-//! 3. While LOCKED and `wait_lock` are both held, nobody else can change the state word (every other
-//!    writer either needs the lock free or holds `wait_lock`), so the hand-off may use a plain store.
-//! 4. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
+//! 3. WAKING is set and cleared only under `wait_lock`. Set: the first waiter has been woken and has not
+//!    yet re-checked. The first waiter clears it when it re-checks (take, sleep, or leave).
+//! 4. No lost wake-up: a waiter sleeps only after an RMW (under `wait_lock`) that saw LOCKED; the unlock
+//!    that frees the lock comes later in the word's modification order, sees WAITERS, and either sees
+//!    WAKING (the first waiter is awake and will re-check) or wakes the first waiter itself.
+//! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
 //!    hand-off whose last access to it is the HANDED store (see [`crate::wait_list`]).
-//! 5. Whenever the lock is free and the list non-empty, some waiter is awake or about to be: each unlock
-//!    that saw WAITERS wakes the front, and a front waiter that leaves on timeout wakes its successor.
+//! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word, so a direct
+//!    hand-off may use a plain store.
 //!
 //! # Memory orderings
-//! - Every successful take (CAS) is Acquire; it pairs with the Release of the unlock CAS (or the hand-off
-//!   store) that last freed or passed the lock.
+//! - Every successful take (CAS) is Acquire; it pairs with the Release `fetch_sub` of the unlock (or the
+//!   hand-off store) that last freed or passed the lock.
 //! - Hand-off: `state.store(Release)` then `futex.store(HANDED, Release)`; the waiter's Acquire load of
 //!   HANDED sees the previous critical section.
-//! - Flag updates (WAITERS, HANDOFF) are Relaxed RMWs: they publish no data; the list they describe is
-//!   protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release CASes above.
+//! - Flag updates (WAITERS, HANDOFF, WAKING) are Relaxed RMWs: they publish no data; the list they
+//!   describe is protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release
+//!   operations above. Invariant 4 relies only on the single modification order of the word.
 
 use crate::clock::{Deadline, SpinBudget, time_left};
 use crate::osq::Osq;
-use crate::primitive::{AtomicU32, Ordering, spin_loop};
+use crate::primitive::{AtomicU32, Ordering, spin_loop, yield_now};
 use crate::spin::tas::RawTasLock;
 use crate::sys::{futex_wait, futex_wake};
 use crate::wait_list::{HANDED, SLEEPING, WOKEN, WaitList, Waiter};
@@ -71,44 +81,38 @@ const LOCKED: u32 = 1 << 0;
 const WAITERS: u32 = 1 << 1;
 /// The first waiter asked for the lock to be handed to it.
 const HANDOFF: u32 = 1 << 2;
+/// A wake-up of the first waiter is in flight.
+const WAKING: u32 = 1 << 3;
 /// The owner tag lives above the flags.
-const OWNER_SHIFT: u32 = 3;
-/// Owner tags are 29-bit, never 0.
+const OWNER_SHIFT: u32 = 4;
+/// Owner tags are 28-bit, never 0.
 const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
 
 /// A spinner gives up after the same owner has held the lock this long (ns).
 pub const OWNER_SPIN_NS: u64 = 10_000;
 /// Overall cap on optimistic spinning per acquisition, OSQ wait included (ns).
 pub const SPIN_MAX_NS: u64 = 40_000;
+/// Most `pause`s between two looks at the lock word while spinning (1 under loom, where each is a
+/// scheduling point).
+const MAX_SPIN_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
 /// A first waiter that has waited this long asks for hand-off (ns). The kernel's rwsem uses 4 ms; we
 /// pick 1 ms so that a starved waiter waits at most a few milliseconds even on a loaded 2-CPU VM.
 pub const HANDOFF_NS: u64 = 1_000_000;
 
-/// The calling thread's owner tag: small, non-zero, stable for the thread's life.
-#[inline]
+/// The calling thread's owner tag: its stack address in 2 MiB units (28 bits, never 0).
+///
+/// Free to compute (no thread-local access on the fast path: measured ~5% of an uncontended
+/// lock+unlock). Thread stacks are disjoint mappings of at least 2 MiB (Rust's default), so live threads
+/// get different tags except where two stacks share a 2 MiB frame. A tag is never a proof of ownership,
+/// only a spinning heuristic and the value a hand-off writes: a collision only makes a spinner believe
+/// the owner has not changed. One acquisition computes it once and carries it (in its token and its
+/// waiter node), so lock and unlock always agree.
+#[inline(always)]
 pub(crate) fn current_tag() -> u32 {
-    #[cfg(not(loom))]
-    std::thread_local!(static TAG: core::cell::Cell<u32> = const { core::cell::Cell::new(0) });
-    #[cfg(loom)]
-    loom::thread_local!(static TAG: core::cell::Cell<u32> = core::cell::Cell::new(0));
-    let t = TAG.with(|t| t.get());
-    if t != 0 {
-        return t;
-    }
-    #[cold]
-    fn assign(cell: &core::cell::Cell<u32>) -> u32 {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        loop {
-            // Relaxed: tags only need to differ between live threads most of the time (they are a
-            // spinning heuristic and a hand-off target name, never a proof of ownership).
-            let t = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & TAG_MASK;
-            if t != 0 {
-                cell.set(t);
-                return t;
-            }
-        }
-    }
-    TAG.with(assign)
+    let marker = 0u8;
+    let sp = core::ptr::addr_of!(marker) as usize;
+    let t = (sp >> 21) as u32 & TAG_MASK;
+    t | (t == 0) as u32
 }
 
 /// The state word value of a lock held by `tag` with no flags.
@@ -136,10 +140,10 @@ impl MutexToken {
         }
     }
 
-    /// The token of an acquisition by the calling thread.
+    /// The token of an acquisition made with `tag` (a waiter's).
     #[inline]
-    pub(crate) fn for_current_thread() -> Self {
-        Self::new(current_tag())
+    pub(crate) fn for_tag(tag: u32) -> Self {
+        Self::new(tag)
     }
 
     /// A token standing for no acquisition, left in a guard while the condvar has released the lock.
@@ -268,13 +272,11 @@ impl RawMutex {
     /// `token` is the state of the caller's current acquisition of this mutex.
     #[inline]
     pub unsafe fn unlock(&self, token: MutexToken) {
+        // `(me,k,h,w,1) -> (0,k,h,w,0)`: one RMW whatever the flags.
         // Release pairs with the Acquire of whoever takes the lock next.
-        if self
-            .state
-            .compare_exchange(token.expected, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            self.unlock_slow(false);
+        let old = self.state.fetch_sub(token.expected, Ordering::Release);
+        if old != token.expected {
+            self.unlock_slow(old);
         }
     }
 
@@ -290,7 +292,7 @@ impl RawMutex {
             .compare_exchange(token.expected, 0, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            self.unlock_slow(true);
+            self.hand_off(token.expected);
         }
     }
 
@@ -300,7 +302,7 @@ impl RawMutex {
         self.state.load(Ordering::Relaxed) & LOCKED != 0
     }
 
-    /// `(0,0,w,0) -> (me,0,w,1)`.
+    /// `(0,k,0,w,0) -> (me,k,0,w,1)`.
     #[inline]
     fn try_take(&self, tag: u32) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
@@ -345,6 +347,7 @@ impl RawMutex {
         }
         let mut owner = u32::MAX;
         let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
+        let mut backoff = 1u32;
         let got = loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & HANDOFF != 0 {
@@ -368,7 +371,18 @@ impl RawMutex {
             if owner_budget.expired() || budget.expired() {
                 break false;
             }
-            spin_loop();
+            // Exponential backoff between looks: every look pulls the line away from the holder, whose
+            // unlock (and, with short sections, next lock) then pays a transfer. Once the backoff is at
+            // its cap, yield the CPU instead: on an oversubscribed machine the holder may be waiting for
+            // this very CPU (a `sched_yield` with nobody else runnable costs well under a microsecond).
+            if backoff < MAX_SPIN_BACKOFF {
+                for _ in 0..backoff {
+                    spin_loop();
+                }
+                backoff *= 2;
+            } else {
+                yield_now();
+            }
         };
         // SAFETY: we are the OSQ head (lock returned true) with this node.
         unsafe { self.osq.unlock(node) };
@@ -392,7 +406,7 @@ impl RawMutex {
             w.since.reset();
             // SAFETY: forwarded contract.
             unsafe { list.push_back(w) };
-            // Relaxed: see "Memory orderings"; `(o,h,0,l) -> (o,h,1,l)`.
+            // Relaxed: see "Memory orderings"; `(o,k,h,0,l) -> (o,k,h,1,l)`.
             self.state.fetch_or(WAITERS, Ordering::Relaxed);
         }
         loop {
@@ -400,21 +414,31 @@ impl RawMutex {
             if w.futex.load(Ordering::Acquire) == HANDED {
                 return true;
             }
-            // Under wait_lock, so no waker's store can be lost between this and the check below.
+            // Under wait_lock: no waker's store can land between this and our decision below.
             w.futex.store(SLEEPING, Ordering::Relaxed);
-            if self.take_queued(w, &mut list) {
+            let first = list.front().is_some_and(|f| core::ptr::eq(f, w));
+            if self.take_queued(w, first, &mut list) {
                 return true;
             }
-            let first = list.front().is_some_and(|f| core::ptr::eq(f, w));
-            if first && w.since.older_than(HANDOFF_NS) && self.request_handoff() {
-                continue; // the lock was free after all: take it
+            if first && w.since.older_than(HANDOFF_NS) {
+                self.request_handoff();
+            }
+            // Going to sleep: the first waiter consumes WAKING, and sleeps only if the lock is still
+            // held after that (invariant 4); otherwise it retries at once.
+            if first {
+                // Relaxed: see "Memory orderings".
+                let s = self.state.fetch_and(!WAKING, Ordering::Relaxed);
+                if s & LOCKED == 0 {
+                    continue;
+                }
             }
             drop(list);
             let timed_out = Self::sleep(w, deadline);
             list = self.waiters();
             // Acquire pairs with the Release store of HANDED in `hand_off`.
             if timed_out && w.futex.load(Ordering::Acquire) != HANDED {
-                if self.take_queued(w, &mut list) {
+                let first = list.front().is_some_and(|f| core::ptr::eq(f, w));
+                if self.take_queued(w, first, &mut list) {
                     return true;
                 }
                 // SAFETY: `w` is in this list: only a hand-off removes a waiter other than itself.
@@ -440,20 +464,21 @@ impl RawMutex {
         }
     }
 
-    /// A queued waiter's take: `(0,0,w,0) -> (me,0,w',1)`, dequeuing itself; `w'` says whether others
-    /// remain (invariant 2).
-    fn take_queued(&self, w: &Waiter, list: &mut Waiters<'_>) -> bool {
+    /// A queued waiter's take: `(0,k,h,1,0) -> (me,k',0,w',1)`, dequeuing itself. Allowed with HANDOFF
+    /// only for the first waiter (invariant 1). The first waiter consumes WAKING; `w'` says whether
+    /// others remain (invariant 2).
+    fn take_queued(&self, w: &Waiter, first: bool, list: &mut Waiters<'_>) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
-            if s & LOCKED != 0 {
+            if s & LOCKED != 0 || (s & HANDOFF != 0 && !first) {
                 return false;
             }
-            debug_assert_eq!(s & HANDOFF, 0, "HANDOFF on a free mutex (invariant 1)");
             let rest = if list.is_only(w) { 0 } else { WAITERS };
+            let waking = if first { 0 } else { s & WAKING };
             // Acquire pairs with the Release of the unlock that freed the lock.
             match self.state.compare_exchange(
                 s,
-                held_by(w.tag) | rest,
+                held_by(w.tag) | rest | waking,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
@@ -467,16 +492,11 @@ impl RawMutex {
         }
     }
 
-    /// `(o,0,1,1) -> (o,1,1,1)`. Returns `true` if the lock turned out to be free instead.
-    fn request_handoff(&self) -> bool {
+    /// `(o,k,0,1,1) -> (o,k,1,1,1)`; nothing if the lock is free (the caller retries) or already
+    /// requested.
+    fn request_handoff(&self) {
         let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & LOCKED == 0 {
-                return true;
-            }
-            if s & HANDOFF != 0 {
-                return false;
-            }
+        while s & LOCKED != 0 && s & HANDOFF == 0 {
             // Relaxed: a flag; see "Memory orderings".
             match self.state.compare_exchange_weak(
                 s,
@@ -484,14 +504,14 @@ impl RawMutex {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return false,
+                Ok(_) => return,
                 Err(now) => s = now,
             }
         }
     }
 
-    /// A timed-out waiter leaves: clears WAITERS if it was the last, its own HANDOFF request if it was
-    /// first, and passes a wake-up on if the lock is free (invariant 5).
+    /// A timed-out waiter leaves: clears WAITERS if it was the last; if it was first, clears its own
+    /// HANDOFF request and WAKING, and passes the wake-up on if the lock is free (invariant 4).
     ///
     /// # Safety
     /// `w` is in `list`.
@@ -499,55 +519,44 @@ impl RawMutex {
         let was_first = list.front().is_some_and(|f| core::ptr::eq(f, w));
         // SAFETY: forwarded contract.
         unsafe { list.remove(w) };
-        let clear = if list.is_empty() { WAITERS } else { 0 } | if was_first { HANDOFF } else { 0 };
+        let clear = if list.is_empty() { WAITERS } else { 0 }
+            | if was_first { HANDOFF | WAKING } else { 0 };
         // Relaxed: flags; see "Memory orderings".
         let s = self.state.fetch_and(!clear, Ordering::Relaxed);
-        if s & LOCKED == 0 && was_first {
-            Self::wake_front(list);
+        if was_first && s & LOCKED == 0 {
+            self.wake_front(list);
         }
     }
 
-    /// Unlock with flags set.
+    /// After an unlock that left flags behind: wake the first waiter unless a wake is in flight.
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self, fair: bool) {
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & HANDOFF != 0 || (fair && s & WAITERS != 0) {
-                return self.hand_off();
-            }
-            // `(me,0,w,1) -> (0,0,w,0)`. Release pairs with the next taker's Acquire.
-            match self.state.compare_exchange_weak(
-                s,
-                s & WAITERS,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(now) => s = now,
-            }
-        }
-        if s & WAITERS != 0 {
-            Self::wake_front(&mut self.waiters());
+    fn unlock_slow(&self, old: u32) {
+        if old & WAITERS != 0 && old & WAKING == 0 {
+            self.wake_front(&mut self.waiters());
         }
     }
 
-    /// `(me,1,1,1) -> (first,0,w',1)`: gives the lock to the first waiter without freeing it.
-    fn hand_off(&self) {
+    /// Direct hand-off (`unlock_fair`): `(me,k,h,1,1) -> (first,0,0,w',1)`, giving the lock to the first
+    /// waiter without ever freeing it. Frees it normally if nobody waits.
+    fn hand_off(&self, expected: u32) {
         let mut list = self.waiters();
         let Some(first) = list.front() else {
-            // No waiter (it timed out): nobody else can touch the word (invariant 3): free it.
-            // Release pairs with the next taker's Acquire.
-            self.state.store(0, Ordering::Release);
+            drop(list);
+            // Nobody waits: a plain unlock. Release pairs with the next taker's Acquire.
+            let old = self.state.fetch_sub(expected, Ordering::Release);
+            if old != expected {
+                self.unlock_slow(old);
+            }
             return;
         };
         let first = first as *const Waiter;
-        // SAFETY: `first` is queued, hence alive until we store HANDED (invariant 4).
+        // SAFETY: `first` is queued, hence alive until we store HANDED (invariant 5).
         let first = unsafe { &*first };
         // SAFETY: `first` is in this list.
         unsafe { list.remove(first) };
         let rest = if list.is_empty() { 0 } else { WAITERS };
-        // Invariant 3: a plain store is enough. Release: publishes our critical section to `first`.
+        // Invariant 6: a plain store is enough. Release: publishes our critical section to `first`.
         self.state
             .store(held_by(first.tag) | rest, Ordering::Release);
         let word = &first.futex as *const AtomicU32;
@@ -557,16 +566,20 @@ impl RawMutex {
         futex_wake(word, 1);
     }
 
-    /// Wakes the first waiter, if it sleeps. Takes the list guard so the store happens under wait_lock;
-    /// the wake syscall happens after the caller drops it.
-    fn wake_front(list: &mut Waiters<'_>) {
-        if let Some(first) = list.front() {
-            let word = &first.futex as *const AtomicU32;
-            // Release pairs with the Acquire load in `sleep` (it orders nothing the waiter needs, since
-            // it re-reads everything under wait_lock, but keeps every waker store uniform).
-            if first.futex.swap(WOKEN, Ordering::Release) == SLEEPING {
-                futex_wake(word, 1);
-            }
+    /// Wakes the first waiter (sets WAKING), unless a wake is already in flight. Called with
+    /// `wait_lock` held (the guard); the wake syscall is made before the guard drops, which is fine: the
+    /// sleeper re-takes `wait_lock` only after it is awake.
+    fn wake_front(&self, list: &mut Waiters<'_>) {
+        let Some(first) = list.front() else { return };
+        // Relaxed: under wait_lock (invariant 3).
+        if self.state.fetch_or(WAKING, Ordering::Relaxed) & WAKING != 0 {
+            return;
+        }
+        let word = &first.futex as *const AtomicU32;
+        // Release pairs with the Acquire load in `sleep` (it orders nothing the waiter needs, since
+        // it re-reads everything under wait_lock, but keeps every waker store uniform).
+        if first.futex.swap(WOKEN, Ordering::Release) == SLEEPING {
+            futex_wake(word, 1);
         }
     }
 
@@ -586,7 +599,7 @@ impl RawMutex {
         // Relaxed: flag; see "Memory orderings".
         let s = self.state.fetch_or(WAITERS, Ordering::Relaxed);
         if s & LOCKED == 0 {
-            Self::wake_front(&mut list);
+            self.wake_front(&mut list);
         }
     }
 }

@@ -36,7 +36,10 @@
 //!   node fields consistent between neighbours.
 
 use crate::clock::SpinBudget;
-use crate::primitive::{AtomicBool, AtomicPtr, Ordering, spin_loop};
+use crate::primitive::{AtomicBool, AtomicPtr, Ordering, SpinWait, spin_loop};
+
+/// `pause` steps a queued spinner takes before it starts yielding the CPU between looks.
+const OSQ_SPINS: u32 = 128;
 use core::ptr;
 
 /// One spinner's place in an [`Osq`].
@@ -123,6 +126,7 @@ impl Osq {
         // SAFETY: nodes are type-stable (contract).
         unsafe { (*prev).next.store(me, Ordering::Release) };
 
+        let mut wait = SpinWait::with_spins(OSQ_SPINS);
         loop {
             // Acquire pairs with the Release store of `locked` in `unlock`.
             if node.locked.load(Ordering::Acquire) {
@@ -131,7 +135,9 @@ impl Osq {
             if budget.expired() {
                 break;
             }
-            spin_loop();
+            // Pause a little, then yield: a queued spinner must not keep the CPU from the lock holder
+            // (or from its predecessors) on an oversubscribed machine.
+            wait.wait();
         }
 
         // Step A: unlink from prev.

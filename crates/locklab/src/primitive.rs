@@ -41,6 +41,7 @@ pub(crate) fn yield_now() {
 /// lock, only how the waiting is done, so FIFO locks stay FIFO.
 pub(crate) struct SpinWait {
     steps: u32,
+    spins: u32,
 }
 
 impl SpinWait {
@@ -50,13 +51,22 @@ impl SpinWait {
 
     #[inline]
     pub(crate) const fn new() -> Self {
-        SpinWait { steps: 0 }
+        SpinWait {
+            steps: 0,
+            spins: Self::SPINS,
+        }
+    }
+
+    /// A `SpinWait` that starts yielding after `spins` steps.
+    #[inline]
+    pub(crate) const fn with_spins(spins: u32) -> Self {
+        SpinWait { steps: 0, spins }
     }
 
     /// One step of waiting.
     #[inline]
     pub(crate) fn wait(&mut self) {
-        if self.steps < Self::SPINS {
+        if self.steps < self.spins {
             self.steps += 1;
             spin_loop();
         } else {

@@ -65,6 +65,7 @@ impl Kind {
 pub type TrialFn = fn(&TrialSpec, &dyn Clock) -> TrialOutcome;
 
 /// One lock the lab knows.
+#[derive(Clone)]
 pub struct LockInfo {
     /// Command-line name (lab.md).
     pub name: &'static str,
@@ -108,8 +109,19 @@ pub fn lock<L: LockUnderTest>(name: &'static str, kind: Kind, summary: &'static 
 }
 
 /// Registry entry for a [`RefCountUnderTest`].
-pub fn refcount<R: RefCountUnderTest>(name: &'static str, kind: Kind, summary: &'static str) -> LockInfo {
-    LockInfo { name, kind, summary, lock: None, refcount: Some(run_refcount::<R>), shared_mode: false }
+pub fn refcount<R: RefCountUnderTest>(
+    name: &'static str,
+    kind: Kind,
+    summary: &'static str,
+) -> LockInfo {
+    LockInfo {
+        name,
+        kind,
+        summary,
+        lock: None,
+        refcount: Some(run_refcount::<R>),
+        shared_mode: false,
+    }
 }
 
 /// Every lock the lab knows: ours first, then the peers, in `locklab list` order.
@@ -222,10 +234,20 @@ mod tests {
             assert!(names.contains(n), "{n} missing from the registry");
         }
         for l in &reg {
-            assert!(l.lock.is_some() || l.refcount.is_some(), "{} runs nothing", l.name);
+            assert!(
+                l.lock.is_some() || l.refcount.is_some(),
+                "{} runs nothing",
+                l.name
+            );
             let peer = l.kind == Kind::Peer;
-            let prefixed = ["std-", "parking-lot-", "spin-", "pthread-", "crossbeam-"].iter().any(|p| l.name.starts_with(p));
-            assert_eq!(peer, prefixed, "{}: peers are prefixed with their crate, ours are bare", l.name);
+            let prefixed = ["std-", "parking-lot-", "spin-", "pthread-", "crossbeam-"]
+                .iter()
+                .any(|p| l.name.starts_with(p));
+            assert_eq!(
+                peer, prefixed,
+                "{}: peers are prefixed with their crate, ours are bare",
+                l.name
+            );
         }
     }
 }

@@ -34,12 +34,40 @@ impl RefCountUnderTest for AtomicCount {
 /// Registry entries.
 pub fn entries() -> Vec<LockInfo> {
     vec![
-        lock::<Tas>("tas", Kind::Ours, "test-and-test-and-set spinlock with exponential backoff (baseline)"),
-        lock::<Ticket>("ticket", Kind::Ours, "FIFO ticket spinlock; unlock is a plain store"),
-        lock::<Mcs>("mcs", Kind::Ours, "MCS queue spinlock; each waiter spins on its own line"),
-        lock::<QSpin>("qspinlock", Kind::Ours, "the kernel's queued spinlock: 4 bytes, pending + MCS queue, store unlock"),
-        lock::<Mutex>("mutex", Kind::Ours, "adaptive futex mutex: OSQ optimistic spinning, FIFO sleepers, hand-off"),
-        refcount::<SpinlockCount>("spinlock-count", Kind::Ours, "a count under our spinlock (refcount baseline)"),
-        refcount::<AtomicCount>("atomic-count", Kind::Ours, "an atomic fetch_add/fetch_sub count (refcount baseline)"),
+        lock::<Tas>(
+            "tas",
+            Kind::Ours,
+            "test-and-test-and-set spinlock with exponential backoff (baseline)",
+        ),
+        lock::<Ticket>(
+            "ticket",
+            Kind::Ours,
+            "FIFO ticket spinlock; unlock is a plain store",
+        ),
+        lock::<Mcs>(
+            "mcs",
+            Kind::Ours,
+            "MCS queue spinlock; each waiter spins on its own line",
+        ),
+        lock::<QSpin>(
+            "qspinlock",
+            Kind::Ours,
+            "the kernel's queued spinlock: 4 bytes, pending + MCS queue, store unlock",
+        ),
+        lock::<Mutex>(
+            "mutex",
+            Kind::Ours,
+            "adaptive futex mutex: OSQ optimistic spinning, FIFO sleepers, hand-off",
+        ),
+        refcount::<SpinlockCount>(
+            "spinlock-count",
+            Kind::Ours,
+            "a count under our spinlock (refcount baseline)",
+        ),
+        refcount::<AtomicCount>(
+            "atomic-count",
+            Kind::Ours,
+            "an atomic fetch_add/fetch_sub count (refcount baseline)",
+        ),
     ]
 }

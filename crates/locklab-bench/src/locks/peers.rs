@@ -87,7 +87,10 @@ unsafe impl Send for PthreadMutex {}
 
 impl LockUnderTest for PthreadMutex {
     fn new() -> Self {
-        PthreadMutex { m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)), data: Default::default() }
+        PthreadMutex {
+            m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)),
+            data: Default::default(),
+        }
     }
     #[inline]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
@@ -123,7 +126,10 @@ unsafe impl Send for PthreadRwLock {}
 impl LockUnderTest for PthreadRwLock {
     const HAS_SHARED_MODE: bool = true;
     fn new() -> Self {
-        PthreadRwLock { l: Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER)), data: Default::default() }
+        PthreadRwLock {
+            l: Box::new(UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER)),
+            data: Default::default(),
+        }
     }
     #[inline]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
@@ -157,17 +163,57 @@ impl Drop for PthreadRwLock {
 /// Registry entries.
 pub fn entries() -> Vec<LockInfo> {
     vec![
-        lock::<StdMutex>("std-mutex", Kind::Peer, "std::sync::Mutex (futex, spins 100 loads, then sleeps)"),
+        lock::<StdMutex>(
+            "std-mutex",
+            Kind::Peer,
+            "std::sync::Mutex (futex, spins 100 loads, then sleeps)",
+        ),
         lock::<StdRwLock>("std-rwlock", Kind::Peer, "std::sync::RwLock (futex)"),
-        lock::<PlMutex>("parking-lot-mutex", Kind::Peer, "parking_lot::Mutex (1 byte, spin-then-park, eventual fairness)"),
-        lock::<PlFairMutex>("parking-lot-fair-mutex", Kind::Peer, "parking_lot::FairMutex (always hands off)"),
+        lock::<PlMutex>(
+            "parking-lot-mutex",
+            Kind::Peer,
+            "parking_lot::Mutex (1 byte, spin-then-park, eventual fairness)",
+        ),
+        lock::<PlFairMutex>(
+            "parking-lot-fair-mutex",
+            Kind::Peer,
+            "parking_lot::FairMutex (always hands off)",
+        ),
         lock::<PlRwLock>("parking-lot-rwlock", Kind::Peer, "parking_lot::RwLock"),
-        lock::<SpinMutex>("spin-mutex", Kind::Peer, "spin::mutex::SpinMutex (test-and-set spinlock)"),
-        lock::<SpinTicket>("spin-ticket", Kind::Peer, "spin::mutex::TicketMutex (ticket spinlock)"),
-        lock::<PthreadMutex>("pthread-mutex", Kind::Peer, "glibc pthread_mutex_t, default attributes"),
-        lock::<PthreadRwLock>("pthread-rwlock", Kind::Peer, "glibc pthread_rwlock_t, default attributes"),
-        lock::<CrossbeamSharded>("crossbeam-sharded", Kind::Peer, "crossbeam_utils::sync::ShardedLock (per-shard reader locks)"),
-        refcount::<StdMutexCount>("std-mutex-count", Kind::Peer, "a count under std::sync::Mutex (refcount peer)"),
-        refcount::<PlMutexCount>("parking-lot-mutex-count", Kind::Peer, "a count under parking_lot::Mutex (refcount peer)"),
+        lock::<SpinMutex>(
+            "spin-mutex",
+            Kind::Peer,
+            "spin::mutex::SpinMutex (test-and-set spinlock)",
+        ),
+        lock::<SpinTicket>(
+            "spin-ticket",
+            Kind::Peer,
+            "spin::mutex::TicketMutex (ticket spinlock)",
+        ),
+        lock::<PthreadMutex>(
+            "pthread-mutex",
+            Kind::Peer,
+            "glibc pthread_mutex_t, default attributes",
+        ),
+        lock::<PthreadRwLock>(
+            "pthread-rwlock",
+            Kind::Peer,
+            "glibc pthread_rwlock_t, default attributes",
+        ),
+        lock::<CrossbeamSharded>(
+            "crossbeam-sharded",
+            Kind::Peer,
+            "crossbeam_utils::sync::ShardedLock (per-shard reader locks)",
+        ),
+        refcount::<StdMutexCount>(
+            "std-mutex-count",
+            Kind::Peer,
+            "a count under std::sync::Mutex (refcount peer)",
+        ),
+        refcount::<PlMutexCount>(
+            "parking-lot-mutex-count",
+            Kind::Peer,
+            "a count under parking_lot::Mutex (refcount peer)",
+        ),
     ]
 }

@@ -225,7 +225,12 @@ impl RawQueuedSpinLock {
     ///
     /// # Safety
     /// As [`lock_queued`](Self::lock_queued).
-    pub(crate) unsafe fn lock_model<'n>(&self, node: &McsNode, my_tail: u16, node_of: impl Fn(u16) -> &'n McsNode) {
+    pub(crate) unsafe fn lock_model<'n>(
+        &self,
+        node: &McsNode,
+        my_tail: u16,
+        node_of: impl Fn(u16) -> &'n McsNode,
+    ) {
         if self.try_lock() || self.lock_pending() {
             return;
         }

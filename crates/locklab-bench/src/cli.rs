@@ -1,0 +1,378 @@
+//! The command line (lab.md), parsed and validated into a [`Plan`]. Every bad value gets one clear line
+//! naming it and the valid choices, and exit status 2.
+
+use crate::locks::{self, LockInfo};
+use crate::report::{Exporter, Format};
+use crate::workload::Workload;
+use clap::{Args, Parser, Subcommand};
+
+/// locklab: the kernel's locks in userspace Rust, measured against every peer and the machine's limits.
+#[derive(Parser, Debug)]
+#[command(name = "locklab", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do; with none, the default suite: every workload, every lock, 1, 2 and 2 x CPUs threads.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Every lock and workload, one a line: name, kind (ours|peer), summary.
+    List,
+    /// Measure the machine's physical limits.
+    Calibrate {
+        /// Also write them as JSON to this file (`-`: standard output).
+        #[arg(long, value_name = "F")]
+        json: Option<String>,
+    },
+    /// Run one workload over chosen locks and thread counts.
+    Bench(BenchArgs),
+}
+
+/// `locklab bench` options.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// mutex, rw or refcount.
+    #[arg(long, value_name = "W")]
+    pub workload: String,
+    /// Comma-separated lock names, or `all` (every lock that runs the workload).
+    #[arg(long, value_name = "a,b,c", default_value = "all")]
+    pub locks: String,
+    /// Thread counts: a list (`1,2,4`) and/or ranges `start:end:step` (`1:8:1`). Default: 1, 2, 2 x CPUs.
+    #[arg(long, value_name = "LIST")]
+    pub threads: Option<String>,
+    /// Critical-section work, ns.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "0",
+        allow_hyphen_values = true
+    )]
+    pub cs_ns: String,
+    /// Private work between operations, ns.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "0",
+        allow_hyphen_values = true
+    )]
+    pub think_ns: String,
+    /// Percent of operations in shared mode (`rw` only; default 90).
+    #[arg(long, value_name = "P", allow_hyphen_values = true)]
+    pub read_pct: Option<String>,
+    /// Measurement window per repeat, ms.
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "500",
+        allow_hyphen_values = true
+    )]
+    pub duration_ms: String,
+    /// Repeats per row (interleaved across locks).
+    #[arg(
+        long,
+        value_name = "R",
+        default_value = "3",
+        allow_hyphen_values = true
+    )]
+    pub repeats: String,
+    /// Warm-up before each window, ms.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value = "50",
+        allow_hyphen_values = true
+    )]
+    pub warmup_ms: String,
+    /// Write JSON here (`-`: standard output).
+    #[arg(long, value_name = "F")]
+    pub json: Option<String>,
+    /// Write CSV here (`-`: standard output).
+    #[arg(long, value_name = "F")]
+    pub csv: Option<String>,
+    /// Write Markdown here (`-`: standard output).
+    #[arg(long, value_name = "F")]
+    pub markdown: Option<String>,
+    /// Do not pin threads to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// No progress bar and no table (exports still written).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// A validated run.
+#[derive(Clone)]
+pub struct Plan {
+    /// Each workload with the locks to run on it.
+    pub workloads: Vec<(Workload, Vec<LockInfo>)>,
+    /// Thread counts, ascending, unique.
+    pub threads: Vec<usize>,
+    /// cs, ns
+    pub cs_ns: u64,
+    /// think, ns
+    pub think_ns: u64,
+    /// read percent for `rw`
+    pub read_pct: u32,
+    /// window, ms
+    pub duration_ms: u64,
+    /// warm-up, ms
+    pub warmup_ms: u64,
+    /// repeats
+    pub repeats: usize,
+    /// pin threads
+    pub pin: bool,
+    /// no progress, no table
+    pub quiet: bool,
+    /// exports
+    pub exporters: Vec<Exporter>,
+    /// print the "who wins where" summary
+    pub summary: bool,
+}
+
+/// A usage error: printed as one line, exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError(msg.into()))
+}
+
+/// Most threads a run may ask for.
+pub const MAX_THREADS: usize = 1024;
+/// Largest work per operation, ns (10 ms).
+pub const MAX_WORK_NS: u64 = 10_000_000;
+/// Longest window, ms (10 minutes).
+pub const MAX_DURATION_MS: u64 = 600_000;
+/// Most repeats.
+pub const MAX_REPEATS: usize = 100;
+
+/// Parses a whole number for `--flag` within `[min, max]`.
+pub fn number(flag: &str, s: &str, min: u64, max: u64) -> Result<u64, UsageError> {
+    let v: i128 = match s.trim().parse() {
+        Ok(v) => v,
+        Err(_) => {
+            return usage(format!(
+                "--{flag}: '{s}' is not a whole number (expected {min} to {max})"
+            ));
+        }
+    };
+    if v < min as i128 || v > max as i128 {
+        return usage(format!(
+            "--{flag}: {v} is out of range (expected {min} to {max})"
+        ));
+    }
+    Ok(v as u64)
+}
+
+/// Parses `1,2,4` and `start:end:step` items into a sorted, unique list of thread counts.
+pub fn thread_list(s: &str) -> Result<Vec<usize>, UsageError> {
+    let mut out = vec![];
+    for item in s.split(',').map(str::trim) {
+        if item.is_empty() {
+            return usage(format!(
+                "--threads: empty item in '{s}' (expected a list like 1,2,4 or a range like 1:8:1)"
+            ));
+        }
+        let parts: Vec<&str> = item.split(':').collect();
+        match parts.as_slice() {
+            [n] => out.push(number("threads", n, 1, MAX_THREADS as u64)? as usize),
+            [a, b, step] => {
+                let (a, b) = (
+                    number("threads", a, 1, MAX_THREADS as u64)?,
+                    number("threads", b, 1, MAX_THREADS as u64)?,
+                );
+                let step = number("threads", step, 1, MAX_THREADS as u64)?;
+                if a > b {
+                    return usage(format!(
+                        "--threads: range '{item}' runs backwards (start must be <= end)"
+                    ));
+                }
+                out.extend((a..=b).step_by(step as usize).map(|n| n as usize));
+            }
+            _ => {
+                return usage(format!(
+                    "--threads: '{item}' is neither a number nor a start:end:step range"
+                ));
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The default thread counts: 1, 2 and 2 x logical CPUs.
+pub fn default_threads(cpus: usize) -> Vec<usize> {
+    let mut v = vec![1, 2, 2 * cpus.max(1)];
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn exporters(
+    json: &Option<String>,
+    csv: &Option<String>,
+    md: &Option<String>,
+) -> Result<Vec<Exporter>, UsageError> {
+    let mut v = vec![];
+    for (f, target) in [
+        (Format::Json, json),
+        (Format::Csv, csv),
+        (Format::Markdown, md),
+    ] {
+        if let Some(t) = target {
+            if t.is_empty() {
+                return usage("an output file name is empty (use - for standard output)");
+            }
+            v.push(Exporter::new(f, t));
+        }
+    }
+    if v.iter().filter(|e| e.path.is_none()).count() > 1 {
+        return usage("only one of --json, --csv and --markdown can go to standard output (-)");
+    }
+    Ok(v)
+}
+
+/// Validates `bench` options against the registry.
+pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
+    let Some(workload) = Workload::parse(&a.workload) else {
+        let valid: Vec<_> = Workload::ALL.iter().map(|w| w.name()).collect();
+        return usage(format!(
+            "--workload: unknown workload '{}' (valid: {})",
+            a.workload,
+            valid.join(", ")
+        ));
+    };
+    let registry = locks::registry();
+    let supporting: Vec<&str> = registry
+        .iter()
+        .filter(|l| l.supports(workload))
+        .map(|l| l.name)
+        .collect();
+    let mut chosen = vec![];
+    if a.locks.trim() == "all" {
+        chosen = registry
+            .iter()
+            .filter(|l| l.supports(workload))
+            .cloned()
+            .collect();
+    } else {
+        for name in a.locks.split(',').map(str::trim) {
+            let Some(l) = registry.iter().find(|l| l.name == name) else {
+                let all: Vec<_> = registry.iter().map(|l| l.name).collect();
+                return usage(format!(
+                    "--locks: unknown lock '{name}' (valid: {})",
+                    all.join(", ")
+                ));
+            };
+            if !l.supports(workload) {
+                return usage(format!(
+                    "--locks: '{name}' does not run the {workload} workload (locks that do: {})",
+                    supporting.join(", ")
+                ));
+            }
+            if !chosen.iter().any(|c: &LockInfo| c.name == name) {
+                chosen.push(l.clone());
+            }
+        }
+    }
+    let threads = match &a.threads {
+        Some(t) => thread_list(t)?,
+        None => default_threads(cpus),
+    };
+    let read_pct = match (&a.read_pct, workload) {
+        (Some(p), Workload::Rw) => number("read-pct", p, 0, 100)? as u32,
+        (None, Workload::Rw) => 90,
+        (Some(_), w) => return usage(format!("--read-pct applies only to --workload rw, not {w}")),
+        (None, _) => 0,
+    };
+    Ok(Plan {
+        workloads: vec![(workload, chosen)],
+        threads,
+        cs_ns: number("cs-ns", &a.cs_ns, 0, MAX_WORK_NS)?,
+        think_ns: number("think-ns", &a.think_ns, 0, MAX_WORK_NS)?,
+        read_pct,
+        duration_ms: number("duration-ms", &a.duration_ms, 1, MAX_DURATION_MS)?,
+        warmup_ms: number("warmup-ms", &a.warmup_ms, 0, MAX_DURATION_MS)?,
+        repeats: number("repeats", &a.repeats, 1, MAX_REPEATS as u64)? as usize,
+        pin: !a.no_pin,
+        quiet: a.quiet,
+        exporters: exporters(&a.json, &a.csv, &a.markdown)?,
+        summary: false,
+    })
+}
+
+/// The default suite: every workload, every lock that runs it, 1, 2 and 2 x CPUs threads, short
+/// windows (about 2 minutes on 2 CPUs), then the "who wins where" summary.
+pub fn plan_default(cpus: usize) -> Plan {
+    let registry = locks::registry();
+    Plan {
+        workloads: Workload::ALL
+            .iter()
+            .map(|&w| {
+                (
+                    w,
+                    registry.iter().filter(|l| l.supports(w)).cloned().collect(),
+                )
+            })
+            .collect(),
+        threads: default_threads(cpus),
+        cs_ns: 0,
+        think_ns: 0,
+        read_pct: 90,
+        duration_ms: 200,
+        warmup_ms: 30,
+        repeats: 3,
+        pin: true,
+        quiet: false,
+        exporters: vec![],
+        summary: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_lists_and_ranges() {
+        assert_eq!(thread_list("1,2,4").unwrap(), [1, 2, 4]);
+        assert_eq!(thread_list("1:8:1").unwrap(), (1..=8).collect::<Vec<_>>());
+        assert_eq!(thread_list("2:9:3,1,2").unwrap(), [1, 2, 5, 8]);
+        for bad in ["0", "1,,2", "4:1:1", "1:8:0", "x", "1:2", "-1", "2000"] {
+            assert!(thread_list(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn numbers_name_the_flag_and_range() {
+        let e = number("cs-ns", "-5", 0, 10).unwrap_err().0;
+        assert!(
+            e.contains("--cs-ns") && e.contains("-5") && e.contains("0 to 10"),
+            "{e}"
+        );
+        assert!(
+            number("cs-ns", "abc", 0, 10)
+                .unwrap_err()
+                .0
+                .contains("not a whole number")
+        );
+        assert_eq!(number("cs-ns", "7", 0, 10).unwrap(), 7);
+    }
+
+    #[test]
+    fn default_threads_cover_oversubscription() {
+        assert_eq!(default_threads(2), [1, 2, 4]);
+        assert_eq!(default_threads(1), [1, 2]);
+    }
+}

@@ -1,0 +1,19 @@
+//! The locklab lab: every locklab primitive and its peers under the same workloads, side by side, with
+//! throughput, scaling, idle CPU, fairness, acquisition-latency percentiles and the machine's physical
+//! limit. The binary is `locklab`; lab.md (and the README) define its commands and output.
+//!
+//! The pipeline, one module each: [`cli`] -> [`suite`] -> [`runner`] (over [`locks`] and
+//! [`workload`]) -> [`metrics`] -> [`report`].
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod calibrate;
+pub mod cli;
+pub mod locks;
+pub mod metrics;
+pub mod report;
+pub mod runner;
+pub mod suite;
+pub mod work;
+pub mod workload;

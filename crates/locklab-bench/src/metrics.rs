@@ -1,0 +1,421 @@
+//! The result row of lab.md, and how trials become one.
+
+use crate::runner::TrialOutcome;
+use crate::workload::Workload;
+use serde::{Deserialize, Serialize};
+
+/// The machine's physical limits (`locklab calibrate`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Calibration {
+    /// One uncontended `fetch_add` on a hot line, single thread.
+    pub atomic_rmw_ns: f64,
+    /// One uncontended compare-exchange.
+    pub cas_ns: f64,
+    /// Half the round trip of a cache line ping-ponged between two pinned threads (0 with one CPU).
+    pub line_transfer_ns: f64,
+    /// From `FUTEX_WAKE` in one thread to the woken thread running (median).
+    pub futex_wake_ns: f64,
+}
+
+/// Machine description for the JSON header.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Machine {
+    /// `model name` from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// CPUs this process may use.
+    pub logical_cpus: usize,
+    /// `uname -r`.
+    pub kernel: String,
+    /// The compiler that built the lab.
+    pub rustc: String,
+}
+
+/// median / min / max of the repeats' throughput.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Spread {
+    /// median
+    pub median: f64,
+    /// lowest
+    pub min: f64,
+    /// highest
+    pub max: f64,
+}
+
+/// Per-thread operation counts in the median repeat.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MinMax {
+    /// fewest ops by one thread
+    pub min: u64,
+    /// most ops by one thread
+    pub max: u64,
+}
+
+/// Context switches per second of the window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CtxSwitches {
+    /// voluntary (sleeps)
+    pub voluntary: f64,
+    /// involuntary (preemptions)
+    pub involuntary: f64,
+}
+
+/// Sampled acquisition latency percentiles (ns).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    /// median
+    pub p50: u64,
+    /// 99th percentile
+    pub p99: u64,
+    /// 99.9th percentile
+    pub p999: u64,
+    /// largest sample
+    pub max: u64,
+}
+
+/// The physical limit for the row, and how close the lock came.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Limit {
+    /// What the limit is made of.
+    pub basis: String,
+    /// Aggregate ns per operation at the limit.
+    pub ns_per_op: f64,
+    /// limit / measured ns per op: 1.0 = at the limit.
+    pub ratio: f64,
+}
+
+/// One row: lock x workload x thread count (lab.md's schema).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ResultRow {
+    /// workload name
+    pub workload: String,
+    /// lock name
+    pub lock: String,
+    /// worker threads
+    pub threads: usize,
+    /// critical section, ns
+    pub cs_ns: u64,
+    /// think time, ns
+    pub think_ns: u64,
+    /// percent shared-mode ops (`rw` only)
+    pub read_pct: Option<u32>,
+    /// window per repeat, ms
+    pub duration_ms: u64,
+    /// repeats
+    pub repeats: usize,
+    /// aggregate throughput over the repeats
+    pub ops_per_sec: Spread,
+    /// 1e9 / median ops_per_sec
+    pub ns_per_op: f64,
+    /// this row's median / the same lock's 1-thread median in this run
+    pub scaling: Option<f64>,
+    /// per-thread ops in the median repeat
+    pub per_thread_ops: MinMax,
+    /// Jain's fairness index of the per-thread ops, in [0, 1]
+    pub jain_fairness: f64,
+    /// CPU time used / CPU time available (threads capped at the CPUs), %
+    pub cpu_util_pct: f64,
+    /// 100 - cpu_util_pct, floored at 0
+    pub idle_pct: f64,
+    /// context switches per second
+    pub ctx_switches: CtxSwitches,
+    /// sampled acquisition latency
+    pub acquire_ns: Latency,
+    /// the physical limit
+    pub limit: Limit,
+}
+
+impl ResultRow {
+    /// locktorture's mark: the busiest thread did more than twice the work of the idlest.
+    pub fn unfair(&self) -> bool {
+        self.per_thread_ops.max > 2 * self.per_thread_ops.min
+    }
+}
+
+/// Jain's fairness index: (sum x)^2 / (n * sum x^2); 1 when all equal, 1/n when one thread did all.
+pub fn jain(xs: &[u64]) -> f64 {
+    let n = xs.len() as f64;
+    let sum: f64 = xs.iter().map(|&x| x as f64).sum();
+    let sq: f64 = xs.iter().map(|&x| (x as f64) * (x as f64)).sum();
+    if sq == 0.0 { 1.0 } else { sum * sum / (n * sq) }
+}
+
+/// What a row was run with.
+#[derive(Clone, Debug)]
+pub struct RowSpec {
+    /// workload
+    pub workload: Workload,
+    /// lock name
+    pub lock: String,
+    /// threads
+    pub threads: usize,
+    /// cs, ns
+    pub cs_ns: u64,
+    /// think, ns
+    pub think_ns: u64,
+    /// read percent (rw)
+    pub read_pct: u32,
+    /// window, ms
+    pub duration_ms: u64,
+    /// logical CPUs available
+    pub cpus: usize,
+}
+
+/// The physical limit of a row (lab.md): one thread: the atomic RMWs the operation cannot avoid plus
+/// the work; contended exclusive: one cache-line transfer per hand-over plus the critical section,
+/// serialised, unless the parallel part (think time spread over the CPUs) is slower.
+pub fn limit(spec: &RowSpec, cal: &Calibration) -> (String, f64) {
+    let (cs, think) = (spec.cs_ns as f64, spec.think_ns as f64);
+    let par = spec.threads.min(spec.cpus).max(1) as f64;
+    match spec.workload {
+        Workload::Refcount => {
+            if spec.threads == 1 {
+                (
+                    "2 atomic RMW (get, put) + cs + think".into(),
+                    2.0 * cal.atomic_rmw_ns + cs + think,
+                )
+            } else {
+                let serial = cal.line_transfer_ns;
+                let parallel = (2.0 * cal.atomic_rmw_ns + cs + think) / par;
+                (
+                    "1 line transfer per op, or the work spread over the CPUs".into(),
+                    serial.max(parallel),
+                )
+            }
+        }
+        Workload::Mutex | Workload::Rw => {
+            let w = if spec.workload == Workload::Rw {
+                1.0 - spec.read_pct as f64 / 100.0
+            } else {
+                1.0
+            };
+            if spec.threads == 1 {
+                (
+                    "1 atomic RMW (acquire) + cs + think".into(),
+                    cal.atomic_rmw_ns + cs + think,
+                )
+            } else {
+                // Writes serialise on the line; reads (rw) run in parallel like think time.
+                let serial = w * (cal.line_transfer_ns + cs);
+                let parallel = (cal.atomic_rmw_ns + cs + think) / par;
+                (
+                    "1 line transfer per write hand-over + cs, or the work spread over the CPUs"
+                        .into(),
+                    serial.max(parallel),
+                )
+            }
+        }
+    }
+}
+
+/// Summarises the repeats of one row. The median repeat (by throughput) supplies the per-thread,
+/// CPU, context-switch and latency figures.
+pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> ResultRow {
+    assert!(!trials.is_empty(), "a row needs at least one trial");
+    let mut order: Vec<usize> = (0..trials.len()).collect();
+    order.sort_by(|&a, &b| trials[a].ops_per_sec().total_cmp(&trials[b].ops_per_sec()));
+    let med = &trials[order[order.len() / 2]];
+    let ops: Vec<f64> = order.iter().map(|&i| trials[i].ops_per_sec()).collect();
+    let median = ops[ops.len() / 2];
+    let wall_s = med.wall_ns as f64 / 1e9;
+    let avail_ns = med.wall_ns as f64 * spec.threads.min(spec.cpus).max(1) as f64;
+    let util = 100.0 * med.cpu_ns as f64 / avail_ns;
+    let ns_per_op = if median > 0.0 {
+        1e9 / median
+    } else {
+        f64::INFINITY
+    };
+    let (basis, limit_ns) = limit(spec, cal);
+    let h = &med.acquire_ns;
+    let q = |x: f64| {
+        if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(x)
+        }
+    };
+    ResultRow {
+        workload: spec.workload.name().to_string(),
+        lock: spec.lock.clone(),
+        threads: spec.threads,
+        cs_ns: spec.cs_ns,
+        think_ns: spec.think_ns,
+        read_pct: (spec.workload == Workload::Rw).then_some(spec.read_pct),
+        duration_ms: spec.duration_ms,
+        repeats: trials.len(),
+        ops_per_sec: Spread {
+            median,
+            min: ops[0],
+            max: ops[ops.len() - 1],
+        },
+        ns_per_op,
+        scaling: None,
+        per_thread_ops: MinMax {
+            min: med.per_thread_ops.iter().copied().min().unwrap_or(0),
+            max: med.per_thread_ops.iter().copied().max().unwrap_or(0),
+        },
+        jain_fairness: jain(&med.per_thread_ops),
+        cpu_util_pct: util,
+        idle_pct: (100.0 - util).max(0.0),
+        ctx_switches: CtxSwitches {
+            voluntary: med.voluntary_cs as f64 / wall_s,
+            involuntary: med.involuntary_cs as f64 / wall_s,
+        },
+        acquire_ns: Latency {
+            p50: q(0.5),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: if h.is_empty() { 0 } else { h.max() },
+        },
+        limit: Limit {
+            basis,
+            ns_per_op: limit_ns,
+            ratio: if ns_per_op.is_finite() {
+                limit_ns / ns_per_op
+            } else {
+                0.0
+            },
+        },
+    }
+}
+
+/// Fills in `scaling` for every row that has a 1-thread row of the same lock, workload and settings.
+pub fn fill_scaling(rows: &mut [ResultRow]) {
+    let base: Vec<(String, String, f64)> = rows
+        .iter()
+        .filter(|r| r.threads == 1)
+        .map(|r| (r.workload.clone(), r.lock.clone(), r.ops_per_sec.median))
+        .collect();
+    for r in rows.iter_mut() {
+        r.scaling = base
+            .iter()
+            .find(|(w, l, _)| *w == r.workload && *l == r.lock)
+            .filter(|(_, _, b)| *b > 0.0)
+            .map(|(_, _, b)| r.ops_per_sec.median / b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::Histogram;
+
+    fn trial(ops: Vec<u64>, wall_ns: u64, cpu_ns: u64, lat: &[u64]) -> TrialOutcome {
+        let mut h = Histogram::new(3).unwrap();
+        for &l in lat {
+            h.record(l).unwrap();
+        }
+        TrialOutcome {
+            per_thread_ops: ops,
+            wall_ns,
+            cpu_ns,
+            voluntary_cs: 10,
+            involuntary_cs: 4,
+            acquire_ns: h,
+        }
+    }
+
+    fn spec(threads: usize) -> RowSpec {
+        RowSpec {
+            workload: Workload::Mutex,
+            lock: "x".into(),
+            threads,
+            cs_ns: 0,
+            think_ns: 0,
+            read_pct: 0,
+            duration_ms: 500,
+            cpus: 2,
+        }
+    }
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[5, 5, 5, 5]), 1.0);
+        assert!((jain(&[1, 0, 0, 0]) - 0.25).abs() < 1e-12);
+        assert_eq!(jain(&[0, 0]), 1.0);
+    }
+
+    #[test]
+    fn summarize_picks_the_median_repeat_and_computes_every_metric() {
+        let cal = Calibration {
+            atomic_rmw_ns: 5.0,
+            cas_ns: 6.0,
+            line_transfer_ns: 50.0,
+            futex_wake_ns: 0.0,
+        };
+        let trials = vec![
+            trial(vec![100, 100], 1_000_000_000, 2_000_000_000, &[10; 4]), // 200 ops/s
+            trial(
+                vec![300, 100],
+                1_000_000_000,
+                1_000_000_000,
+                &[20, 20, 20, 1000],
+            ), // 400 ops/s, median
+            trial(vec![500, 500], 1_000_000_000, 2_000_000_000, &[30; 4]), // 1000 ops/s
+        ];
+        let r = summarize(&spec(2), &trials, &cal);
+        assert_eq!(
+            r.ops_per_sec,
+            Spread {
+                median: 400.0,
+                min: 200.0,
+                max: 1000.0
+            }
+        );
+        assert_eq!(r.ns_per_op, 2_500_000.0);
+        assert_eq!(r.per_thread_ops, MinMax { min: 100, max: 300 });
+        assert!(r.unfair(), "300 > 2 x 100");
+        assert!((r.jain_fairness - 0.8).abs() < 1e-12);
+        assert!((r.cpu_util_pct - 50.0).abs() < 1e-9);
+        assert!((r.idle_pct - 50.0).abs() < 1e-9);
+        assert_eq!(
+            r.ctx_switches,
+            CtxSwitches {
+                voluntary: 10.0,
+                involuntary: 4.0
+            }
+        );
+        assert_eq!(r.acquire_ns.p50, 20);
+        assert_eq!(r.acquire_ns.max, 1000);
+        assert_eq!(r.limit.ns_per_op, 50.0);
+        assert!((r.limit.ratio - 50.0 / 2_500_000.0).abs() < 1e-15);
+        assert_eq!(r.read_pct, None);
+    }
+
+    #[test]
+    fn idle_is_floored_and_scaling_uses_the_one_thread_row() {
+        let cal = Calibration::default();
+        let busy = vec![trial(vec![10], 1_000_000_000, 1_500_000_000, &[])];
+        let mut rows = vec![
+            summarize(&spec(1), &busy, &cal),
+            summarize(
+                &spec(2),
+                &[trial(vec![10, 20], 1_000_000_000, 0, &[])],
+                &cal,
+            ),
+        ];
+        assert_eq!(rows[0].idle_pct, 0.0);
+        fill_scaling(&mut rows);
+        assert_eq!(rows[0].scaling, Some(1.0));
+        assert_eq!(rows[1].scaling, Some(3.0));
+    }
+
+    #[test]
+    fn limits_by_workload() {
+        let cal = Calibration {
+            atomic_rmw_ns: 5.0,
+            cas_ns: 6.0,
+            line_transfer_ns: 50.0,
+            futex_wake_ns: 0.0,
+        };
+        let mut s = spec(1);
+        s.cs_ns = 100;
+        assert_eq!(limit(&s, &cal).1, 105.0);
+        s.threads = 4;
+        assert_eq!(limit(&s, &cal).1, 150.0);
+        s.think_ns = 10_000;
+        assert_eq!(limit(&s, &cal).1, (5.0 + 100.0 + 10_000.0) / 2.0);
+        s.workload = Workload::Refcount;
+        s.threads = 1;
+        assert_eq!(limit(&s, &cal).1, 10.0 + 100.0 + 10_000.0);
+    }
+}

@@ -1,0 +1,140 @@
+//! The terminal table of lab.md: one block per workload, rows grouped by lock.
+
+use super::Report;
+use crate::metrics::ResultRow;
+use std::fmt::Write;
+
+/// Thousands separators: 52100000 -> 52,100,000.
+pub fn group(n: f64) -> String {
+    let s = format!("{:.0}", n.max(0.0));
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn ns(v: u64) -> String {
+    if v >= 10_000_000 {
+        format!("{} ms", v / 1_000_000)
+    } else if v >= 10_000 {
+        format!("{} us", v / 1_000)
+    } else {
+        format!("{v} ns")
+    }
+}
+
+/// Renders the blocks for every workload in the report, in the order they first appear.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let mut workloads: Vec<&str> = vec![];
+    for r in &report.results {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
+    for w in workloads {
+        let rows: Vec<&ResultRow> = report.results.iter().filter(|r| r.workload == w).collect();
+        out += &render_block(report, &rows);
+        out.push('\n');
+    }
+    out
+}
+
+/// One workload's block.
+pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
+    let mut out = String::new();
+    let Some(first) = rows.first() else {
+        return out;
+    };
+    let cal = &report.calibration;
+    let read = first
+        .read_pct
+        .map(|p| format!(" read={p}%"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{}  cs={}ns think={}ns{}  ({} logical CPUs, line transfer {:.0} ns, atomic RMW {:.1} ns)",
+        first.workload,
+        first.cs_ns,
+        first.think_ns,
+        read,
+        report.machine.logical_cpus,
+        cal.line_transfer_ns,
+        cal.atomic_rmw_ns
+    );
+    let _ = writeln!(
+        out,
+        "{:<24}{:>8}{:>15} {:>8}{:>5}{:>7}{:>10}{:>7}{:>7}",
+        "lock", "threads", "ops/s", "(xN)", "lin", "idle%", "p99 acq", "fair", "limit"
+    );
+    let cpus = report.machine.logical_cpus.max(1);
+    let mut locks: Vec<&str> = vec![];
+    for r in rows {
+        if !locks.contains(&r.lock.as_str()) {
+            locks.push(&r.lock);
+        }
+    }
+    for l in locks {
+        let mut mine: Vec<&&ResultRow> = rows.iter().filter(|r| r.lock == l).collect();
+        mine.sort_by_key(|r| r.threads);
+        for r in mine {
+            let scaling = r.scaling.map(|s| format!("(x{s:.2})")).unwrap_or_default();
+            let mark = if r.unfair() { " ???" } else { "" };
+            let _ = writeln!(
+                out,
+                "{:<24}{:>8}{:>15} {:>8}{:>5}{:>6.0}%{:>10}{:>7.2}{:>7.2}{}",
+                r.lock,
+                r.threads,
+                group(r.ops_per_sec.median),
+                scaling,
+                r.threads.min(cpus),
+                r.idle_pct,
+                ns(r.acquire_ns.p99),
+                r.jain_fairness,
+                r.limit.ratio,
+                mark
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping() {
+        assert_eq!(group(0.0), "0");
+        assert_eq!(group(999.0), "999");
+        assert_eq!(group(1000.0), "1,000");
+        assert_eq!(group(52_100_000.4), "52,100,000");
+    }
+
+    #[test]
+    fn block_has_header_rows_and_unfair_mark() {
+        let mut r = ResultRow {
+            workload: "mutex".into(),
+            lock: "mutex".into(),
+            threads: 2,
+            ..Default::default()
+        };
+        r.ops_per_sec.median = 14_300_000.0;
+        r.scaling = Some(0.27);
+        r.per_thread_ops.min = 1;
+        r.per_thread_ops.max = 3;
+        let rep = Report {
+            results: vec![r],
+            ..Default::default()
+        };
+        let s = render(&rep);
+        assert!(s.starts_with("mutex  cs=0ns think=0ns"), "{s}");
+        assert!(s.contains("14,300,000"), "{s}");
+        assert!(s.contains("(x0.27)"), "{s}");
+        assert!(s.contains("???"), "{s}");
+    }
+}
