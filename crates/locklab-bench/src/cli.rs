@@ -27,7 +27,7 @@ pub enum Command {
         json: Option<String>,
     },
     /// Run one workload over chosen locks and thread counts.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
 }
 
 /// `locklab bench` options.

@@ -196,7 +196,7 @@ where
                         if p == STOP {
                             break;
                         }
-                        if let Some(ns) = op(t, i, i % SAMPLE_EVERY == 0 && p == MEASURE) {
+                        if let Some(ns) = op(t, i, i.is_multiple_of(SAMPLE_EVERY) && p == MEASURE) {
                             hist.saturating_record(ns);
                         }
                         i += 1;
@@ -393,7 +393,7 @@ pub(crate) mod tests {
             out.wall_ns
         );
         let h = &out.acquire_ns;
-        assert!(h.len() > 0, "samples were recorded in the window");
+        assert!(!h.is_empty(), "samples were recorded in the window");
         assert_eq!(h.value_at_quantile(0.5), 7);
         assert!(
             h.max() <= 14 + 7 * (h.len() + 4),

@@ -37,7 +37,7 @@ impl<R: RawMutex> Checked<R> {
         );
         unsafe {
             let v = std::ptr::read_volatile(self.value.get());
-            if v % 64 == 0 {
+            if v.is_multiple_of(64) {
                 std::hint::spin_loop();
             }
             std::ptr::write_volatile(self.value.get(), v + 1);
@@ -53,11 +53,11 @@ fn stress<R: RawMutex + Send + Sync + 'static>() {
             let c = c.clone();
             thread::spawn(move || {
                 for j in 0..ITERS {
-                    if (i + j) % 7 == 0 {
-                        if let Some(_g) = c.lock.try_lock() {
-                            c.critical();
-                            continue;
-                        }
+                    if (i + j) % 7 == 0
+                        && let Some(_g) = c.lock.try_lock()
+                    {
+                        c.critical();
+                        continue;
                     }
                     let _g = c.lock.lock();
                     c.critical();

@@ -44,15 +44,18 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
 /// a waiter's word and then wake it after the waiter may already have gone. The worst such a wake does is
 /// a spurious wake-up of some other sleeper on a reused address, which all sleepers tolerate.
 #[cfg(not(loom))]
+// The pointer is passed to the kernel as an address and never dereferenced (not here, not there), so this
+// stays a safe fn. It is passed as a pointer, not an integer, so that Miri's futex model (which needs the
+// pointer's provenance) can find the sleepers on it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn futex_wake(word: *const AtomicU32, n: u32) -> usize {
     let n = n.min(i32::MAX as u32) as libc::c_int;
     // SAFETY: FUTEX_WAKE_PRIVATE uses the address only as a key into the kernel's wait queues; it does not
     // access the memory, so any address is sound.
-    let addr = word as usize;
     let r = unsafe {
         libc::syscall(
             libc::SYS_futex,
-            addr,
+            word,
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
             n,
         )

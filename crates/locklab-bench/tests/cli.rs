@@ -1,0 +1,332 @@
+//! The command line, end to end: every command and every error path of lab.md.
+
+use assert_cmd::Command;
+
+fn locklab() -> Command {
+    Command::cargo_bin("locklab").expect("the locklab binary builds")
+}
+
+/// Runs with args and returns (status code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = locklab().args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn list_names_every_lock_with_its_kind() {
+    let (code, out, _) = run(&["list"]);
+    assert_eq!(code, 0);
+    for (name, kind) in [
+        ("mutex", "ours"),
+        ("qspinlock", "ours"),
+        ("parking-lot-mutex", "peer"),
+        ("std-rwlock", "peer"),
+        ("atomic-count", "ours"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(line.split_whitespace().nth(1), Some(kind), "{line}");
+    }
+    for w in ["mutex", "rw", "refcount"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(w) && l.contains("load")),
+            "workload {w} missing"
+        );
+    }
+}
+
+#[test]
+fn calibrate_prints_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cal.json");
+    let (code, out, _) = run(&["calibrate", "--json", f.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("line_transfer_ns") && out.contains("atomic_rmw_ns"),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert!(v["calibration"]["atomic_rmw_ns"].as_f64().unwrap() > 0.0);
+    assert!(v["machine"]["logical_cpus"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn bench_json_to_stdout_matches_the_schema() {
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "mutex",
+        "--locks",
+        "mutex,parking-lot-mutex",
+        "--threads",
+        "1,2",
+        "--duration-ms",
+        "20",
+        "--warmup-ms",
+        "5",
+        "--repeats",
+        "2",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert_eq!(v["locklab_version"], env!("CARGO_PKG_VERSION"));
+    for k in ["cpu_model", "logical_cpus", "kernel", "rustc"] {
+        assert!(!v["machine"][k].is_null(), "machine.{k}");
+    }
+    for k in [
+        "atomic_rmw_ns",
+        "cas_ns",
+        "line_transfer_ns",
+        "futex_wake_ns",
+    ] {
+        assert!(v["calibration"][k].is_number(), "calibration.{k}");
+    }
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        for k in [
+            "workload",
+            "lock",
+            "threads",
+            "cs_ns",
+            "think_ns",
+            "read_pct",
+            "duration_ms",
+            "repeats",
+            "ns_per_op",
+            "scaling",
+            "jain_fairness",
+            "cpu_util_pct",
+            "idle_pct",
+        ] {
+            assert!(r.get(k).is_some(), "{k} missing");
+        }
+        for (k, subs) in [
+            ("ops_per_sec", &["median", "min", "max"][..]),
+            ("per_thread_ops", &["min", "max"]),
+            ("ctx_switches", &["voluntary", "involuntary"]),
+            ("acquire_ns", &["p50", "p99", "p999", "max"]),
+            ("limit", &["basis", "ns_per_op", "ratio"]),
+        ] {
+            for s in subs {
+                assert!(r[k].get(*s).is_some(), "{k}.{s} missing");
+            }
+        }
+        assert!(r["ops_per_sec"]["median"].as_f64().unwrap() > 0.0);
+        assert!(r["read_pct"].is_null());
+        assert_eq!(r["repeats"], 2);
+        let scaling = r["scaling"]
+            .as_f64()
+            .expect("every row has a 1-thread row here");
+        if r["threads"] == 1 {
+            assert_eq!(scaling, 1.0);
+        }
+    }
+    // The JSON round-trips through the documented Rust type.
+    let back: locklab_bench::report::Report = serde_json::from_str(&out).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    // The table went to stderr, since stdout carries the JSON.
+    assert!(err.contains("mutex  cs=0ns think=0ns"), "{err}");
+}
+
+#[test]
+fn bench_writes_csv_and_markdown_files_and_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, md) = (dir.path().join("r.csv"), dir.path().join("r.md"));
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "rw",
+        "--locks",
+        "rwspinlock-placeholder-is-not-a-lock",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "rw",
+        "--read-pct",
+        "50",
+        "--locks",
+        "std-rwlock,mutex",
+        "--threads",
+        "1:2:1",
+        "--duration-ms",
+        "20",
+        "--warmup-ms",
+        "0",
+        "--repeats",
+        "1",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rw  cs=0ns think=0ns read=50%"), "{out}");
+    assert!(
+        out.contains("std-rwlock") && out.contains("(x1.00)"),
+        "{out}"
+    );
+    let csv = std::fs::read_to_string(csv).unwrap();
+    let mut lines = csv.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("workload,lock,threads,cs_ns,think_ns,read_pct,")
+    );
+    assert_eq!(lines.count(), 4);
+    assert!(csv.contains("rw,std-rwlock,1,0,0,50,20,1,"), "{csv}");
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.contains("| lock | threads | ops/s |") && md.contains("## rw"),
+        "{md}"
+    );
+}
+
+#[test]
+fn refcount_runs_the_counts() {
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "refcount",
+        "--locks",
+        "atomic-count,spinlock-count",
+        "--threads",
+        "2",
+        "--duration-ms",
+        "20",
+        "--warmup-ms",
+        "0",
+        "--repeats",
+        "1",
+        "--quiet",
+        "--csv",
+        "-",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(err.is_empty(), "--quiet prints nothing else: {err}");
+}
+
+#[test]
+fn every_bad_input_is_one_clear_line_and_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "--workload", "nope"],
+            "unknown workload 'nope' (valid: mutex, rw, refcount)",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--locks", "nolock"],
+            "unknown lock 'nolock'",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--threads", "0"],
+            "--threads: 0 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--threads", "5000"],
+            "--threads: 5000 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--threads", "8:1:1"],
+            "runs backwards",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--cs-ns", "-5"],
+            "--cs-ns: -5 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--think-ns", "abc"],
+            "--think-ns: 'abc' is not a whole number",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--cs-ns", "99999999999"],
+            "--cs-ns: 99999999999 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--duration-ms", "0"],
+            "--duration-ms: 0 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--repeats", "0"],
+            "--repeats: 0 is out of range",
+        ),
+        (
+            &["bench", "--workload", "rw", "--read-pct", "101"],
+            "--read-pct: 101 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--read-pct", "50"],
+            "--read-pct applies only to --workload rw",
+        ),
+        (
+            &["bench", "--workload", "refcount", "--locks", "mutex"],
+            "'mutex' does not run the refcount workload",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--locks", "atomic-count"],
+            "'atomic-count' does not run the mutex workload",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--json", "-", "--csv", "-"],
+            "only one of --json, --csv and --markdown",
+        ),
+    ];
+    for (args, expect) in cases {
+        let (code, out, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} printed to stdout: {out}");
+        assert!(
+            err.contains(expect),
+            "{args:?}: expected '{expect}' in: {err}"
+        );
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // clap's own usage errors exit 2 too
+    let (code, _, err) = run(&["bench"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run(&["frobnicate"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn an_unwritable_output_is_an_error_not_a_panic() {
+    let (code, _, err) = run(&[
+        "bench",
+        "--workload",
+        "mutex",
+        "--locks",
+        "tas",
+        "--threads",
+        "1",
+        "--duration-ms",
+        "5",
+        "--repeats",
+        "1",
+        "--quiet",
+        "--json",
+        "/nonexistent-dir/x.json",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot write") && !err.contains("panicked"),
+        "{err}"
+    );
+}
