@@ -32,9 +32,11 @@
 
 mod clock;
 pub mod condvar;
+pub mod lockref;
 pub mod mutex;
 mod osq;
 mod primitive;
+pub mod seqlock;
 pub mod spin;
 pub mod sys;
 #[cfg(not(loom))]
