@@ -201,16 +201,15 @@ impl LockRef {
     /// **with the lock held** and the count unchanged, so the caller can run its release path.
     #[inline]
     pub fn put_or_lock(&self) -> bool {
-        if let Lockless::Done(r) = self.cmpxchg_loop(true, |c| {
+        let lockless = self.cmpxchg_loop(true, |c| {
             if c <= 1 {
                 Err(true)
             } else {
                 Ok((c - 1, false))
             }
-        }) {
-            if !r {
-                return false;
-            }
+        });
+        if let Lockless::Done(false) = lockless {
+            return false;
         }
         self.lock();
         if count(self.word.load(Ordering::Relaxed)) <= 1 {

@@ -139,7 +139,7 @@ unsafe impl<T: bytemuck::NoUninit + Send> Send for SeqLock<T> {}
 #[cfg(not(loom))]
 impl<T: bytemuck::NoUninit> SeqLock<T> {
     /// Whether `T` is accessed in 8-byte words (else in bytes).
-    const WORDS: bool = size_of::<T>() % 8 == 0 && align_of::<T>() >= 8;
+    const WORDS: bool = size_of::<T>().is_multiple_of(8) && align_of::<T>() >= 8;
 
     /// A seqlock holding `value`.
     #[cfg(not(loom))]
