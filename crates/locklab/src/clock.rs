@@ -122,6 +122,7 @@ mod imp {
     pub(crate) struct Deadline(Cell<u32>);
 
     impl Deadline {
+        #[cfg_attr(not(test), allow(dead_code))]
         pub(crate) fn after_polls(n: u32) -> Self {
             Deadline(Cell::new(n))
         }

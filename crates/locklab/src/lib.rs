@@ -30,12 +30,15 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(not(loom))]
+pub mod brlock;
 mod clock;
 pub mod condvar;
 pub mod lockref;
 pub mod mutex;
 mod osq;
 mod primitive;
+pub mod rwspinlock;
 pub mod seqlock;
 pub mod spin;
 pub mod sys;
@@ -48,8 +51,11 @@ mod loom_models;
 
 /// The raw lock types, for use with [`lock_api`] directly or for building other primitives.
 pub mod raw {
+    #[cfg(not(loom))]
+    pub use crate::brlock::{BrReadGuard, RawBrLock};
     pub use crate::condvar::RawCondvar;
     pub use crate::mutex::{MutexToken, RawMutex};
+    pub use crate::rwspinlock::RawRwSpinLock;
     pub use crate::spin::mcs::{McsGuard, McsNode, RawMcsLock};
     pub use crate::spin::qspinlock::RawQueuedSpinLock;
     pub use crate::spin::tas::RawTasLock;
@@ -86,6 +92,12 @@ mod aliases {
     pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMutex, T>;
     /// A condition variable for [`Mutex`].
     pub type Condvar = lock_api::Condvar<raw::RawCondvar>;
+    /// A queued reader-writer spinlock protecting a `T`.
+    pub type RwSpinLock<T> = lock_api::RwLock<raw::RawRwSpinLock, T>;
+    /// A big-reader lock (one spinlock per CPU) protecting a `T`.
+    pub type BrLock<T> = lock_api::RwLock<raw::RawBrLock, T>;
+    pub use crate::lockref::{LockRef, LockRefArc};
+    pub use crate::seqlock::{SeqCount, SeqLock, SeqLockWriteGuard};
     /// Whether a timed condvar wait timed out.
     pub use lock_api::WaitTimeoutResult;
 }

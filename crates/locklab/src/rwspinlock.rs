@@ -1,0 +1,274 @@
+//! `RwSpinLock`: a reader-writer spinlock shaped like the kernel's queued rwlock (`qrwlock`).
+//!
+//! # Algorithm (after the kernel's `kernel/locking/qrwlock.c`)
+//! One 32-bit count word: reader count above a writer byte. Readers `fetch_add` a reader bias and are in
+//! if no writer holds or waits. Writers `cas(0 -> LOCKED)`. Contended lockers of either kind queue on an
+//! internal [`RawQueuedSpinLock`] (`wait_lock`), so they are served in arrival order: a waiting writer
+//! sets WAITING, which turns new readers away from the fast path into the queue behind it, and then
+//! waits for the readers already in to leave. Writers are therefore not starved by a stream of readers.
+//!
+//! Seed 000's point is visible here: a reader pays a locked RMW to lock *and* to unlock, where a
+//! spinlock's unlock is a plain store.
+//!
+//! # State word
+//! | bits  | field                                             |
+//! |-------|---------------------------------------------------|
+//! | 0-7   | LOCKED (0xff): a writer holds the lock            |
+//! | 8     | WAITING: a writer at the queue head waits         |
+//! | 9-31  | reader count (READER_BIAS = 1 << 9)               |
+//!
+//! Transitions, as (readers, waiting, locked):
+//! - read fast: `(r,0,0) -> (r+1,0,0)`; a reader that sees W or L backs its bias out and queues
+//! - read unlock: `(r,w,l) -> (r-1,w,l)`
+//! - write fast: `(0,0,0) -> (0,0,1)`; queued writer: `(r,0,0) -> (r,1,0)`, waits for `(0,1,0) -> (0,0,1)`
+//! - write unlock: `(r,w,1) -> (r,w,0)` (an RMW: queued readers' biases may be in the word)
+//!
+//! # Invariants
+//! 1. LOCKED is set only by a CAS from a word with no readers and no writer.
+//! 2. Only the `wait_lock` holder sets WAITING or turns it into LOCKED, so at most one writer waits.
+//! 3. A reader in the queue adds its bias and waits only for LOCKED to clear: a WAITING writer behind it
+//!    in the queue cannot pass it (it does not hold `wait_lock` yet).
+//!
+//! # Memory orderings
+//! Successful read and write acquisitions are Acquire and pair with the Release of `read_unlock` /
+//! `write_unlock`. The backed-out bias and WAITING are Relaxed: they are ordered by `wait_lock`.
+
+use crate::primitive::{AtomicU32, Ordering, SpinWait};
+use crate::spin::qspinlock::RawQueuedSpinLock;
+
+const LOCKED: u32 = 0xff;
+const WAITING: u32 = 0x100;
+const WMASK: u32 = LOCKED | WAITING;
+const READER_BIAS: u32 = 1 << 9;
+
+/// A queued reader-writer spinlock. See the [module documentation](self).
+pub struct RawRwSpinLock {
+    cnts: AtomicU32,
+    wait_lock: RawQueuedSpinLock,
+}
+
+#[cfg(not(loom))]
+impl RawRwSpinLock {
+    /// A new, unlocked lock.
+    pub const fn new() -> Self {
+        RawRwSpinLock {
+            cnts: AtomicU32::new(0),
+            wait_lock: RawQueuedSpinLock::new(),
+        }
+    }
+}
+
+impl RawRwSpinLock {
+    /// A new, unlocked lock (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawRwSpinLock {
+            cnts: AtomicU32::new(0),
+            wait_lock: RawQueuedSpinLock::new(),
+        }
+    }
+
+    /// Takes the lock shared.
+    #[inline]
+    pub fn read(&self) {
+        // Acquire pairs with the Release of `write_unlock`.
+        let c = self.cnts.fetch_add(READER_BIAS, Ordering::Acquire);
+        if c & WMASK != 0 {
+            self.read_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_slow(&self) {
+        // Relaxed: we are not in; `wait_lock` orders what follows.
+        self.cnts.fetch_sub(READER_BIAS, Ordering::Relaxed);
+        self.lock_wait_lock();
+        self.cnts.fetch_add(READER_BIAS, Ordering::Relaxed);
+        let mut wait = SpinWait::new();
+        // Acquire pairs with the Release of `write_unlock` (invariant 3: only LOCKED matters).
+        while self.cnts.load(Ordering::Acquire) & LOCKED != 0 {
+            wait.wait();
+        }
+        // SAFETY: taken above.
+        unsafe { self.wait_lock.unlock() };
+    }
+
+    /// Takes the lock shared if no writer holds or waits.
+    #[inline]
+    pub fn try_read(&self) -> bool {
+        let mut c = self.cnts.load(Ordering::Relaxed);
+        while c & WMASK == 0 {
+            // Acquire pairs with the Release of `write_unlock`.
+            match self.cnts.compare_exchange_weak(
+                c,
+                c + READER_BIAS,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => c = now,
+            }
+        }
+        false
+    }
+
+    /// Releases a shared hold.
+    ///
+    /// # Safety
+    /// The caller holds the lock shared.
+    #[inline]
+    pub unsafe fn read_unlock(&self) {
+        // Release pairs with the Acquire of the next writer.
+        self.cnts.fetch_sub(READER_BIAS, Ordering::Release);
+    }
+
+    /// Takes the lock exclusively.
+    #[inline]
+    pub fn write(&self) {
+        if !self.try_write() {
+            self.write_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_slow(&self) {
+        self.lock_wait_lock();
+        if !self.try_write() {
+            // `(r,0,0) -> (r,1,0)`. Relaxed: ordered by `wait_lock` (invariant 2).
+            self.cnts.fetch_or(WAITING, Ordering::Relaxed);
+            let mut wait = SpinWait::new();
+            loop {
+                // `(0,1,0) -> (0,0,1)`. Acquire pairs with the readers' Release unlocks.
+                if self.cnts.load(Ordering::Relaxed) == WAITING
+                    && self
+                        .cnts
+                        .compare_exchange(WAITING, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    break;
+                }
+                wait.wait();
+            }
+        }
+        // SAFETY: taken above.
+        unsafe { self.wait_lock.unlock() };
+    }
+
+    /// Takes the lock exclusively if it is free.
+    #[inline]
+    pub fn try_write(&self) -> bool {
+        // Acquire pairs with the Release unlocks.
+        self.cnts.load(Ordering::Relaxed) == 0
+            && self
+                .cnts
+                .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Releases an exclusive hold.
+    ///
+    /// # Safety
+    /// The caller holds the lock exclusively.
+    #[inline]
+    pub unsafe fn write_unlock(&self) {
+        // Release pairs with the next acquirer's Acquire.
+        self.cnts.fetch_sub(LOCKED, Ordering::Release);
+    }
+
+    /// Whether anyone holds the lock (a snapshot).
+    pub fn is_locked(&self) -> bool {
+        let c = self.cnts.load(Ordering::Relaxed);
+        c & LOCKED != 0 || c >= READER_BIAS
+    }
+
+    /// Whether a writer holds the lock (a snapshot).
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.cnts.load(Ordering::Relaxed) & LOCKED != 0
+    }
+
+    #[cfg(not(loom))]
+    fn lock_wait_lock(&self) {
+        self.wait_lock.lock();
+    }
+
+    /// Under loom the queue lock runs its model path with a node per call (loom has no thread slots).
+    #[cfg(loom)]
+    fn lock_wait_lock(&self) {
+        let node: &'static crate::spin::mcs::McsNode =
+            Box::leak(Box::new(crate::spin::mcs::McsNode::new()));
+        let tail = crate::spin::qspinlock::encode_tail(loom_slot(node), 0);
+        // SAFETY: leaked nodes live forever; the decoder maps each tail back to its node.
+        unsafe { self.wait_lock.lock_model(node, tail, decode_loom) };
+    }
+}
+
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref LOOM_NODES: std::sync::Mutex<Vec<&'static crate::spin::mcs::McsNode>> = std::sync::Mutex::new(Vec::new());
+}
+
+#[cfg(loom)]
+fn loom_slot(node: &'static crate::spin::mcs::McsNode) -> u32 {
+    let mut v = LOOM_NODES.lock().unwrap();
+    v.push(node);
+    (v.len() - 1) as u32
+}
+
+#[cfg(loom)]
+fn decode_loom(t: u16) -> &'static crate::spin::mcs::McsNode {
+    LOOM_NODES.lock().unwrap()[crate::spin::qspinlock::decode_tail(t).0 as usize]
+}
+
+#[cfg(not(loom))]
+impl Default for RawRwSpinLock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: readers exclude writers and writers exclude everyone (invariant 1 and the WMASK checks),
+// Acquire on every acquisition, Release on every unlock. No thread affinity: guards may be sent.
+unsafe impl lock_api::RawRwLock for RawRwSpinLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type SharedGuard = lock_api::GuardSend;
+    type ExclusiveGuard = lock_api::GuardSend;
+
+    #[inline]
+    fn lock_shared(&self) -> Self::SharedGuard {
+        self.read();
+        lock_api::GuardSend::new()
+    }
+    #[inline]
+    fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
+        self.try_read().then(lock_api::GuardSend::new)
+    }
+    #[inline]
+    unsafe fn unlock_shared(&self, _g: Self::SharedGuard) {
+        // SAFETY: the guard proves a shared hold.
+        unsafe { self.read_unlock() }
+    }
+    #[inline]
+    fn lock_exclusive(&self) -> Self::ExclusiveGuard {
+        self.write();
+        lock_api::GuardSend::new()
+    }
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<Self::ExclusiveGuard> {
+        self.try_write().then(lock_api::GuardSend::new)
+    }
+    #[inline]
+    unsafe fn unlock_exclusive(&self, _g: Self::ExclusiveGuard) {
+        // SAFETY: the guard proves an exclusive hold.
+        unsafe { self.write_unlock() }
+    }
+    fn is_locked(&self) -> bool {
+        RawRwSpinLock::is_locked(self)
+    }
+    fn is_locked_exclusive(&self) -> bool {
+        RawRwSpinLock::is_locked_exclusive(self)
+    }
+}
