@@ -41,10 +41,14 @@ fn all(c: &mut Criterion) {
     lock::<peers::SpinMutex>(c, "spin-mutex");
     lock::<peers::SpinTicket>(c, "spin-ticket");
     lock::<peers::PthreadMutex>(c, "pthread-mutex");
+    read::<ours::RwSpin>(c, "rwspinlock");
+    read::<ours::Br>(c, "brlock");
+    read::<ours::Seq>(c, "seqlock");
     read::<peers::StdRwLock>(c, "std-rwlock");
     read::<peers::PlRwLock>(c, "parking-lot-rwlock");
     read::<peers::PthreadRwLock>(c, "pthread-rwlock");
     read::<peers::CrossbeamSharded>(c, "crossbeam-sharded");
+    count::<ours::LockRefCount>(c, "lockref");
     count::<ours::AtomicCount>(c, "atomic-count");
     count::<ours::SpinlockCount>(c, "spinlock-count");
     count::<peers::StdMutexCount>(c, "std-mutex-count");

@@ -56,12 +56,16 @@ impl fmt::Display for Workload {
 }
 
 /// The data every lock protects: one cache line of words that the critical section reads or writes.
-#[derive(Default)]
-#[repr(align(64))]
+#[derive(Default, Clone, Copy)]
+#[repr(C, align(64))]
 pub struct Shared {
     /// The words.
     pub words: [u64; 8],
 }
+
+// SAFETY: `repr(C)`, 64 bytes of `u64`s with alignment 64: no padding, every byte initialised; `Copy`
+// and `'static` as the trait requires. (Lets `SeqLock<Shared>` store its byte image.)
+unsafe impl bytemuck::NoUninit for Shared {}
 
 impl Shared {
     /// An exclusive critical section: `loops` of work folded into the data.

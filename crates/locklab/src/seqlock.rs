@@ -28,7 +28,7 @@
 //! synchronises with that fence, so its second sequence load sees at least the odd value: it retries.
 //! If its first load saw the even value of a finished write (Acquire/Release), it sees all that write's data.
 
-use crate::primitive::{AtomicU32, Ordering, fence, spin_loop};
+use crate::primitive::{AtomicU32, Ordering, SpinWait, fence};
 #[cfg(not(loom))]
 use core::cell::UnsafeCell;
 #[cfg(not(loom))]
@@ -63,13 +63,23 @@ impl SeqCount {
     /// Starts a read section: waits out a write in progress and returns the (even) sequence.
     #[inline]
     pub fn read_begin(&self) -> u32 {
+        // Acquire pairs with the Release store in `write_end`.
+        let s = self.seq.load(Ordering::Acquire);
+        if s & 1 == 0 { s } else { self.wait_even() }
+    }
+
+    /// Waits out a write in progress, yielding the CPU after a while: the writer may be preempted and
+    /// need this very CPU to finish.
+    #[cold]
+    fn wait_even(&self) -> u32 {
+        let mut wait = SpinWait::new();
         loop {
             // Acquire pairs with the Release store in `write_end`.
             let s = self.seq.load(Ordering::Acquire);
             if s & 1 == 0 {
                 return s;
             }
-            spin_loop();
+            wait.wait();
         }
     }
 

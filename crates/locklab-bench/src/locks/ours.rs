@@ -2,7 +2,7 @@
 
 use super::{Kind, LockInfo, RefCountUnderTest, lock, refcount};
 use crate::workload::Shared;
-use crate::{count_under_lock, mutex_adapter};
+use crate::{count_under_lock, mutex_adapter, rwlock_adapter};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 mutex_adapter!(Tas, locklab::TasLock<Shared>);
@@ -11,6 +11,45 @@ mutex_adapter!(Mcs, locklab::McsLock<Shared>);
 mutex_adapter!(QSpin, locklab::QueuedSpinLock<Shared>);
 mutex_adapter!(Mutex, locklab::Mutex<Shared>);
 count_under_lock!(SpinlockCount, locklab::SpinLock<i64>);
+rwlock_adapter!(RwSpin, locklab::RwSpinLock<Shared>);
+rwlock_adapter!(Br, locklab::BrLock<Shared>);
+
+/// `SeqLock<Shared>`: reads are lockless copies (retried on overlap), writes go through the write guard.
+pub struct Seq(locklab::SeqLock<Shared>);
+
+impl super::LockUnderTest for Seq {
+    const HAS_SHARED_MODE: bool = true;
+    fn new() -> Self {
+        Seq(locklab::SeqLock::new(Shared::default()))
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        f(&mut self.0.write())
+    }
+    #[inline]
+    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
+        f(&self.0.read())
+    }
+}
+
+/// `LockRef`: get is one lockless CAS, put is `put_not_zero` (lockless unless it is the last).
+pub struct LockRefCount(locklab::LockRef);
+
+impl RefCountUnderTest for LockRefCount {
+    fn new() -> Self {
+        LockRefCount(locklab::LockRef::new(1))
+    }
+    #[inline]
+    fn get(&self) {
+        self.0.get();
+    }
+    #[inline]
+    fn put(&self) {
+        // The object's own reference keeps the count >= 1, so this always drops ours.
+        let dropped = self.0.put_not_zero();
+        debug_assert!(dropped);
+    }
+}
 
 /// The lock-free baseline: `fetch_add` / `fetch_sub` on one counter.
 pub struct AtomicCount(AtomicI64);
@@ -58,6 +97,26 @@ pub fn entries() -> Vec<LockInfo> {
             "mutex",
             Kind::Ours,
             "adaptive futex mutex: OSQ optimistic spinning, FIFO sleepers, hand-off",
+        ),
+        lock::<RwSpin>(
+            "rwspinlock",
+            Kind::Ours,
+            "queued reader-writer spinlock (the kernel's qrwlock): readers pay an RMW to lock and unlock",
+        ),
+        lock::<Br>(
+            "brlock",
+            Kind::Ours,
+            "big-reader lock (lglock): a spinlock per CPU; writers take them all",
+        ),
+        lock::<Seq>(
+            "seqlock",
+            Kind::Ours,
+            "sequence lock: lockless retrying readers, spinlock-serialised writers",
+        ),
+        refcount::<LockRefCount>(
+            "lockref",
+            Kind::Ours,
+            "the kernel's lockref: spinlock + count in one word, get/put in one cmpxchg",
         ),
         refcount::<SpinlockCount>(
             "spinlock-count",
