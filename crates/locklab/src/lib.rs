@@ -38,6 +38,7 @@ pub mod lockref;
 pub mod mutex;
 mod osq;
 mod primitive;
+pub mod rwsem;
 pub mod rwspinlock;
 pub mod seqlock;
 pub mod spin;
@@ -55,6 +56,7 @@ pub mod raw {
     pub use crate::brlock::{BrReadGuard, RawBrLock};
     pub use crate::condvar::RawCondvar;
     pub use crate::mutex::{MutexToken, RawMutex};
+    pub use crate::rwsem::{RawRwSem, RwSemToken};
     pub use crate::rwspinlock::RawRwSpinLock;
     pub use crate::spin::mcs::{McsGuard, McsNode, RawMcsLock};
     pub use crate::spin::qspinlock::RawQueuedSpinLock;
@@ -94,6 +96,8 @@ mod aliases {
     pub type Condvar = lock_api::Condvar<raw::RawCondvar>;
     /// A queued reader-writer spinlock protecting a `T`.
     pub type RwSpinLock<T> = lock_api::RwLock<raw::RawRwSpinLock, T>;
+    /// The reader-writer semaphore (optimistic spinning, hand-off, batched reader wake-ups).
+    pub type RwSem<T> = lock_api::RwLock<raw::RawRwSem, T>;
     /// A big-reader lock (one spinlock per CPU) protecting a `T`.
     pub type BrLock<T> = lock_api::RwLock<raw::RawBrLock, T>;
     pub use crate::lockref::{LockRef, LockRefArc};

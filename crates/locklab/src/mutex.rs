@@ -613,13 +613,13 @@ impl Default for RawMutex {
 
 /// This thread's OSQ node.
 #[cfg(not(loom))]
-fn osq_node() -> Option<&'static crate::osq::OsqNode> {
+pub(crate) fn osq_node() -> Option<&'static crate::osq::OsqNode> {
     crate::thread_slot::current().map(|s| &s.osq)
 }
 
 /// This thread's OSQ node: leaked per model thread, since nodes must be type-stable.
 #[cfg(loom)]
-fn osq_node() -> Option<&'static crate::osq::OsqNode> {
+pub(crate) fn osq_node() -> Option<&'static crate::osq::OsqNode> {
     loom::thread_local!(static NODE: &'static crate::osq::OsqNode = Box::leak(Box::new(crate::osq::OsqNode::new())));
     Some(NODE.with(|n| *n))
 }

@@ -43,17 +43,25 @@ pub(crate) struct Waiter {
     pub(crate) since: Stamp,
     /// Condvar bookkeeping: still in the condvar's list (not yet moved to the mutex's).
     pub(crate) in_condvar: Cell<bool>,
+    /// RwSem: a reader (else a writer).
+    pub(crate) reader: bool,
     prev: Cell<*const Waiter>,
     next: Cell<*const Waiter>,
 }
 
 impl Waiter {
     pub(crate) fn new(tag: u32) -> Self {
+        Self::with_kind(tag, false)
+    }
+
+    /// A waiter for an rwsem: `reader` or writer.
+    pub(crate) fn with_kind(tag: u32, reader: bool) -> Self {
         Waiter {
             futex: AtomicU32::new(SLEEPING),
             tag,
             since: Stamp::now(),
             in_condvar: Cell::new(false),
+            reader,
             prev: Cell::new(ptr::null()),
             next: Cell::new(ptr::null()),
         }
@@ -160,6 +168,29 @@ impl WaitList {
         }
         self.tail = other.tail;
         *other = WaitList::new();
+    }
+
+    /// Removes and returns up to `max` readers from anywhere in the list, in order (writers stay).
+    pub(crate) fn take_readers(&mut self, max: usize) -> WaitList {
+        let mut taken = WaitList::new();
+        let mut n = 0;
+        let mut p = self.head;
+        // SAFETY: queued nodes are alive; we read `next` before relinking a node.
+        while let Some(w) = unsafe { p.as_ref() } {
+            if n == max {
+                break;
+            }
+            p = w.next.get();
+            if w.reader {
+                // SAFETY: `w` is in this list; it moves list to list.
+                unsafe {
+                    self.remove(w);
+                    taken.push_back(w);
+                }
+                n += 1;
+            }
+        }
+        taken
     }
 
     /// Calls `f` on every waiter, front to back.

@@ -11,7 +11,8 @@ const THREADS: usize = if cfg!(miri) { 3 } else { 10 };
 const ITERS: usize = if cfg!(miri) { 20 } else { 20_000 };
 
 /// Writers keep `a == b` and bump both; readers check `a == b` and count how many readers overlap.
-fn stress<R: RawRwLock + Send + Sync + 'static>() -> usize {
+/// `iters` per thread.
+fn stress_n<R: RawRwLock + Send + Sync + 'static>(iters: usize) -> usize {
     let l = Arc::new(lock_api::RwLock::<R, (u64, u64)>::new((0, 0)));
     let readers_in = Arc::new(AtomicUsize::new(0));
     let max_readers = Arc::new(AtomicUsize::new(0));
@@ -19,7 +20,7 @@ fn stress<R: RawRwLock + Send + Sync + 'static>() -> usize {
         .map(|t| {
             let (l, readers_in, max_readers) = (l.clone(), readers_in.clone(), max_readers.clone());
             thread::spawn(move || {
-                for i in 0..ITERS {
+                for i in 0..iters {
                     if (t + i) % 4 == 0 {
                         let mut g = l.write();
                         assert_eq!(
@@ -45,7 +46,7 @@ fn stress<R: RawRwLock + Send + Sync + 'static>() -> usize {
         h.join().unwrap();
     }
     let writes = (0..THREADS)
-        .map(|t| (0..ITERS).filter(|i| (t + i) % 4 == 0).count())
+        .map(|t| (0..iters).filter(|i| (t + i) % 4 == 0).count())
         .sum::<usize>() as u64;
     assert_eq!(*l.read(), (writes, writes));
     assert!(!l.is_locked());
@@ -54,6 +55,23 @@ fn stress<R: RawRwLock + Send + Sync + 'static>() -> usize {
 
 /// `nested_reads`: one thread may hold two read locks at once (not so for BrLock: readers on one CPU
 /// share a spinlock).
+/// Three readers meet at a barrier while all hold the read lock: passes only if readers really share.
+fn readers_overlap<R: RawRwLock + Send + Sync + 'static>() {
+    let l = Arc::new(lock_api::RwLock::<R, u32>::new(1));
+    let b = Arc::new(std::sync::Barrier::new(3));
+    let hs: Vec<_> = (0..3)
+        .map(|_| {
+            let (l, b) = (l.clone(), b.clone());
+            thread::spawn(move || {
+                let g = l.read();
+                b.wait();
+                *g
+            })
+        })
+        .collect();
+    assert_eq!(hs.into_iter().map(|h| h.join().unwrap()).sum::<u32>(), 3);
+}
+
 fn basics<R: RawRwLock + Send + Sync + 'static>(nested_reads: bool) {
     let l = lock_api::RwLock::<R, u32>::new(1);
     {
@@ -76,28 +94,113 @@ fn basics<R: RawRwLock + Send + Sync + 'static>(nested_reads: bool) {
 }
 
 macro_rules! rw_tests {
-    ($($name:ident: $raw:ty, $nested:expr),* $(,)?) => {$(
+    ($($name:ident: $raw:ty, $nested:expr, $iters:expr),* $(,)?) => {$(
         mod $name {
             #[test] fn basics() { super::basics::<$raw>($nested) }
-            #[test] fn stress() { super::stress::<$raw>(); }
+            #[test] fn readers_overlap() { if $nested { super::readers_overlap::<$raw>() } }
+            #[test] fn stress() { use super::ITERS; super::stress_n::<$raw>($iters); }
         }
     )*};
 }
 
 rw_tests! {
-    rwspinlock: locklab::raw::RawRwSpinLock, true,
-    brlock: locklab::raw::RawBrLock, false,
+    rwspinlock: locklab::raw::RawRwSpinLock, true, ITERS,
+    // A writer takes 64 FIFO shard locks: under oversubscription a preempted writer stalls every shard,
+    // so fewer iterations keep the run short; exclusion is what is checked.
+    brlock: locklab::raw::RawBrLock, false, ITERS / 10,
+    rwsem: locklab::raw::RawRwSem, true, ITERS,
 }
 
 #[test]
-fn readers_run_in_parallel() {
-    // With several readers and few writers, at some point two readers hold the lock together.
-    let mut seen = 0;
-    for _ in 0..5 {
-        seen = seen.max(stress::<locklab::raw::RawRwSpinLock>());
-        if seen >= 2 {
-            break;
-        }
+fn rwsem_downgrade_lets_readers_in_but_not_writers() {
+    let l = Arc::new(locklab::RwSem::new(0u32));
+    let w = l.write();
+    let l2 = l.clone();
+    let reader = thread::spawn(move || *l2.read());
+    thread::sleep(std::time::Duration::from_millis(20));
+    let mut w = w;
+    *w = 7;
+    let r = lock_api::RwLockWriteGuard::downgrade(w);
+    assert_eq!(
+        reader.join().unwrap(),
+        7,
+        "a queued reader is granted after downgrade"
+    );
+    assert!(
+        l.try_write().is_none(),
+        "no writer while the downgraded reader holds it"
+    );
+    drop(r);
+    assert!(l.try_write().is_some());
+}
+
+#[test]
+fn rwsem_timeouts_leave_the_queue() {
+    use std::time::{Duration, Instant};
+    let l = Arc::new(locklab::RwSem::new(0u32));
+    let w = l.write();
+    let (l2, l3) = (l.clone(), l.clone());
+    let r = thread::spawn(move || {
+        let t = Instant::now();
+        (
+            l2.try_read_for(Duration::from_millis(30)).is_none(),
+            t.elapsed(),
+        )
+    });
+    let wr = thread::spawn(move || {
+        let t = Instant::now();
+        (
+            l3.try_write_for(Duration::from_millis(30)).is_none(),
+            t.elapsed(),
+        )
+    });
+    for h in [r, wr] {
+        let (timed_out, waited) = h.join().unwrap();
+        assert!(timed_out);
+        assert!(waited >= Duration::from_millis(30));
     }
-    assert!(seen >= 2 || cfg!(miri), "readers never overlapped");
+    drop(w);
+    // Both left the list: the lock is fully usable.
+    assert!(l.try_read().is_some());
+    drop(l.write());
+    assert!(!l.is_locked());
+}
+
+/// A writer is not starved by a stream of readers (hand-off after the bound, and readers queue behind a
+/// waiting writer).
+#[test]
+fn rwsem_writer_not_starved_by_readers() {
+    use std::time::{Duration, Instant};
+    let l = Arc::new(locklab::RwSem::new(0u64));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (l, stop) = (l.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _g = l.read();
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(50) {
+                        std::hint::spin_loop();
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(5));
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        *l.write() += 1;
+        worst = worst.max(t.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(*l.read(), 20);
+    assert!(
+        worst < Duration::from_millis(500),
+        "a writer waited {worst:?}"
+    );
 }

@@ -1,0 +1,784 @@
+//! `RwSem`: the kernel's reader-writer semaphore after the 2019-2020 rewrites, in userspace: optimistic
+//! spinning for writers (on writer-owned *and*, for a bounded time, on reader-owned locks), reader lock
+//! stealing, a FIFO wait list, hand-off, and batched reader wake-ups.
+//!
+//! # Why (seed 003)
+//! Before v5.3 a writer that found the lock reader-owned could not tell whether the readers were running,
+//! so it went to sleep; with a mixed load the CPUs idled 90% where a mutex idled 15-20%. The fix, kept
+//! here: a writer at the head of the OSQ spins on a reader-owned lock for a bounded time (kernel: 10 us +
+//! 0.5 us per reader, capped at 25 us), and on timeout marks the lock NONSPINNABLE so later writers sleep
+//! at once, until a writer owns it again.
+//!
+//! # Algorithm (after the kernel's `kernel/locking/rwsem.c`)
+//! - `down_read`: `fetch_add(READER_BIAS)`; in if no writer, waiters or hand-off. Else the slow path:
+//!   **steal** the lock if no writer holds it, no hand-off is pending and no other reader is in (the
+//!   bias stays); otherwise undo the bias, queue, and sleep until a waker grants the read lock (it adds
+//!   our bias for us).
+//! - `down_write`: `cas(0 -> WRITER_LOCKED)`. Else spin through the OSQ while spinning is promising
+//!   (below), then queue and sleep; a woken writer retries, and a first waiter past [`HANDOFF_NS`] sets
+//!   HANDOFF, after which only it may take the lock.
+//! - `up_read`: `fetch_sub(READER_BIAS)`; the last reader out wakes the wait list if it is non-empty.
+//!   `up_write`: `fetch_sub(WRITER_LOCKED)`; wakes if the list is non-empty.
+//! - Wake: a writer at the front is woken alone (it retries). Readers at the front are **granted** in a
+//!   batch: one bias is added first (backed out if a writer stole the lock meanwhile); then up to
+//!   [`MAX_READERS_WAKEUP`] readers are taken from anywhere in the queue and all their biases are added
+//!   in one atomic op before any of them is woken, so no woken reader can `up_read` before the others'
+//!   biases are in.
+//! - `downgrade`: `WRITER_LOCKED -> READER_BIAS` in one op, then grant queued readers at the front.
+//!
+//! # Writer spinning (the owner hint)
+//! `owner` holds the writer's tag, or the last reader's tag with READER_OWNED (a hint only: `up_read`
+//! does not clear it), plus NONSPINNABLE. A spinning writer (OSQ head):
+//! - writer-owned: spins while the owner is unchanged, at most [`OWNER_SPIN_NS`] per owner (as the Mutex);
+//! - reader-owned: spins until a deadline of `READER_SPIN_BASE_NS + READER_SPIN_PER_READER_NS x readers`,
+//!   capped at [`READER_SPIN_MAX_NS`], re-armed when a new reader phase begins; on timeout it sets
+//!   NONSPINNABLE and queues.
+//!
+//! # State word (`count`, 64 bits)
+//! | bits  | name           | meaning                                                        |
+//! |-------|----------------|----------------------------------------------------------------|
+//! | 0     | WRITER_LOCKED  | a writer holds it                                              |
+//! | 1     | WAITERS        | the wait list is non-empty                                     |
+//! | 2     | HANDOFF        | the first waiter asked for the lock: nobody else may take it   |
+//! | 8-62  | reader count   | READER_BIAS = 256 each (includes readers backing out)          |
+//!
+//! # Invariants
+//! 1. WRITER_LOCKED is set only by a CAS from a word with no readers, no writer, and (unless the setter
+//!    is the first waiter) no HANDOFF.
+//! 2. A reader holds the lock iff its bias is in the count and WRITER_LOCKED was clear when it was
+//!    added (fast path, steal) or a waker granted it while no writer held the lock.
+//! 3. WAITERS is set iff the list is non-empty, as observed under `wait_lock`.
+//! 4. A sleeping waiter is woken by the unlock that leaves the lock free of writers (readers: the last
+//!    one out) while WAITERS is set; a granted reader is removed from the list before it is woken.
+//! 5. A waiter returns only after it is out of the list; a waker's HANDED/WOKEN store is its last access.
+//!
+//! # Memory orderings
+//! Every acquisition (reader `fetch_add`, writer CAS) is Acquire; `up_read`/`up_write`/`downgrade` are
+//! Release; a granted reader's bias is added (Acquire+Release) by the waker before the HANDED store
+//! (Release), which the reader reads with Acquire. Flag updates are Relaxed (the list is under
+//! `wait_lock`). The owner field is a Relaxed hint: it decides only whether to spin.
+
+use crate::clock::{Deadline, SpinBudget, time_left};
+use crate::mutex::current_tag;
+use crate::osq::Osq;
+use crate::primitive::{AtomicU64, Ordering, spin_loop, yield_now};
+use crate::spin::tas::RawTasLock;
+use crate::sys::{futex_wait, futex_wake};
+use crate::wait_list::{HANDED, SLEEPING, WOKEN, WaitList, Waiter};
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+
+const WRITER_LOCKED: u64 = 1 << 0;
+const WAITERS: u64 = 1 << 1;
+const HANDOFF: u64 = 1 << 2;
+const READER_SHIFT: u32 = 8;
+const READER_BIAS: u64 = 1 << READER_SHIFT;
+/// What makes a reader's fast path fail.
+const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF;
+
+const READER_OWNED: u64 = 1 << 0;
+const NONSPINNABLE: u64 = 1 << 1;
+const OWNER_TAG_SHIFT: u32 = 2;
+
+/// Readers granted per wake-up batch (the kernel's `MAX_READERS_WAKEUP`).
+pub const MAX_READERS_WAKEUP: usize = 256;
+/// A first waiter that has waited this long asks for hand-off (the kernel: 4 ms).
+pub const HANDOFF_NS: u64 = 4_000_000;
+/// Writer spinning on a writer owner: at most this long per owner.
+pub const OWNER_SPIN_NS: u64 = 10_000;
+/// Writer spinning on reader owners: base of the deadline.
+pub const READER_SPIN_BASE_NS: u64 = 10_000;
+/// Writer spinning on reader owners: added per reader.
+pub const READER_SPIN_PER_READER_NS: u64 = 500;
+/// Writer spinning on reader owners: cap of the deadline.
+pub const READER_SPIN_MAX_NS: u64 = 25_000;
+/// Overall cap on one writer's spinning, OSQ wait included.
+pub const SPIN_MAX_NS: u64 = 50_000;
+/// Most `pause`s between two looks while spinning; at the cap the spinner yields instead.
+const MAX_SPIN_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
+
+#[inline]
+const fn readers(c: u64) -> u64 {
+    c >> READER_SHIFT
+}
+
+/// Guard state of a hold of [`RawRwSem`]: the holder's tag. Not `Send` (the owner hint names the thread).
+pub struct RwSemToken {
+    tag: u32,
+    _not_send: PhantomData<*mut ()>,
+}
+
+// SAFETY: `&RwSemToken` exposes only an integer.
+unsafe impl Sync for RwSemToken {}
+
+impl RwSemToken {
+    fn new(tag: u32) -> Self {
+        RwSemToken {
+            tag,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+/// The reader-writer semaphore. See the [module documentation](self).
+pub struct RawRwSem {
+    count: AtomicU64,
+    owner: AtomicU64,
+    osq: Osq,
+    wait_lock: RawTasLock,
+    waiters: UnsafeCell<WaitList>,
+}
+
+// SAFETY: `waiters` is accessed only with `wait_lock` held; the rest is atomic.
+unsafe impl Sync for RawRwSem {}
+// SAFETY: waiters borrow the rwsem, so none exist when it moves.
+unsafe impl Send for RawRwSem {}
+
+/// `wait_lock` held.
+struct Waiters<'a>(&'a RawRwSem);
+
+impl core::ops::Deref for Waiters<'_> {
+    type Target = WaitList;
+    fn deref(&self) -> &WaitList {
+        // SAFETY: `wait_lock` is held for the guard's life.
+        unsafe { &*self.0.waiters.get() }
+    }
+}
+
+impl core::ops::DerefMut for Waiters<'_> {
+    fn deref_mut(&mut self) -> &mut WaitList {
+        // SAFETY: as above, and `&mut self` makes it unique.
+        unsafe { &mut *self.0.waiters.get() }
+    }
+}
+
+impl Drop for Waiters<'_> {
+    fn drop(&mut self) {
+        // SAFETY: taken by `RawRwSem::waiters`.
+        unsafe { self.0.wait_lock.unlock() }
+    }
+}
+
+impl RawRwSem {
+    /// A new, unlocked rwsem.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawRwSem {
+            count: AtomicU64::new(0),
+            owner: AtomicU64::new(0),
+            osq: Osq::new(),
+            wait_lock: RawTasLock::new(),
+            waiters: UnsafeCell::new(WaitList::new()),
+        }
+    }
+
+    /// A new, unlocked rwsem (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawRwSem {
+            count: AtomicU64::new(0),
+            owner: AtomicU64::new(0),
+            osq: Osq::new(),
+            wait_lock: RawTasLock::new(),
+            waiters: UnsafeCell::new(WaitList::new()),
+        }
+    }
+
+    fn waiters(&self) -> Waiters<'_> {
+        self.wait_lock.lock();
+        Waiters(self)
+    }
+
+    #[inline]
+    fn set_reader_owned(&self, tag: u32) {
+        // Relaxed: a hint. Keeps NONSPINNABLE (it lasts until a writer owns the lock).
+        let keep = self.owner.load(Ordering::Relaxed) & NONSPINNABLE;
+        self.owner.store(
+            ((tag as u64) << OWNER_TAG_SHIFT) | READER_OWNED | keep,
+            Ordering::Relaxed,
+        );
+    }
+
+    #[inline]
+    fn set_writer_owned(&self, tag: u32) {
+        // Relaxed: a hint.
+        self.owner
+            .store((tag as u64) << OWNER_TAG_SHIFT, Ordering::Relaxed);
+    }
+
+    // ----- readers ------------------------------------------------------------------------------
+
+    /// Takes the lock shared.
+    #[inline]
+    pub fn read(&self) -> RwSemToken {
+        let tag = current_tag();
+        // Acquire pairs with the Release of `up_write` / `downgrade`.
+        let c = self.count.fetch_add(READER_BIAS, Ordering::Acquire);
+        if c & READ_FAILED_MASK == 0 {
+            self.set_reader_owned(tag);
+        } else {
+            self.read_slow(c, tag, None);
+        }
+        RwSemToken::new(tag)
+    }
+
+    /// Takes the lock shared if that needs no waiting.
+    #[inline]
+    pub fn try_read(&self) -> Option<RwSemToken> {
+        let tag = current_tag();
+        let mut c = self.count.load(Ordering::Relaxed);
+        while c & READ_FAILED_MASK == 0 {
+            // Acquire pairs with the Release of `up_write` / `downgrade`.
+            match self.count.compare_exchange_weak(
+                c,
+                c + READER_BIAS,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.set_reader_owned(tag);
+                    return Some(RwSemToken::new(tag));
+                }
+                Err(now) => c = now,
+            }
+        }
+        None
+    }
+
+    /// Takes the lock shared, giving up at `deadline`.
+    pub(crate) fn read_until(&self, deadline: &Deadline) -> Option<RwSemToken> {
+        let tag = current_tag();
+        // Acquire as in `read`.
+        let c = self.count.fetch_add(READER_BIAS, Ordering::Acquire);
+        if c & READ_FAILED_MASK == 0 {
+            self.set_reader_owned(tag);
+            return Some(RwSemToken::new(tag));
+        }
+        self.read_slow(c, tag, Some(deadline))
+            .then(|| RwSemToken::new(tag))
+    }
+
+    /// The reader slow path; our bias is in the count. Returns `false` only on timeout.
+    #[cold]
+    #[inline(never)]
+    fn read_slow(&self, c: u64, tag: u32, deadline: Option<&Deadline>) -> bool {
+        // Reader lock stealing: no writer holds it, no hand-off is pending, and no other reader is in
+        // (so the lock was just freed): our bias makes us a reader (invariant 2) even with waiters
+        // queued. With other readers in we queue instead, as the kernel does: else a stream of
+        // overlapping readers would keep the count from ever draining and a queued writer asleep.
+        if c & (WRITER_LOCKED | HANDOFF) == 0 && readers(c) == 0 {
+            self.set_reader_owned(tag);
+            return true;
+        }
+        let w = Waiter::with_kind(tag, true);
+        let mut list = self.waiters();
+        let was_empty = list.is_empty();
+        // SAFETY: `w` lives on this frame until it is out of the list (invariant 5).
+        unsafe { list.push_back(&w) };
+        // Undo our bias and announce waiters in one op. Relaxed: under wait_lock; the lock itself is
+        // not taken here.
+        let adjust = if was_empty {
+            WAITERS.wrapping_sub(READER_BIAS)
+        } else {
+            READER_BIAS.wrapping_neg()
+        };
+        let c = self
+            .count
+            .fetch_add(adjust, Ordering::Relaxed)
+            .wrapping_add(adjust);
+        // Wake the front ourselves (as the kernel does) if (a) nothing is held any more: an unlock may
+        // have seen our transient bias as an active reader and so woken nobody; or (b) no writer holds it
+        // and we are first in line: nobody else would wake us, and we can join the readers in.
+        if c & WRITER_LOCKED == 0 && (readers(c) == 0 || was_empty) {
+            self.wake_locked(&mut list, false);
+        }
+        drop(list);
+        // SAFETY: `w` is queued on this rwsem and lives until this returns.
+        unsafe { self.sleep_queued(&w, deadline) }
+    }
+
+    /// Releases a shared hold.
+    ///
+    /// # Safety
+    /// The caller holds the lock shared.
+    #[inline]
+    pub unsafe fn read_unlock(&self) {
+        // Release pairs with the Acquire of the next writer.
+        let c = self.count.fetch_sub(READER_BIAS, Ordering::Release) - READER_BIAS;
+        if readers(c) == 0 && c & (WAITERS | WRITER_LOCKED) == WAITERS {
+            self.wake(false);
+        }
+    }
+
+    // ----- writers ------------------------------------------------------------------------------
+
+    /// Takes the lock exclusively.
+    #[inline]
+    pub fn write(&self) -> RwSemToken {
+        let tag = current_tag();
+        // Acquire pairs with the Release unlocks.
+        if self
+            .count
+            .compare_exchange(0, WRITER_LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.set_writer_owned(tag);
+        } else {
+            self.write_slow(tag, None);
+        }
+        RwSemToken::new(tag)
+    }
+
+    /// Takes the lock exclusively if it is free.
+    #[inline]
+    pub fn try_write(&self) -> Option<RwSemToken> {
+        let tag = current_tag();
+        self.try_take_write(tag, false)
+            .then(|| RwSemToken::new(tag))
+    }
+
+    /// Takes the lock exclusively, giving up at `deadline`.
+    pub(crate) fn write_until(&self, deadline: &Deadline) -> Option<RwSemToken> {
+        let tag = current_tag();
+        // Acquire as in `write`.
+        if self
+            .count
+            .compare_exchange(0, WRITER_LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.set_writer_owned(tag);
+            return Some(RwSemToken::new(tag));
+        }
+        self.write_slow(tag, Some(deadline))
+            .then(|| RwSemToken::new(tag))
+    }
+
+    /// `(no writer, no readers, no hand-off unless first) -> WRITER_LOCKED`, keeping WAITERS.
+    #[inline]
+    fn try_take_write(&self, tag: u32, first_waiter: bool) -> bool {
+        let mut c = self.count.load(Ordering::Relaxed);
+        loop {
+            if c & WRITER_LOCKED != 0 || readers(c) != 0 || (c & HANDOFF != 0 && !first_waiter) {
+                return false;
+            }
+            // Acquire pairs with the Release unlocks. The first waiter's take consumes HANDOFF.
+            let new = (c | WRITER_LOCKED) & !HANDOFF;
+            match self
+                .count
+                .compare_exchange_weak(c, new, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    self.set_writer_owned(tag);
+                    return true;
+                }
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_slow(&self, tag: u32, deadline: Option<&Deadline>) -> bool {
+        if self.spin_for_write(tag) {
+            return true;
+        }
+        let w = Waiter::with_kind(tag, false);
+        // Start "woken": the first pass of `sleep_queued` re-checks the lock under `wait_lock` before
+        // any sleep. Needed because an unlock between our failed spin and the WAITERS store below saw
+        // no waiters and woke nobody (a regression test caught exactly that: `rwsem::stress` hung).
+        w.futex.store(WOKEN, Ordering::Relaxed);
+        let mut list = self.waiters();
+        // SAFETY: `w` lives on this frame until it is out of the list (invariant 5).
+        unsafe { list.push_back(&w) };
+        // Relaxed: flag under wait_lock.
+        self.count.fetch_or(WAITERS, Ordering::Relaxed);
+        drop(list);
+        // SAFETY: `w` is queued on this rwsem and lives until this returns.
+        unsafe { self.sleep_queued(&w, deadline) }
+    }
+
+    /// Optimistic spinning for a writer (see "Writer spinning"). `true` with the lock held.
+    fn spin_for_write(&self, tag: u32) -> bool {
+        if self.owner.load(Ordering::Relaxed) & NONSPINNABLE != 0
+            || self.count.load(Ordering::Relaxed) & HANDOFF != 0
+        {
+            return false;
+        }
+        let Some(node) = crate::mutex::osq_node() else {
+            return false;
+        };
+        let mut budget = SpinBudget::new(SPIN_MAX_NS);
+        // SAFETY: OSQ nodes are type-stable (thread slots / leaked under loom).
+        if !unsafe { self.osq.lock(node, &mut budget) } {
+            return false;
+        }
+        let mut last_owner = u64::MAX;
+        let mut phase_budget = SpinBudget::new(OWNER_SPIN_NS);
+        let mut backoff = 1u32;
+        let got = loop {
+            if self.try_take_write(tag, false) {
+                break true;
+            }
+            let c = self.count.load(Ordering::Relaxed);
+            if c & HANDOFF != 0 {
+                break false;
+            }
+            let owner = self.owner.load(Ordering::Relaxed);
+            if owner & NONSPINNABLE != 0 {
+                break false;
+            }
+            let reader_owned = c & WRITER_LOCKED == 0 && readers(c) != 0;
+            // A new owner (or a new reader phase) re-arms the deadline.
+            let key = if reader_owned {
+                owner | READER_OWNED
+            } else {
+                owner & !READER_OWNED
+            };
+            if key != last_owner {
+                last_owner = key;
+                phase_budget = SpinBudget::new(if reader_owned {
+                    (READER_SPIN_BASE_NS + READER_SPIN_PER_READER_NS * readers(c))
+                        .min(READER_SPIN_MAX_NS)
+                } else {
+                    OWNER_SPIN_NS
+                });
+            }
+            if phase_budget.expired() || budget.expired() {
+                if reader_owned {
+                    // Readers held it past the deadline: later writers should not spin on them.
+                    self.owner.fetch_or(NONSPINNABLE, Ordering::Relaxed);
+                }
+                break false;
+            }
+            if backoff < MAX_SPIN_BACKOFF {
+                for _ in 0..backoff {
+                    spin_loop();
+                }
+                backoff *= 2;
+            } else {
+                yield_now();
+            }
+        };
+        // SAFETY: we are the OSQ head with this node.
+        unsafe { self.osq.unlock(node) };
+        got
+    }
+
+    /// Releases an exclusive hold.
+    ///
+    /// # Safety
+    /// The caller holds the lock exclusively.
+    #[inline]
+    pub unsafe fn write_unlock(&self) {
+        // Relaxed: a hint.
+        self.owner.store(0, Ordering::Relaxed);
+        // Release pairs with the next acquirer's Acquire.
+        let c = self.count.fetch_sub(WRITER_LOCKED, Ordering::Release);
+        if c & WAITERS != 0 {
+            self.wake(false);
+        }
+    }
+
+    /// Turns an exclusive hold into a shared one without letting a writer in between.
+    ///
+    /// # Safety
+    /// The caller holds the lock exclusively.
+    pub unsafe fn downgrade(&self, token: &RwSemToken) {
+        self.set_reader_owned(token.tag);
+        // `WRITER_LOCKED -> one reader`. Release: readers let in now see our writes.
+        let c = self
+            .count
+            .fetch_add(READER_BIAS.wrapping_sub(WRITER_LOCKED), Ordering::Release);
+        if c & WAITERS != 0 {
+            self.wake(true);
+        }
+    }
+
+    // ----- the wait list ------------------------------------------------------------------------
+
+    /// Sleeps until the lock is granted (`HANDED`) or, for a writer, taken after a wake-up; `false`
+    /// if `deadline` passed first (then the waiter has left the list).
+    ///
+    /// # Safety
+    /// `w` is queued on this rwsem and stays alive until this returns.
+    unsafe fn sleep_queued(&self, w: &Waiter, deadline: Option<&Deadline>) -> bool {
+        loop {
+            let mut timed_out = false;
+            loop {
+                // Acquire pairs with the Release store of HANDED / WOKEN by the waker.
+                let f = w.futex.load(Ordering::Acquire);
+                if f == HANDED {
+                    return true;
+                }
+                if f != SLEEPING {
+                    break;
+                }
+                match time_left(deadline) {
+                    None => {
+                        timed_out = true;
+                        break;
+                    }
+                    Some(left) => {
+                        futex_wait(&w.futex, SLEEPING, left);
+                    }
+                }
+            }
+            let mut list = self.waiters();
+            // Acquire pairs with the waker's Release store of HANDED.
+            if w.futex.load(Ordering::Acquire) == HANDED {
+                return true;
+            }
+            w.futex.store(SLEEPING, Ordering::Relaxed);
+            let first = list.front().is_some_and(|f| core::ptr::eq(f, w));
+            if !w.reader && self.try_take_write(w.tag, first) {
+                // SAFETY: `w` is in this list.
+                unsafe { list.remove(w) };
+                if list.is_empty() {
+                    // Relaxed: flag under wait_lock (invariant 3).
+                    self.count.fetch_and(!WAITERS, Ordering::Relaxed);
+                }
+                return true;
+            }
+            if w.reader && first && self.count.load(Ordering::Relaxed) & WRITER_LOCKED == 0 {
+                // Free of writers with a reader at the front: grant (ourselves included).
+                self.grant_readers(&mut list);
+                continue;
+            }
+            if timed_out {
+                let was_first = first;
+                // SAFETY: `w` is in this list (not handed: checked above under wait_lock).
+                unsafe { list.remove(w) };
+                let clear =
+                    if list.is_empty() { WAITERS } else { 0 } | if was_first { HANDOFF } else { 0 };
+                // Relaxed: flags under wait_lock.
+                let c = self.count.fetch_and(!clear, Ordering::Relaxed);
+                // If we were first and the lock is free of writers, the next waiter may be startable.
+                if was_first && c & WRITER_LOCKED == 0 && (readers(c) == 0 || !list.is_empty()) {
+                    self.wake_locked(&mut list, false);
+                }
+                return false;
+            }
+            if first && w.since.older_than(HANDOFF_NS) {
+                self.request_handoff();
+            }
+            // Sleep again only if the lock is still held in a way that blocks us: re-checked by the
+            // loop after a wake; a wake cannot be lost because every unlock that frees the lock while
+            // WAITERS is set wakes the front (invariant 4), and the front re-checks under wait_lock.
+            drop(list);
+        }
+    }
+
+    /// `HANDOFF` on, if the lock is held (so nobody else can take it once it is free).
+    fn request_handoff(&self) {
+        let mut c = self.count.load(Ordering::Relaxed);
+        while c & HANDOFF == 0 && (c & WRITER_LOCKED != 0 || readers(c) != 0) {
+            // Relaxed: flag under wait_lock.
+            match self.count.compare_exchange_weak(
+                c,
+                c | HANDOFF,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Wakes the front of the list (see the module docs). `downgraded`: we hold it as a reader.
+    #[cold]
+    fn wake(&self, downgraded: bool) {
+        let mut list = self.waiters();
+        self.wake_locked(&mut list, downgraded);
+    }
+
+    fn wake_locked(&self, list: &mut Waiters<'_>, downgraded: bool) {
+        let Some(first) = list.front() else { return };
+        if first.reader {
+            self.grant_readers(list);
+        } else if !downgraded {
+            let word = &first.futex as *const _;
+            // Release: uniform waker store (the writer re-reads under wait_lock).
+            if first.futex.swap(WOKEN, Ordering::Release) == SLEEPING {
+                futex_wake(word, 1);
+            }
+        }
+    }
+
+    /// Grants the read lock to up to [`MAX_READERS_WAKEUP`] queued readers in one batch (module docs).
+    fn grant_readers(&self, list: &mut Waiters<'_>) {
+        // Speculative bias for the first reader, so a writer cannot slip in while we collect.
+        // Acquire: the readers we grant read what the last writer wrote.
+        let c = self.count.fetch_add(READER_BIAS, Ordering::Acquire);
+        if c & WRITER_LOCKED != 0 {
+            // A writer stole it: back out (Relaxed: we held nothing).
+            self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+            if list.front().is_some_and(|f| f.since.older_than(HANDOFF_NS)) {
+                self.request_handoff();
+            }
+            return;
+        }
+        let mut granted = list.take_readers(MAX_READERS_WAKEUP);
+        let mut n = 0u64;
+        let mut tag = 0;
+        granted.for_each(|w| {
+            n += 1;
+            tag = w.tag;
+        });
+        if n == 0 {
+            // Nobody to grant after all: return the speculative bias (Relaxed: we granted nothing).
+            self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+            return;
+        }
+        // The other n - 1 biases, and WAITERS off if the list emptied, in one op. Release: pairs with
+        // nothing new (the readers sync with the HANDED store), kept so the word's history is ordered.
+        let adjust =
+            ((n - 1) * READER_BIAS).wrapping_sub(if list.is_empty() { WAITERS } else { 0 });
+        let c = self
+            .count
+            .fetch_add(adjust, Ordering::Release)
+            .wrapping_add(adjust);
+        if c & HANDOFF != 0 {
+            // A reader at the front asked for the lock: it is served now. Relaxed: flag under wait_lock.
+            self.count.fetch_and(!HANDOFF, Ordering::Relaxed);
+        }
+        self.set_reader_owned(tag);
+        // Second pass: all biases are in; now wake them. HANDED is the last access to each node.
+        granted.for_each(|w| {
+            let word = &w.futex as *const _;
+            // Release pairs with the reader's Acquire load of HANDED.
+            w.futex.store(HANDED, Ordering::Release);
+            futex_wake(word, 1);
+        });
+        // `granted` now names freed nodes; it is dropped without being touched.
+        granted = WaitList::new();
+        let _ = granted;
+    }
+
+    /// Whether anyone holds the lock (a snapshot).
+    pub fn is_locked(&self) -> bool {
+        let c = self.count.load(Ordering::Relaxed);
+        c & WRITER_LOCKED != 0 || readers(c) != 0
+    }
+
+    /// Whether a writer holds the lock (a snapshot).
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.count.load(Ordering::Relaxed) & WRITER_LOCKED != 0
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for RawRwSem {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: invariants 1-2 give reader/writer exclusion; every acquisition is Acquire and every release
+// Release (module docs). Tokens are per-acquisition and not Send. A timed-out attempt holds nothing.
+unsafe impl lock_api::RawRwLock for RawRwSem {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type SharedGuard = RwSemToken;
+    type ExclusiveGuard = RwSemToken;
+
+    #[inline]
+    fn lock_shared(&self) -> RwSemToken {
+        self.read()
+    }
+    #[inline]
+    fn try_lock_shared(&self) -> Option<RwSemToken> {
+        self.try_read()
+    }
+    #[inline]
+    unsafe fn unlock_shared(&self, _g: RwSemToken) {
+        // SAFETY: the token proves a shared hold.
+        unsafe { self.read_unlock() }
+    }
+    #[inline]
+    fn lock_exclusive(&self) -> RwSemToken {
+        self.write()
+    }
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<RwSemToken> {
+        self.try_write()
+    }
+    #[inline]
+    unsafe fn unlock_exclusive(&self, _g: RwSemToken) {
+        // SAFETY: the token proves an exclusive hold.
+        unsafe { self.write_unlock() }
+    }
+    fn is_locked(&self) -> bool {
+        RawRwSem::is_locked(self)
+    }
+    fn is_locked_exclusive(&self) -> bool {
+        RawRwSem::is_locked_exclusive(self)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: `downgrade` turns the writer bit into one reader bias atomically: no writer can enter between.
+unsafe impl lock_api::RawRwLockDowngrade for RawRwSem {
+    unsafe fn downgrade(&self, g: RwSemToken) -> RwSemToken {
+        // SAFETY: the token proves an exclusive hold.
+        unsafe { RawRwSem::downgrade(self, &g) };
+        g
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: timed attempts either acquire (as above) or leave the wait list holding nothing.
+unsafe impl lock_api::RawRwLockTimed for RawRwSem {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
+        match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.read_until(&d),
+            None => Some(self.read()),
+        }
+    }
+    fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
+        self.read_until(&timeout)
+    }
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
+        match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.write_until(&d),
+            None => Some(self.write()),
+        }
+    }
+    fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
+        self.write_until(&timeout)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_share_writers_exclude_downgrade() {
+        let s = RawRwSem::new();
+        let a = s.read();
+        let b = s.try_read().expect("readers share");
+        assert!(s.try_write().is_none());
+        unsafe {
+            s.read_unlock();
+            s.read_unlock();
+        }
+        drop((a, b));
+        let w = s.write();
+        assert!(s.try_read().is_none() && s.try_write().is_none());
+        unsafe { s.downgrade(&w) };
+        let r2 = s.try_read().expect("after downgrade readers may enter");
+        assert!(s.try_write().is_none());
+        unsafe {
+            s.read_unlock();
+            s.read_unlock();
+        }
+        drop(r2);
+        assert!(!s.is_locked());
+        assert_eq!(s.count.load(Ordering::Relaxed), 0);
+    }
+}
