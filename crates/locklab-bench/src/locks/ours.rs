@@ -12,6 +12,7 @@ mutex_adapter!(QSpin, locklab::QueuedSpinLock<Shared>);
 mutex_adapter!(Mutex, locklab::Mutex<Shared>);
 count_under_lock!(SpinlockCount, locklab::SpinLock<i64>);
 rwlock_adapter!(RwSpin, locklab::RwSpinLock<Shared>);
+rwlock_adapter!(RwSem, locklab::RwSem<Shared>);
 rwlock_adapter!(Br, locklab::BrLock<Shared>);
 
 /// `SeqLock<Shared>`: reads are lockless copies (retried on overlap), writes go through the write guard.
@@ -102,6 +103,11 @@ pub fn entries() -> Vec<LockInfo> {
             "rwspinlock",
             Kind::Ours,
             "queued reader-writer spinlock (the kernel's qrwlock): readers pay an RMW to lock and unlock",
+        ),
+        lock::<RwSem>(
+            "rwsem",
+            Kind::Ours,
+            "the kernel's rwsem: writer spinning (also on readers, bounded), reader stealing, hand-off",
         ),
         lock::<Br>(
             "brlock",
