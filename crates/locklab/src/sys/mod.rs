@@ -92,6 +92,10 @@ pub fn thread_id() -> u32 {
 /// The CPU the calling thread is running on right now (`sched_getcpu(3)`), or `None` if unknown.
 /// Only a hint: the thread may migrate the moment this returns.
 pub fn current_cpu() -> Option<usize> {
+    // Miri has no model of `sched_getcpu`: report "unknown", which every caller handles.
+    if cfg!(miri) {
+        return None;
+    }
     // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
     let c = unsafe { libc::sched_getcpu() };
     usize::try_from(c).ok()
