@@ -618,7 +618,7 @@ impl RawRwSem {
             }
             return;
         }
-        let mut granted = list.take_readers(MAX_READERS_WAKEUP);
+        let granted = list.take_readers(MAX_READERS_WAKEUP);
         let mut n = 0u64;
         let mut tag = 0;
         granted.for_each(|w| {
@@ -643,16 +643,8 @@ impl RawRwSem {
             self.count.fetch_and(!HANDOFF, Ordering::Relaxed);
         }
         self.set_reader_owned(tag);
-        // Second pass: all biases are in; now wake them. HANDED is the last access to each node.
-        granted.for_each(|w| {
-            let word = &w.futex as *const _;
-            // Release pairs with the reader's Acquire load of HANDED.
-            w.futex.store(HANDED, Ordering::Release);
-            futex_wake(word, 1);
-        });
-        // `granted` now names freed nodes; it is dropped without being touched.
-        granted = WaitList::new();
-        let _ = granted;
+        // Second pass: all biases are in; now wake them (HANDED is the last access to each node).
+        granted.hand_all();
     }
 
     /// Whether anyone holds the lock (a snapshot).

@@ -193,6 +193,25 @@ impl WaitList {
         taken
     }
 
+    /// Hands the lock to every waiter of this (detached) list: stores HANDED into each and wakes it.
+    /// Each store is the last access to its node (the waiter may free it at once), so nodes are reached
+    /// through raw pointers only, never through a `&Waiter` that would outlive the store.
+    pub(crate) fn hand_all(self) {
+        let mut p = self.head;
+        while !p.is_null() {
+            // SAFETY: `p` is queued in this list, so alive until its HANDED store below; we read its
+            // successor first, and touch only its atomic word afterwards (by raw place, no `&Waiter`).
+            unsafe {
+                let next = (*p).next.get();
+                let word: *const AtomicU32 = ptr::addr_of!((*p).futex);
+                // Release pairs with the waiter's Acquire load of HANDED.
+                (*word).store(HANDED, crate::primitive::Ordering::Release);
+                crate::sys::futex_wake(word, 1);
+                p = next;
+            }
+        }
+    }
+
     /// Calls `f` on every waiter, front to back.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&Waiter)) {
         let mut p = self.head;
