@@ -163,17 +163,36 @@ fn producer_consumer_stress() {
 }
 
 #[test]
-#[should_panic(expected = "two different mutexes")]
 fn waiting_with_two_mutexes_panics() {
     let cv = Arc::new(Condvar::new());
     let m1 = Arc::new(Mutex::new(()));
     let (cv2, m1b) = (cv.clone(), m1.clone());
-    let _t = thread::spawn(move || {
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started2 = started.clone();
+    let t = thread::spawn(move || {
         let mut g = m1b.lock();
-        cv2.wait_for(&mut g, Duration::from_secs(2));
+        started2.store(true, Ordering::SeqCst);
+        cv2.wait_for(&mut g, Duration::from_millis(500));
     });
-    thread::sleep(Duration::from_millis(50));
+    while !started.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    // The helper registers on the condvar before it releases m1; once we can lock m1, it is waiting.
+    drop(m1.lock());
     let m2 = Mutex::new(());
-    let mut g = m2.lock();
-    cv.wait_for(&mut g, Duration::from_millis(1));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut g = m2.lock();
+        cv.wait_for(&mut g, Duration::from_millis(1));
+    }));
+    let msg = r.expect_err("waiting with a second mutex must panic");
+    let msg = msg
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| msg.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(msg.contains("two different mutexes"), "{msg}");
+    // The misuse left the condvar and both mutexes usable.
+    cv.notify_all();
+    t.join().unwrap();
+    assert!(!m2.is_locked() && !m1.is_locked());
 }
