@@ -66,12 +66,12 @@
 //!   describe is protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release
 //!   operations above. Invariant 4 relies only on the single modification order of the word.
 
-use crate::clock::{Deadline, SpinBudget, time_left};
+use crate::clock::{Deadline, SpinBudget};
 use crate::osq::Osq;
 use crate::primitive::{AtomicU32, Ordering, spin_loop, yield_now};
 use crate::spin::tas::RawTasLock;
-use crate::sys::{futex_wait, futex_wake};
-use crate::wait_list::{HANDED, SLEEPING, WOKEN, WaitList, Waiter};
+use crate::sys::futex_wake;
+use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
@@ -174,31 +174,7 @@ unsafe impl Sync for RawMutex {}
 unsafe impl Send for RawMutex {}
 
 /// `wait_lock` held, giving access to the wait list.
-struct Waiters<'a> {
-    mutex: &'a RawMutex,
-}
-
-impl core::ops::Deref for Waiters<'_> {
-    type Target = WaitList;
-    fn deref(&self) -> &WaitList {
-        // SAFETY: `wait_lock` is held for this guard's life.
-        unsafe { &*self.mutex.waiters.get() }
-    }
-}
-
-impl core::ops::DerefMut for Waiters<'_> {
-    fn deref_mut(&mut self) -> &mut WaitList {
-        // SAFETY: `wait_lock` is held for this guard's life, and `&mut self` makes this access unique.
-        unsafe { &mut *self.mutex.waiters.get() }
-    }
-}
-
-impl Drop for Waiters<'_> {
-    fn drop(&mut self) {
-        // SAFETY: this guard took `wait_lock`.
-        unsafe { self.mutex.wait_lock.unlock() }
-    }
-}
+type Waiters<'a> = LockedList<'a>;
 
 impl RawMutex {
     /// A new, unlocked mutex.
@@ -224,8 +200,7 @@ impl RawMutex {
     }
 
     fn waiters(&self) -> Waiters<'_> {
-        self.wait_lock.lock();
-        Waiters { mutex: self }
+        LockedList::lock(&self.wait_lock, &self.waiters)
     }
 
     /// Takes the lock, spinning and then sleeping as needed.
@@ -433,7 +408,7 @@ impl RawMutex {
                 }
             }
             drop(list);
-            let timed_out = Self::sleep(w, deadline);
+            let timed_out = w.sleep(deadline);
             list = self.waiters();
             // Acquire pairs with the Release store of HANDED in `hand_off`.
             if timed_out && w.futex.load(Ordering::Acquire) != HANDED {
@@ -444,22 +419,6 @@ impl RawMutex {
                 // SAFETY: `w` is in this list: only a hand-off removes a waiter other than itself.
                 unsafe { self.leave(w, &mut list) };
                 return false;
-            }
-        }
-    }
-
-    /// Sleeps until woken; returns `true` if `deadline` passed first.
-    fn sleep(w: &Waiter, deadline: Option<&Deadline>) -> bool {
-        loop {
-            // Acquire pairs with the Release stores of WOKEN/HANDED by wakers.
-            if w.futex.load(Ordering::Acquire) != SLEEPING {
-                return false;
-            }
-            match time_left(deadline) {
-                None => return true,
-                Some(left) => {
-                    futex_wait(&w.futex, SLEEPING, left);
-                }
             }
         }
     }

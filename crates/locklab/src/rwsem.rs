@@ -58,13 +58,13 @@
 //! (Release), which the reader reads with Acquire. Flag updates are Relaxed (the list is under
 //! `wait_lock`). The owner field is a Relaxed hint: it decides only whether to spin.
 
-use crate::clock::{Deadline, SpinBudget, time_left};
+use crate::clock::{Deadline, SpinBudget};
 use crate::mutex::current_tag;
 use crate::osq::Osq;
 use crate::primitive::{AtomicU64, Ordering, spin_loop, yield_now};
 use crate::spin::tas::RawTasLock;
-use crate::sys::{futex_wait, futex_wake};
-use crate::wait_list::{HANDED, SLEEPING, WOKEN, WaitList, Waiter};
+use crate::sys::futex_wake;
+use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
@@ -135,29 +135,7 @@ unsafe impl Sync for RawRwSem {}
 unsafe impl Send for RawRwSem {}
 
 /// `wait_lock` held.
-struct Waiters<'a>(&'a RawRwSem);
-
-impl core::ops::Deref for Waiters<'_> {
-    type Target = WaitList;
-    fn deref(&self) -> &WaitList {
-        // SAFETY: `wait_lock` is held for the guard's life.
-        unsafe { &*self.0.waiters.get() }
-    }
-}
-
-impl core::ops::DerefMut for Waiters<'_> {
-    fn deref_mut(&mut self) -> &mut WaitList {
-        // SAFETY: as above, and `&mut self` makes it unique.
-        unsafe { &mut *self.0.waiters.get() }
-    }
-}
-
-impl Drop for Waiters<'_> {
-    fn drop(&mut self) {
-        // SAFETY: taken by `RawRwSem::waiters`.
-        unsafe { self.0.wait_lock.unlock() }
-    }
-}
+type Waiters<'a> = LockedList<'a>;
 
 impl RawRwSem {
     /// A new, unlocked rwsem.
@@ -185,8 +163,7 @@ impl RawRwSem {
     }
 
     fn waiters(&self) -> Waiters<'_> {
-        self.wait_lock.lock();
-        Waiters(self)
+        LockedList::lock(&self.wait_lock, &self.waiters)
     }
 
     #[inline]
@@ -503,25 +480,10 @@ impl RawRwSem {
     /// `w` is queued on this rwsem and stays alive until this returns.
     unsafe fn sleep_queued(&self, w: &Waiter, deadline: Option<&Deadline>) -> bool {
         loop {
-            let mut timed_out = false;
-            loop {
-                // Acquire pairs with the Release store of HANDED / WOKEN by the waker.
-                let f = w.futex.load(Ordering::Acquire);
-                if f == HANDED {
-                    return true;
-                }
-                if f != SLEEPING {
-                    break;
-                }
-                match time_left(deadline) {
-                    None => {
-                        timed_out = true;
-                        break;
-                    }
-                    Some(left) => {
-                        futex_wait(&w.futex, SLEEPING, left);
-                    }
-                }
+            let timed_out = w.sleep(deadline);
+            // Acquire pairs with the waker's Release store of HANDED (a granted reader needs no lock).
+            if w.futex.load(Ordering::Acquire) == HANDED {
+                return true;
             }
             let mut list = self.waiters();
             // Acquire pairs with the waker's Release store of HANDED.

@@ -21,9 +21,11 @@
 //! return and free its stack frame. The waker may still pass the word's address to `futex_wake`, which
 //! never dereferences it (see [`crate::sys::futex_wake`]).
 
-use crate::clock::Stamp;
-use crate::primitive::AtomicU32;
-use core::cell::Cell;
+use crate::clock::{Deadline, Stamp, time_left};
+use crate::primitive::{AtomicU32, Ordering};
+use crate::spin::tas::RawTasLock;
+use crate::sys::futex_wait;
+use core::cell::{Cell, UnsafeCell};
 use core::ptr;
 
 /// Asleep or about to sleep.
@@ -65,6 +67,62 @@ impl Waiter {
             prev: Cell::new(ptr::null()),
             next: Cell::new(ptr::null()),
         }
+    }
+}
+
+impl Waiter {
+    /// Sleeps until a waker changes our word (WOKEN or HANDED); returns `true` if `deadline` passed
+    /// first. Spurious futex returns are absorbed here.
+    pub(crate) fn sleep(&self, deadline: Option<&Deadline>) -> bool {
+        loop {
+            // Acquire pairs with the wakers' Release stores of WOKEN/HANDED.
+            if self.futex.load(Ordering::Acquire) != SLEEPING {
+                return false;
+            }
+            match time_left(deadline) {
+                None => return true,
+                Some(left) => {
+                    futex_wait(&self.futex, SLEEPING, left);
+                }
+            }
+        }
+    }
+}
+
+/// A wait list held under its owner's internal spinlock: the lock is released when this drops.
+pub(crate) struct LockedList<'a> {
+    lock: &'a RawTasLock,
+    list: &'a UnsafeCell<WaitList>,
+}
+
+impl<'a> LockedList<'a> {
+    /// Takes `lock`, which must be the lock that protects `list` (every access to `list` goes through a
+    /// `LockedList` made with the same lock).
+    pub(crate) fn lock(lock: &'a RawTasLock, list: &'a UnsafeCell<WaitList>) -> Self {
+        lock.lock();
+        LockedList { lock, list }
+    }
+}
+
+impl core::ops::Deref for LockedList<'_> {
+    type Target = WaitList;
+    fn deref(&self) -> &WaitList {
+        // SAFETY: `lock` is held for this guard's life and protects `list`.
+        unsafe { &*self.list.get() }
+    }
+}
+
+impl core::ops::DerefMut for LockedList<'_> {
+    fn deref_mut(&mut self) -> &mut WaitList {
+        // SAFETY: as above, and `&mut self` makes this access unique.
+        unsafe { &mut *self.list.get() }
+    }
+}
+
+impl Drop for LockedList<'_> {
+    fn drop(&mut self) {
+        // SAFETY: taken in `LockedList::lock`.
+        unsafe { self.lock.unlock() }
     }
 }
 
@@ -205,7 +263,7 @@ impl WaitList {
                 let next = (*p).next.get();
                 let word: *const AtomicU32 = ptr::addr_of!((*p).futex);
                 // Release pairs with the waiter's Acquire load of HANDED.
-                (*word).store(HANDED, crate::primitive::Ordering::Release);
+                (*word).store(HANDED, Ordering::Release);
                 crate::sys::futex_wake(word, 1);
                 p = next;
             }
