@@ -17,7 +17,7 @@
 //! # "Is the owner running?"
 //! The kernel spins only while the owner is on a CPU; userspace cannot ask. Our stand-in: the owner's
 //! tag is in the state word, and a spinner spins while the **owner is unchanged for at most
-//! [`OWNER_SPIN_NS`]**, re-arming whenever the lock changes hands or is seen free (a holder that keeps
+//! [`OWNER_SPIN_NS`]**, re-arming whenever the owner tag changes (a holder that keeps
 //! it longer is probably preempted or in a long section: sleep), within an overall cap of
 //! [`SPIN_MAX_NS`] per acquisition. Between looks it backs off exponentially (up to
 //! [`MAX_SPIN_BACKOFF`] `pause`s), so the spinner does not keep pulling the line from a running holder.
@@ -68,7 +68,7 @@
 
 use crate::clock::{Deadline, SpinBudget};
 use crate::osq::Osq;
-use crate::primitive::{AtomicU32, Ordering, spin_loop, yield_now};
+use crate::primitive::{AtomicU32, Backoff, Ordering};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
 use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
@@ -92,9 +92,8 @@ const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
 pub const OWNER_SPIN_NS: u64 = 10_000;
 /// Overall cap on optimistic spinning per acquisition, OSQ wait included (ns).
 pub const SPIN_MAX_NS: u64 = 40_000;
-/// Most `pause`s between two looks at the lock word while spinning (1 under loom, where each is a
-/// scheduling point).
-const MAX_SPIN_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
+/// Most `pause`s between two looks at the lock word while spinning (see [`Backoff`]).
+const MAX_SPIN_BACKOFF: u32 = 64;
 /// A first waiter that has waited this long asks for hand-off (ns). The kernel's rwsem uses 4 ms; we
 /// pick 1 ms so that a starved waiter waits at most a few milliseconds even on a loaded 2-CPU VM.
 pub const HANDOFF_NS: u64 = 1_000_000;
@@ -322,7 +321,7 @@ impl RawMutex {
         }
         let mut owner = u32::MAX;
         let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
-        let mut backoff = 1u32;
+        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
         let got = loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & HANDOFF != 0 {
@@ -346,18 +345,7 @@ impl RawMutex {
             if owner_budget.expired() || budget.expired() {
                 break false;
             }
-            // Exponential backoff between looks: every look pulls the line away from the holder, whose
-            // unlock (and, with short sections, next lock) then pays a transfer. Once the backoff is at
-            // its cap, yield the CPU instead: on an oversubscribed machine the holder may be waiting for
-            // this very CPU (a `sched_yield` with nobody else runnable costs well under a microsecond).
-            if backoff < MAX_SPIN_BACKOFF {
-                for _ in 0..backoff {
-                    spin_loop();
-                }
-                backoff *= 2;
-            } else {
-                yield_now();
-            }
+            backoff.wait();
         };
         // SAFETY: we are the OSQ head (lock returned true) with this node.
         unsafe { self.osq.unlock(node) };

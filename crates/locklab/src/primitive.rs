@@ -74,3 +74,37 @@ impl SpinWait {
         }
     }
 }
+
+/// Exponential backoff for a spinner watching a lock word: 1, 2, 4, ... `pause`s between looks, up to
+/// `max`; at the cap, every further step yields the CPU instead. Every look pulls the line away from a
+/// running holder (whose unlock, and with short sections next lock, then pays a transfer); and on an
+/// oversubscribed machine the holder may be waiting for this very CPU (a `sched_yield` with nobody else
+/// runnable costs well under a microsecond).
+pub(crate) struct Backoff {
+    step: u32,
+    max: u32,
+}
+
+impl Backoff {
+    /// Starts at one `pause`; `max` is 1 under loom, where each `pause` is a scheduling point.
+    #[inline]
+    pub(crate) const fn new(max: u32) -> Self {
+        Backoff {
+            step: 1,
+            max: if cfg!(loom) { 1 } else { max },
+        }
+    }
+
+    /// One step of waiting.
+    #[inline]
+    pub(crate) fn wait(&mut self) {
+        if self.step < self.max {
+            for _ in 0..self.step {
+                spin_loop();
+            }
+            self.step *= 2;
+        } else {
+            yield_now();
+        }
+    }
+}

@@ -61,7 +61,7 @@
 use crate::clock::{Deadline, SpinBudget};
 use crate::mutex::current_tag;
 use crate::osq::Osq;
-use crate::primitive::{AtomicU64, Ordering, spin_loop, yield_now};
+use crate::primitive::{AtomicU64, Backoff, Ordering};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
 use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
@@ -94,8 +94,8 @@ pub const READER_SPIN_PER_READER_NS: u64 = 500;
 pub const READER_SPIN_MAX_NS: u64 = 25_000;
 /// Overall cap on one writer's spinning, OSQ wait included.
 pub const SPIN_MAX_NS: u64 = 50_000;
-/// Most `pause`s between two looks while spinning; at the cap the spinner yields instead.
-const MAX_SPIN_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
+/// Most `pause`s between two looks while spinning; at the cap the spinner yields instead ([`Backoff`]).
+const MAX_SPIN_BACKOFF: u32 = 64;
 
 #[inline]
 const fn readers(c: u64) -> u64 {
@@ -391,7 +391,7 @@ impl RawRwSem {
         }
         let mut last_owner = u64::MAX;
         let mut phase_budget = SpinBudget::new(OWNER_SPIN_NS);
-        let mut backoff = 1u32;
+        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
         let got = loop {
             if self.try_take_write(tag, false) {
                 break true;
@@ -427,14 +427,7 @@ impl RawRwSem {
                 }
                 break false;
             }
-            if backoff < MAX_SPIN_BACKOFF {
-                for _ in 0..backoff {
-                    spin_loop();
-                }
-                backoff *= 2;
-            } else {
-                yield_now();
-            }
+            backoff.wait();
         };
         // SAFETY: we are the OSQ head with this node.
         unsafe { self.osq.unlock(node) };
