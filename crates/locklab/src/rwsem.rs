@@ -423,6 +423,7 @@ impl RawRwSem {
             if phase_budget.expired() || budget.expired() {
                 if reader_owned {
                     // Readers held it past the deadline: later writers should not spin on them.
+                    // Relaxed: the owner word is a hint deciding only whether to spin; it orders no data.
                     self.owner.fetch_or(NONSPINNABLE, Ordering::Relaxed);
                 }
                 break false;
