@@ -79,15 +79,19 @@ impl RawTicketLock {
     /// Takes the lock if it is free.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        let served = self.served.load(Ordering::Relaxed);
+        // Acquire pairs with the Release store of this value in `unlock`: the previous holder's critical
+        // section happens-before ours. (It must be this load: the previous holder released through
+        // `served`, not `next`; an Acquire on the `next` CAS alone synchronises with nothing. Miri
+        // caught exactly that as a data race in `tests/locks.rs` `ticket::stress`.)
+        let served = self.served.load(Ordering::Acquire);
         // If `next == served` at the CAS, no ticket is outstanding, so nobody holds the lock and nobody
         // can move `served` (only a holder does): `served` is still the value read above, and the ticket
-        // we take is served at once. Acquire pairs with the Release store of that value in `unlock`.
+        // we take is served at once. Relaxed: the synchronisation is the Acquire load above.
         self.next
             .compare_exchange(
                 served,
                 served.wrapping_add(1),
-                Ordering::Acquire,
+                Ordering::Relaxed,
                 Ordering::Relaxed,
             )
             .is_ok()
