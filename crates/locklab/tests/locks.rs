@@ -275,8 +275,10 @@ fn mutex_handoff_prevents_starvation() {
     let hog_rounds = hog.join().unwrap();
     assert!(hog_rounds > 0);
     // Generous: hand-off after 1 ms plus a 200 us section plus scheduling on a loaded 2-CPU VM.
+    // A wall-clock bound means nothing under Miri (~100x slower): there the test checks that every
+    // acquisition completes and is counted; natively the bound stands.
     assert!(
-        worst < Duration::from_millis(500),
+        cfg!(miri) || worst < Duration::from_millis(500),
         "a waiter waited {worst:?} behind a re-locking thread"
     );
 }

@@ -199,8 +199,10 @@ fn rwsem_writer_not_starved_by_readers() {
         r.join().unwrap();
     }
     assert_eq!(*l.read(), 20);
+    // A wall-clock bound means nothing under Miri (~100x slower): there the test checks that every
+    // acquisition completes and is counted; natively the bound stands.
     assert!(
-        worst < Duration::from_millis(500),
+        cfg!(miri) || worst < Duration::from_millis(500),
         "a writer waited {worst:?}"
     );
 }
