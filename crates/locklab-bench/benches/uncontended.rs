@@ -42,6 +42,8 @@ fn all(c: &mut Criterion) {
     lock::<peers::SpinTicket>(c, "spin-ticket");
     lock::<peers::PthreadMutex>(c, "pthread-mutex");
     read::<ours::RwSpin>(c, "rwspinlock");
+    read::<ours::RwSem>(c, "rwsem");
+    read::<ours::PercpuRwSem>(c, "percpu-rwsem");
     read::<ours::Br>(c, "brlock");
     read::<ours::Seq>(c, "seqlock");
     read::<peers::StdRwLock>(c, "std-rwlock");

@@ -12,6 +12,12 @@
 //! | [`SpinLock`]       | = `QueuedSpinLock`          | the spinlock to pick                               |
 //! | [`Mutex`]          | [`raw::RawMutex`]           | adaptive futex mutex: OSQ spinning, FIFO sleepers, hand-off |
 //! | [`Condvar`]        | [`raw::RawCondvar`]         | condvar for `Mutex`; requeues instead of waking a herd |
+//! | [`RwSpinLock`]     | [`raw::RawRwSpinLock`]      | the kernel's queued rwlock (reader count + writer byte) |
+//! | [`RwSem`]          | [`raw::RawRwSem`]           | rw-semaphore: writer spinning, hand-off, batched reader wake-ups |
+//! | [`PercpuRwSem`]    | [`raw::RawPercpuRwSem`]     | per-thread reader counters + membarrier: reads with no locked op |
+//! | [`BrLock`]         | [`raw::RawBrLock`]          | big-reader lock, one spinlock per CPU (the contrast) |
+//! | [`LockRef`]        | -                           | spinlock + count in one word, updated by one cmpxchg |
+//! | [`SeqLock`]        | -                           | sequence lock: readers retry, writers never wait for them |
 //!
 //! ```
 //! use locklab::{Mutex, Condvar, SpinLock};
@@ -37,6 +43,7 @@ pub mod condvar;
 pub mod lockref;
 pub mod mutex;
 mod osq;
+pub mod percpu_rwsem;
 mod primitive;
 pub mod rwsem;
 pub mod rwspinlock;
@@ -56,6 +63,7 @@ pub mod raw {
     pub use crate::brlock::{BrReadGuard, RawBrLock};
     pub use crate::condvar::RawCondvar;
     pub use crate::mutex::{MutexToken, RawMutex};
+    pub use crate::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
     pub use crate::rwsem::{RawRwSem, RwSemToken};
     pub use crate::rwspinlock::RawRwSpinLock;
     pub use crate::spin::mcs::{McsGuard, McsNode, RawMcsLock};
@@ -98,6 +106,8 @@ mod aliases {
     pub type RwSpinLock<T> = lock_api::RwLock<raw::RawRwSpinLock, T>;
     /// The reader-writer semaphore (optimistic spinning, hand-off, batched reader wake-ups).
     pub type RwSem<T> = lock_api::RwLock<raw::RawRwSem, T>;
+    /// The percpu rw-semaphore: reads with no locked instruction, writes with a `membarrier`.
+    pub type PercpuRwSem<T> = lock_api::RwLock<raw::RawPercpuRwSem, T>;
     /// A big-reader lock (one spinlock per CPU) protecting a `T`.
     pub type BrLock<T> = lock_api::RwLock<raw::RawBrLock, T>;
     pub use crate::lockref::{LockRef, LockRefArc};

@@ -7,12 +7,12 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering, fence,
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering, fence,
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
 /// One step of a busy-wait loop: a `pause` hint on hardware, a yield to the model under loom.

@@ -109,6 +109,8 @@ rw_tests! {
     // so fewer iterations keep the run short; exclusion is what is checked.
     brlock: locklab::raw::RawBrLock, false, ITERS / 10,
     rwsem: locklab::raw::RawRwSem, true, ITERS,
+    // Every write costs a membarrier system call and a scan: fewer iterations.
+    percpu_rwsem: locklab::raw::RawPercpuRwSem, true, ITERS / 4,
 }
 
 #[test]
@@ -205,4 +207,197 @@ fn rwsem_writer_not_starved_by_readers() {
         cfg!(miri) || worst < Duration::from_millis(500),
         "a writer waited {worst:?}"
     );
+}
+
+// ----- PercpuRwSem ---------------------------------------------------------------------------------
+
+#[test]
+fn percpu_fallback_is_honoured() {
+    // The mode is per process: `.ci/run` runs these tests once more with LOCKLAB_NO_MEMBARRIER=1.
+    if std::env::var_os("LOCKLAB_NO_MEMBARRIER").is_some() {
+        assert!(!locklab::percpu_rwsem::fast_readers());
+    } else {
+        eprintln!(
+            "percpu-rwsem readers: {}",
+            if locklab::percpu_rwsem::fast_readers() {
+                "fence-free (membarrier)"
+            } else {
+                "full-fence fallback"
+            }
+        );
+    }
+}
+
+#[test]
+fn percpu_downgrade_lets_readers_in_but_not_writers() {
+    let l = Arc::new(locklab::PercpuRwSem::new(0u32));
+    let mut w = l.write();
+    let l2 = l.clone();
+    let reader = thread::spawn(move || *l2.read());
+    thread::sleep(std::time::Duration::from_millis(20));
+    *w = 7;
+    let r = lock_api::RwLockWriteGuard::downgrade(w);
+    assert_eq!(
+        reader.join().unwrap(),
+        7,
+        "a queued reader gets in after downgrade"
+    );
+    assert!(
+        l.try_write().is_none(),
+        "no writer while the downgraded reader holds it"
+    );
+    drop(r);
+    assert!(l.try_write().is_some());
+}
+
+#[test]
+fn percpu_timeouts_hold_nothing() {
+    use std::time::{Duration, Instant};
+    let l = Arc::new(locklab::PercpuRwSem::new(0u32));
+    // A writer times out waiting for a reader, and lets readers in again when it gives up.
+    let r = l.read();
+    let l2 = l.clone();
+    let h = thread::spawn(move || {
+        let t = Instant::now();
+        let got = l2.try_write_for(Duration::from_millis(30)).is_some();
+        (got, t.elapsed())
+    });
+    let (got, waited) = h.join().unwrap();
+    assert!(!got && waited >= Duration::from_millis(30));
+    assert!(!l.is_locked_exclusive());
+    assert!(
+        l.try_read().is_some(),
+        "readers enter again after the writer gave up"
+    );
+    drop(r);
+    // A reader times out behind a writer.
+    let w = l.write();
+    let l3 = l.clone();
+    let h = thread::spawn(move || {
+        let t = Instant::now();
+        let got = l3.try_read_for(Duration::from_millis(30)).is_some();
+        (got, t.elapsed())
+    });
+    let (got, waited) = h.join().unwrap();
+    assert!(!got && waited >= Duration::from_millis(30));
+    drop(w);
+    drop(l.write());
+    assert!(!l.is_locked());
+}
+
+/// Readers that arrive while a writer waits back off, so a stream of readers cannot starve it.
+#[test]
+fn percpu_writer_not_starved_by_readers() {
+    use std::time::{Duration, Instant};
+    let l = Arc::new(locklab::PercpuRwSem::new(0u64));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (l, stop) = (l.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _g = l.read();
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(50) {
+                        std::hint::spin_loop();
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(5));
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        *l.write() += 1;
+        worst = worst.max(t.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(*l.read(), 20);
+    assert!(
+        cfg!(miri) || worst < Duration::from_millis(500),
+        "a writer waited {worst:?}"
+    );
+}
+
+/// Thread churn: counters belong to thread slots, which exited threads give back, so a thousand
+/// short-lived readers neither grow the lock's memory nor leave a count behind.
+#[test]
+fn percpu_thread_exit_neither_leaks_nor_corrupts() {
+    let rounds = if cfg!(miri) { 4 } else { 125 };
+    let l = Arc::new(locklab::PercpuRwSem::new(0u64));
+    for _ in 0..rounds {
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                let l = l.clone();
+                thread::spawn(move || {
+                    let a = l.read();
+                    let b = l.read();
+                    *a + *b
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        *l.write() += 1;
+    }
+    assert_eq!(*l.read(), rounds);
+    assert!(!l.is_locked());
+    // Slot indices are bounded by the threads alive at once in this test binary (tests run in
+    // parallel), not by the 1000 threads this test started: 32 threads per chunk.
+    let chunks = unsafe { l.raw() }.allocated_chunks();
+    assert!(chunks <= 8, "{chunks} counter chunks after thread churn");
+}
+
+/// A thread that exits holding a read lock leaves it read-held (the count stays with its slot), and
+/// threads that later reuse the slot still count correctly.
+#[test]
+fn percpu_forgotten_read_guard_survives_thread_exit() {
+    let l = Arc::new(locklab::PercpuRwSem::new(0u64));
+    let l2 = l.clone();
+    thread::spawn(move || std::mem::forget(l2.read()))
+        .join()
+        .unwrap();
+    assert!(
+        l.try_write().is_none(),
+        "the forgotten hold is still counted"
+    );
+    let hs: Vec<_> = (0..8)
+        .map(|_| {
+            let l = l.clone();
+            thread::spawn(move || drop(l.read()))
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert!(l.try_write().is_none());
+    assert!(l.try_read().is_some());
+}
+
+/// A read lock taken in a thread-local destructor, possibly after the thread gave its slot back (then the
+/// shared overflow counter is used): balanced either way.
+#[test]
+fn percpu_read_lock_during_thread_exit() {
+    static LOCK: locklab::PercpuRwSem<u64> = locklab::PercpuRwSem::new(0);
+    struct ReadOnExit;
+    impl Drop for ReadOnExit {
+        fn drop(&mut self) {
+            let g = LOCK.read();
+            assert_eq!(*g, 1);
+        }
+    }
+    thread_local! {
+        static ON_EXIT: ReadOnExit = const { ReadOnExit };
+    }
+    *LOCK.write() = 1;
+    for _ in 0..4 {
+        thread::spawn(|| ON_EXIT.with(|_| ())).join().unwrap();
+    }
+    assert!(!LOCK.is_locked());
+    assert!(LOCK.try_write().is_some());
 }

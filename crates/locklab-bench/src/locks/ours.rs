@@ -13,6 +13,7 @@ mutex_adapter!(Mutex, locklab::Mutex<Shared>);
 count_under_lock!(SpinlockCount, locklab::SpinLock<i64>);
 rwlock_adapter!(RwSpin, locklab::RwSpinLock<Shared>);
 rwlock_adapter!(RwSem, locklab::RwSem<Shared>);
+rwlock_adapter!(PercpuRwSem, locklab::PercpuRwSem<Shared>);
 rwlock_adapter!(Br, locklab::BrLock<Shared>);
 
 /// `SeqLock<Shared>`: reads are lockless copies (retried on overlap), writes go through the write guard.
@@ -108,6 +109,11 @@ pub fn entries() -> Vec<LockInfo> {
             "rwsem",
             Kind::Ours,
             "the kernel's rwsem: writer spinning (also on readers, bounded), reader stealing, hand-off",
+        ),
+        lock::<PercpuRwSem>(
+            "percpu-rwsem",
+            Kind::Ours,
+            "percpu rw-semaphore: per-thread reader counters, no locked op to read; writers membarrier",
         ),
         lock::<Br>(
             "brlock",

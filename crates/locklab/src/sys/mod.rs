@@ -2,6 +2,7 @@
 //!
 //! - [`futex_wait`] / [`futex_wake`]: sleep on and wake a 32-bit word (Linux `futex(2)`, private).
 //! - [`sched_yield`], [`thread_id`], [`current_cpu`].
+//! - [`membarrier_register`] / [`membarrier`]: the heavy side of an asymmetric fence (`membarrier(2)`).
 //!
 //! Under loom there is no kernel: a futex wait is a yield to the model (callers always re-check their
 //! word, so this is a spurious wake-up, which every caller must tolerate anyway) and a wake does nothing.
@@ -80,6 +81,65 @@ pub fn sched_yield() {
     // SAFETY: sched_yield takes no arguments and cannot fail in a way that matters to us.
     unsafe {
         libc::sched_yield();
+    }
+}
+
+// membarrier(2) commands (include/uapi/linux/membarrier.h).
+#[cfg(not(any(loom, miri)))]
+const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
+#[cfg(not(any(loom, miri)))]
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+#[cfg(not(any(loom, miri)))]
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+#[cfg(not(any(loom, miri)))]
+fn membarrier_call(cmd: libc::c_int) -> libc::c_long {
+    // SAFETY: membarrier takes two integer arguments (command, flags) and a CPU id that is ignored
+    // without MEMBARRIER_CMD_FLAG_CPU; it touches no memory of ours.
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            cmd,
+            0 as libc::c_uint,
+            0 as libc::c_int,
+        )
+    }
+}
+
+/// Registers this process for `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (idempotent). Returns `false` where the
+/// kernel lacks the command (before Linux 4.14), forbids it (seccomp), or under Miri and loom.
+pub fn membarrier_register() -> bool {
+    #[cfg(any(loom, miri))]
+    {
+        false
+    }
+    #[cfg(not(any(loom, miri)))]
+    {
+        let supported = membarrier_call(MEMBARRIER_CMD_QUERY);
+        supported >= 0
+            && supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED as libc::c_long != 0
+            && membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0
+    }
+}
+
+/// The asymmetric fence's heavy side: makes every running thread of this process execute a full memory
+/// barrier before returning (threads not running pass one when they are next scheduled), and is a full
+/// barrier for the caller. Only valid after [`membarrier_register`] returned `true`.
+///
+/// # Panics
+/// If the kernel refuses after a successful registration (it cannot, short of a kernel bug): carrying
+/// on would let readers that rely on this fence race with the caller.
+pub fn membarrier() {
+    #[cfg(any(loom, miri))]
+    unreachable!("membarrier is never registered under loom or Miri");
+    #[cfg(not(any(loom, miri)))]
+    {
+        let r = membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+        assert!(
+            r == 0,
+            "membarrier(PRIVATE_EXPEDITED) failed after registration: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

@@ -1,0 +1,750 @@
+//! `PercpuRwSem`: the kernel's percpu rw-semaphore in userspace. A read lock and unlock execute **no
+//! locked instruction and no fence**: each is a load and a plain store to a counter only the calling
+//! thread writes, a compiler fence, and a load of a flag. Writers pay instead: a `membarrier(2)` system
+//! call and a scan of every reader counter. For data read constantly and written rarely.
+//!
+//! # Why (seed 002)
+//! brlock/lglock readers took a per-CPU spinlock: no sharing, but one `lock`-prefixed instruction per
+//! read, 6.4% of a single-threaded profile. The kernel replaced it with the percpu rwsem, whose reader
+//! fast path is `this_cpu_inc(read_count)`: the writer makes the readers' fast path safe by waiting an
+//! RCU grace period. Userspace has no cheap per-CPU increment (a thread can migrate between reading its
+//! CPU number and incrementing), so locklab keeps one counter per *thread* and replaces the grace period
+//! by an *asymmetric fence*: the writer calls `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which runs
+//! a full barrier on every running thread of the process, so a reader needs only a compiler fence where
+//! a full fence would otherwise be needed (kernel-primitives.md, section 5).
+//!
+//! # Algorithm
+//! State: `block` (1 while a writer is taking or holds the lock), one counter per thread (`counters`,
+//! indexed by the thread's [`thread_slot`](crate::thread_slot) index, written only by that thread), a
+//! shared `overflow` counter for threads without a slot, `wake_seq` (where a writer waits for readers to
+//! leave), and `gate`, an [`RawRwSem`] that orders writers among themselves and queues blocked readers.
+//! - **Read lock** (fast): `counter += 1` (Relaxed load + store); *light fence*; if `block == 0` (Acquire)
+//!   we are in. Otherwise (slow): undo the increment, tell the writer (below), then queue: take `gate`
+//!   shared (behind the writer, FIFO with other writers), increment the counter while holding it, and
+//!   release `gate`.
+//! - **Read unlock**: `counter -= 1` (Release store); *light fence*; if `block != 0`, tell the writer: bump
+//!   `wake_seq`, and wake it if it sleeps there.
+//! - **Write lock**: take `gate` exclusively; `block = 1`; *heavy fence*; wait until the counters sum to 0
+//!   (spin, then sleep on `wake_seq`). **Write unlock**: `block = 0` (Release); release `gate`.
+//! - **Downgrade**: increment our counter, then write-unlock: we stay counted as a reader throughout.
+//!
+//! The light fence is a compiler fence and the heavy fence is `membarrier` when the kernel supports it
+//! ([`fast_readers`]); otherwise both are full fences (`mfence`-class: the reader then pays about what an
+//! RwSem reader pays, and the lock is still correct). Under loom both are SeqCst fences, which is what
+//! the membarrier pairing guarantees.
+//!
+//! # Why it is correct
+//! The reader's "increment, then look at `block`" and the writer's "set `block`, then look at the
+//! counters" is Dekker's pattern: with a full fence on both sides, at least one sees the other. The
+//! writer's `membarrier` puts a full barrier into every reader thread at some instruction boundary during
+//! the call: a reader whose increment is before that point has it visible to the writer's scan (the
+//! barrier drained it); a reader whose increment is after it also loads `block` after it, and sees 1.
+//! The same pairing covers a reader unlocking while the writer starts waiting.
+//!
+//! # Invariants
+//! 1. `block == 1` only while a writer holds `gate` exclusively (set after taking it, cleared before
+//!    releasing it), so a reader holding `gate` shared sees `block == 0`.
+//! 2. A counter is written only by the thread that owns its slot; the sum of all counters and `overflow`
+//!    (wrapping) is the number of read holds plus transient increments of readers on their way out.
+//! 3. A writer is in only after it saw the sum 0 *after* its heavy fence: every reader that got in before
+//!    it is out, and every later reader sees `block == 1` and backs off.
+//! 4. A reader that decrements while `block == 1` bumps `wake_seq` after the decrement; a writer sleeps
+//!    on `wake_seq` only with the value it read before its scan, so no wake-up is lost.
+//!
+//! # Memory orderings
+//! - The reader's Acquire load of `block` pairs with the writer's Release store `block = 0`: a reader let
+//!   in by the fast path sees the last writer's writes. A reader let in through `gate` is ordered by the
+//!   gate's own Acquire/Release.
+//! - The reader's Release decrement pairs with the writer's Acquire loads in the scan: the writer sees
+//!   every read section that ended before it. The increment is Relaxed: it is ordered by the fences.
+//! - `wake_seq`: readers' `fetch_add` (Release) pairs with the writer's `fetch_or` (Acquire): a writer
+//!   that reads a reader's bump rescans and sees that reader's decrement.
+//!
+//! # Thread exit, and the limits
+//! Counters are keyed by thread-slot index, so a thread's counter outlives it and goes, with its value,
+//! to the next thread that gets the slot (the handover is ordered by the slot table): nothing leaks and
+//! a counter never has two writers. A thread that exits holding a read lock (a forgotten guard) leaves
+//! the lock read-held, as it should. Threads with no slot (all taken, or a read lock taken in a
+//! thread-local destructor after the slot was returned) count in `overflow` with atomic RMWs.
+//! Each lock keeps a directory of [`CHUNKS`] pointers (4 KiB) and allocates counters 32 threads (4 KiB)
+//! at a time, on first use by a thread of that index range; a writer scans the allocated chunks.
+//! Read locks do not nest across a waiting writer: a thread that holds a read lock and read-locks again
+//! while a writer waits deadlocks (the writer waits for the first hold, the second waits behind the
+//! writer), as in the kernel and as with std's and parking_lot's RwLock.
+
+use crate::clock::{Deadline, time_left};
+use crate::primitive::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, SpinWait, fence};
+use crate::rwsem::{RawRwSem, RwSemToken};
+use core::marker::PhantomData;
+use core::ptr;
+
+/// Counters per chunk (two under loom, where every counter the writer scans is a scheduling point).
+const PER_CHUNK: usize = if cfg!(loom) { 2 } else { 32 };
+/// Thread indices with a counter of their own: every index the thread-slot table can hand out (four
+/// under loom).
+const MAX_INDEX: usize = if cfg!(loom) { 4 } else { 1 << 14 };
+/// Chunk pointers per lock.
+pub const CHUNKS: usize = MAX_INDEX / PER_CHUNK;
+/// Busy-wait steps a writer spends waiting for readers before it sleeps.
+const WRITER_SPINS: u32 = if cfg!(loom) { 1 } else { 256 };
+/// Then yields before it sleeps.
+const WRITER_YIELDS: u32 = if cfg!(loom) { 0 } else { 8 };
+
+/// `wake_seq` bit 0: the writer sleeps (or is about to). Readers add 2.
+const SLEEPER: u32 = 1;
+
+/// One thread's reader counter, on its own cache-line pair (so readers on different CPUs never share a
+/// line): read locks and read unlocks counted apart, so that a lock and the unlock after it update
+/// different words (each a load and a store) instead of the unlock waiting for the lock's store to be
+/// forwarded to its load. Readers in = `locks - unlocks` (wrapping).
+#[repr(align(128))]
+struct Counter {
+    locks: AtomicUsize,
+    unlocks: AtomicUsize,
+}
+
+impl Counter {
+    #[cfg(not(loom))]
+    const fn new() -> Self {
+        Counter {
+            locks: AtomicUsize::new(0),
+            unlocks: AtomicUsize::new(0),
+        }
+    }
+
+    #[cfg(loom)]
+    fn new() -> Self {
+        Counter {
+            locks: AtomicUsize::new(0),
+            unlocks: AtomicUsize::new(0),
+        }
+    }
+
+    /// Readers in, as seen now. `unlocks` is read first, with Acquire (pairing with the Release store
+    /// that counted the unlock): an unlock seen here comes with its lock, so the result is never below
+    /// the number of read holds at the moment `locks` is read.
+    fn readers(&self) -> usize {
+        let unlocks = self.unlocks.load(Ordering::Acquire);
+        let locks = self.locks.load(Ordering::Acquire);
+        locks.wrapping_sub(unlocks)
+    }
+}
+
+struct Chunk {
+    counters: [Counter; PER_CHUNK],
+}
+
+impl Chunk {
+    fn new_boxed() -> Box<Chunk> {
+        Box::new(Chunk {
+            counters: core::array::from_fn(|_| Counter::new()),
+        })
+    }
+}
+
+/// Whether readers run the fence-free fast path: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is
+/// available (Linux >= 4.14, not forbidden by seccomp) and registered, and `LOCKLAB_NO_MEMBARRIER` is not
+/// set. Decided once per process; `false` means the documented fallback (full fences on both sides).
+pub fn fast_readers() -> bool {
+    mode::fast()
+}
+
+#[cfg(not(loom))]
+mod mode {
+    use core::sync::atomic::{AtomicU8, Ordering};
+
+    const UNKNOWN: u8 = 0;
+    const FAST: u8 = 1;
+    const FALLBACK: u8 = 2;
+    static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+    #[inline(always)]
+    pub(super) fn fast() -> bool {
+        // Relaxed: the value is a fact about the kernel, and each thread that finds it unknown derives
+        // it itself (registering first) before relying on it.
+        match MODE.load(Ordering::Relaxed) {
+            FAST => true,
+            FALLBACK => false,
+            _ => detect(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn detect() -> bool {
+        let fast = std::env::var_os("LOCKLAB_NO_MEMBARRIER").is_none()
+            && crate::sys::membarrier_register();
+        MODE.store(if fast { FAST } else { FALLBACK }, Ordering::Relaxed);
+        fast
+    }
+}
+
+#[cfg(loom)]
+mod mode {
+    /// Under loom the asymmetric fence is modelled by SeqCst fences on both sides.
+    pub(super) fn fast() -> bool {
+        false
+    }
+}
+
+/// The reader's side of the asymmetric fence.
+#[inline(always)]
+fn light_fence() {
+    if mode::fast() {
+        // The writer's membarrier supplies the hardware barrier; only the compiler must keep order.
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    } else {
+        fallback_fence();
+    }
+}
+
+/// The fallback's full fence, out of line so that the fast path's code holds no fence instruction
+/// (`.ci/check-unlock-asm.sh` checks).
+#[cold]
+#[inline(never)]
+fn fallback_fence() {
+    fence(Ordering::SeqCst);
+}
+
+/// The writer's side of the asymmetric fence.
+fn heavy_fence() {
+    if mode::fast() {
+        crate::sys::membarrier();
+    } else {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// Guard state of a read hold: the counter it incremented. Not `Send`: only the owning thread may write
+/// that counter.
+pub struct PercpuReadToken {
+    counter: *const Counter,
+    /// `counter` is `overflow`, shared between threads: update it with RMWs.
+    shared: bool,
+    _not_send: PhantomData<*mut ()>,
+}
+
+// SAFETY: `&PercpuReadToken` exposes nothing.
+unsafe impl Sync for PercpuReadToken {}
+
+/// Guard state of a write hold: the gate's token (which also keeps the guard from being `Send`).
+pub struct PercpuWriteToken {
+    _gate: RwSemToken,
+}
+
+/// The percpu rw-semaphore. See the [module documentation](self).
+pub struct RawPercpuRwSem {
+    block: AtomicU32,
+    wake_seq: AtomicU32,
+    gate: RawRwSem,
+    overflow: Counter,
+    chunks: [AtomicPtr<Chunk>; CHUNKS],
+}
+
+// SAFETY: every field is atomic or the (Sync) gate; a counter is written only by its owning thread
+// (invariant 2), through atomics.
+unsafe impl Sync for RawPercpuRwSem {}
+// SAFETY: chunks are owned heap memory; no guard can be outstanding while the lock is moved.
+unsafe impl Send for RawPercpuRwSem {}
+
+/// The calling thread's counter index, or `None` (use `overflow`).
+#[cfg(not(loom))]
+#[inline(always)]
+fn my_index() -> Option<usize> {
+    crate::thread_slot::current().map(|s| s.index as usize)
+}
+
+/// Under loom the public paths use `overflow`; the models name their counters explicitly.
+#[cfg(loom)]
+fn my_index() -> Option<usize> {
+    None
+}
+
+impl RawPercpuRwSem {
+    /// A new, unlocked semaphore.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawPercpuRwSem {
+            block: AtomicU32::new(0),
+            wake_seq: AtomicU32::new(0),
+            gate: RawRwSem::new(),
+            overflow: Counter::new(),
+            chunks: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNKS],
+        }
+    }
+
+    /// A new, unlocked semaphore (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawPercpuRwSem {
+            block: AtomicU32::new(0),
+            wake_seq: AtomicU32::new(0),
+            gate: RawRwSem::new(),
+            overflow: Counter::new(),
+            chunks: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }
+    }
+
+    /// The counter of thread index `index` (or `overflow`), allocating its chunk on first use.
+    #[inline(always)]
+    fn counter(&self, index: Option<usize>) -> (&Counter, bool) {
+        let Some(i) = index.filter(|&i| i < MAX_INDEX) else {
+            return (&self.overflow, true);
+        };
+        // Acquire pairs with the Release CAS that published the chunk: its zeroed counters are visible.
+        let chunk = self.chunks[i / PER_CHUNK].load(Ordering::Acquire);
+        let chunk = if chunk.is_null() {
+            self.alloc_chunk(i / PER_CHUNK)
+        } else {
+            // SAFETY: non-null chunk pointers come from `alloc_chunk` and live until `drop`, which
+            // cannot run while `self` is borrowed.
+            unsafe { &*chunk }
+        };
+        (&chunk.counters[i % PER_CHUNK], false)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_chunk(&self, c: usize) -> &Chunk {
+        let fresh = Box::into_raw(Chunk::new_boxed());
+        // Release publishes the zeroed chunk; Acquire on failure pairs with the winner's Release.
+        match self.chunks[c].compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: we just published `fresh`; it lives until `drop`.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` came from `Box::into_raw` above and was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as in `counter`.
+                unsafe { &*winner }
+            }
+        }
+    }
+
+    // ----- readers ------------------------------------------------------------------------------
+
+    /// Takes the lock shared.
+    // Always inlined (as is `read_unlock`): the fast path is a dozen instructions, and a call plus a
+    // token returned through memory would cost as much again.
+    #[inline(always)]
+    pub fn read(&self) -> PercpuReadToken {
+        let (c, shared) = self.counter(my_index());
+        if self.enter(c, shared) {
+            return token(c, shared);
+        }
+        match self.read_slow(c, shared, None) {
+            Some(t) => t,
+            None => unreachable!("no deadline, so no timeout"),
+        }
+    }
+
+    /// Takes the lock shared if no writer is taking or holding it.
+    #[inline]
+    pub fn try_read(&self) -> Option<PercpuReadToken> {
+        let (c, shared) = self.counter(my_index());
+        if self.enter(c, shared) {
+            return Some(token(c, shared));
+        }
+        self.leave(c, shared);
+        None
+    }
+
+    /// Takes the lock shared as thread index `index`, giving up at `deadline`.
+    #[inline]
+    pub(crate) fn read_at(
+        &self,
+        index: Option<usize>,
+        deadline: Option<&Deadline>,
+    ) -> Option<PercpuReadToken> {
+        let (c, shared) = self.counter(index);
+        if self.enter(c, shared) {
+            return Some(token(c, shared));
+        }
+        self.read_slow(c, shared, deadline)
+    }
+
+    /// The fast path: increment, light fence, look at `block`. `true`: we hold the lock.
+    #[inline(always)]
+    fn enter(&self, c: &Counter, shared: bool) -> bool {
+        bump(&c.locks, shared);
+        light_fence();
+        // Acquire pairs with the writer's Release store `block = 0`.
+        self.block.load(Ordering::Acquire) == 0
+    }
+
+    /// Undoes an increment (the end of a read hold, or a backed-off attempt) and tells a waiting writer.
+    #[inline(always)]
+    fn leave(&self, c: &Counter, shared: bool) {
+        bump(&c.unlocks, shared);
+        light_fence();
+        if self.block.load(Ordering::Relaxed) != 0 {
+            self.reader_left();
+        }
+    }
+
+    /// A writer is taking or holds the lock: tell it one reader fewer (invariant 4).
+    #[cold]
+    #[inline(never)]
+    fn reader_left(&self) {
+        // Release pairs with the writer's Acquire `fetch_or`: it then sees our decrement.
+        let old = self.wake_seq.fetch_add(2, Ordering::Release);
+        if old & SLEEPER != 0 {
+            // Relaxed: the bit only says whether a futex wake is needed; the writer re-checks.
+            self.wake_seq.fetch_and(!SLEEPER, Ordering::Relaxed);
+            crate::sys::futex_wake(&self.wake_seq, 1);
+        }
+    }
+
+    /// A writer is taking or holds the lock: back off, queue behind it on `gate`, and count ourselves in
+    /// while holding `gate` shared (then `block == 0`, invariant 1).
+    #[cold]
+    #[inline(never)]
+    fn read_slow(
+        &self,
+        c: &Counter,
+        shared: bool,
+        deadline: Option<&Deadline>,
+    ) -> Option<PercpuReadToken> {
+        self.leave(c, shared);
+        let _t = match deadline {
+            None => self.gate.read(),
+            Some(d) => self.gate.read_until(d)?,
+        };
+        // The gate's Release unlock below publishes it to the next writer, which takes the gate
+        // (Acquire) before it scans.
+        bump(&c.locks, shared);
+        // SAFETY: we took the gate shared just above.
+        unsafe { self.gate.read_unlock() };
+        Some(token(c, shared))
+    }
+
+    /// Releases a shared hold.
+    ///
+    /// # Safety
+    /// `t` came from this lock, on this thread (it is not `Send`).
+    #[inline(always)]
+    pub unsafe fn read_unlock(&self, t: PercpuReadToken) {
+        // SAFETY: the token points at one of our counters (or `overflow`), alive while `self` is.
+        let c = unsafe { &*t.counter };
+        self.leave(c, t.shared);
+    }
+
+    // ----- writers ------------------------------------------------------------------------------
+
+    /// Takes the lock exclusively.
+    pub fn write(&self) -> PercpuWriteToken {
+        let g = self.gate.write();
+        self.close();
+        let drained = self.wait_for_readers(None);
+        debug_assert!(drained);
+        PercpuWriteToken { _gate: g }
+    }
+
+    /// Takes the lock exclusively if no writer holds it and no reader is in. Costs a heavy fence even
+    /// when it fails because of readers.
+    pub fn try_write(&self) -> Option<PercpuWriteToken> {
+        let g = self.gate.try_write()?;
+        self.close();
+        if self.readers() == 0 {
+            return Some(PercpuWriteToken { _gate: g });
+        }
+        self.open(PercpuWriteToken { _gate: g });
+        None
+    }
+
+    /// Takes the lock exclusively, giving up at `deadline`.
+    pub(crate) fn write_until(&self, deadline: &Deadline) -> Option<PercpuWriteToken> {
+        let g = self.gate.write_until(deadline)?;
+        self.close();
+        if self.wait_for_readers(Some(deadline)) {
+            return Some(PercpuWriteToken { _gate: g });
+        }
+        self.open(PercpuWriteToken { _gate: g });
+        None
+    }
+
+    /// With `gate` held exclusively: block new readers and make every reader's increment visible.
+    fn close(&self) {
+        // Relaxed: the heavy fence orders it before the scans (Dekker's pattern, module docs).
+        self.block.store(1, Ordering::Relaxed);
+        heavy_fence();
+    }
+
+    /// Lets readers in again and releases `gate`.
+    fn open(&self, g: PercpuWriteToken) {
+        // Release pairs with the readers' Acquire load of `block`.
+        self.block.store(0, Ordering::Release);
+        let PercpuWriteToken { _gate: _ } = g;
+        // SAFETY: the token proved we hold the gate exclusively.
+        unsafe { self.gate.write_unlock() };
+    }
+
+    /// The sum of all reader counters (wrapping), each read with Acquire (pairs with the readers'
+    /// Release decrements).
+    fn readers(&self) -> usize {
+        let mut sum = self.overflow.readers();
+        for chunk in &self.chunks {
+            // Acquire pairs with the chunk's publication.
+            let p = chunk.load(Ordering::Acquire);
+            // SAFETY: as in `counter`.
+            if let Some(chunk) = unsafe { p.as_ref() } {
+                for c in &chunk.counters {
+                    sum = sum.wrapping_add(c.readers());
+                }
+            }
+        }
+        sum
+    }
+
+    /// With `block` set and fenced: waits until no reader is in. `false` on timeout.
+    fn wait_for_readers(&self, deadline: Option<&Deadline>) -> bool {
+        // Readers' sections are usually short: spin, then yield a few times, then sleep.
+        let mut spin = SpinWait::with_spins(WRITER_SPINS);
+        let mut steps = 0;
+        loop {
+            if self.readers() == 0 {
+                return true;
+            }
+            if steps < WRITER_SPINS + WRITER_YIELDS {
+                steps += 1;
+                spin.wait();
+                continue;
+            }
+            let Some(timeout) = time_left(deadline) else {
+                return false;
+            };
+            // Announce that we sleep. Acquire pairs with the readers' Release `fetch_add`: a bump we
+            // read here comes with that reader's decrement, which the scan below sees (invariant 4).
+            let seq = self.wake_seq.fetch_or(SLEEPER, Ordering::Acquire) | SLEEPER;
+            if self.readers() == 0 {
+                return true;
+            }
+            crate::sys::futex_wait(&self.wake_seq, seq, timeout);
+        }
+    }
+
+    /// Releases an exclusive hold.
+    ///
+    /// # Safety
+    /// `t` came from this lock's write lock.
+    pub unsafe fn write_unlock(&self, t: PercpuWriteToken) {
+        self.open(t);
+    }
+
+    /// Turns an exclusive hold into a shared one; no writer can get in between.
+    ///
+    /// # Safety
+    /// `t` came from this lock's write lock, on this thread.
+    pub unsafe fn downgrade(&self, t: PercpuWriteToken) -> PercpuReadToken {
+        self.downgrade_at(my_index(), t)
+    }
+
+    pub(crate) fn downgrade_at(
+        &self,
+        index: Option<usize>,
+        t: PercpuWriteToken,
+    ) -> PercpuReadToken {
+        let (c, shared) = self.counter(index);
+        // Published to the next writer by the gate's Release in `open`.
+        bump(&c.locks, shared);
+        self.open(t);
+        token(c, shared)
+    }
+
+    /// Whether anyone holds the lock (a snapshot; costs a scan).
+    pub fn is_locked(&self) -> bool {
+        self.block.load(Ordering::Relaxed) != 0 || self.readers() != 0
+    }
+
+    /// Whether a writer is taking or holds the lock (a snapshot).
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.block.load(Ordering::Relaxed) != 0
+    }
+
+    /// Chunks of counters allocated so far (for tests: thread churn must not grow it without bound).
+    pub fn allocated_chunks(&self) -> usize {
+        self.chunks
+            .iter()
+            .filter(|c| !c.load(Ordering::Relaxed).is_null())
+            .count()
+    }
+}
+
+/// `*c += 1` (wrapping). A private counter is written only by this thread, so a load and a plain store
+/// suffice; `overflow` is shared and needs an RMW. Release: an unlock ends a read section (module docs),
+/// and a lock is ordered by the fences, for which the Release is free (a plain `mov` on x86).
+#[inline(always)]
+fn bump(c: &AtomicUsize, shared: bool) {
+    if shared {
+        bump_shared(c);
+    } else {
+        // Relaxed load: we are the only writer (invariant 2), so this reads our own last store.
+        let v = c.load(Ordering::Relaxed);
+        c.store(v.wrapping_add(1), Ordering::Release);
+    }
+}
+
+/// `*c += 1` on `overflow`: out of line, so the fast path's code holds no locked instruction.
+#[cold]
+#[inline(never)]
+fn bump_shared(c: &AtomicUsize) {
+    // Release as in `bump`.
+    c.fetch_add(1, Ordering::Release);
+}
+
+#[inline(always)]
+fn token(c: &Counter, shared: bool) -> PercpuReadToken {
+    PercpuReadToken {
+        counter: c,
+        shared,
+        _not_send: PhantomData,
+    }
+}
+
+impl Drop for RawPercpuRwSem {
+    fn drop(&mut self) {
+        for chunk in &self.chunks {
+            let p = chunk.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: allocated by `alloc_chunk` with `Box::into_raw`; `&mut self` means no reader
+                // or writer is using it.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for RawPercpuRwSem {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: invariant 3 gives reader/writer exclusion and `gate` writer/writer exclusion; acquisitions are
+// Acquire and releases Release (module docs). Read tokens are not Send, so each read hold is released by
+// the thread whose counter it incremented.
+unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type SharedGuard = PercpuReadToken;
+    type ExclusiveGuard = PercpuWriteToken;
+
+    #[inline(always)]
+    fn lock_shared(&self) -> PercpuReadToken {
+        self.read()
+    }
+    #[inline]
+    fn try_lock_shared(&self) -> Option<PercpuReadToken> {
+        self.try_read()
+    }
+    #[inline(always)]
+    unsafe fn unlock_shared(&self, g: PercpuReadToken) {
+        // SAFETY: the token proves a shared hold by this thread.
+        unsafe { self.read_unlock(g) }
+    }
+    #[inline]
+    fn lock_exclusive(&self) -> PercpuWriteToken {
+        self.write()
+    }
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<PercpuWriteToken> {
+        self.try_write()
+    }
+    #[inline]
+    unsafe fn unlock_exclusive(&self, g: PercpuWriteToken) {
+        // SAFETY: the token proves an exclusive hold.
+        unsafe { self.write_unlock(g) }
+    }
+    fn is_locked(&self) -> bool {
+        RawPercpuRwSem::is_locked(self)
+    }
+    fn is_locked_exclusive(&self) -> bool {
+        RawPercpuRwSem::is_locked_exclusive(self)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: `downgrade` counts us as a reader before it lets readers or writers in.
+unsafe impl lock_api::RawRwLockDowngrade for RawPercpuRwSem {
+    unsafe fn downgrade(&self, g: PercpuWriteToken) -> PercpuReadToken {
+        // SAFETY: the token proves an exclusive hold; guards are not Send, so this is its thread.
+        unsafe { RawPercpuRwSem::downgrade(self, g) }
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: timed attempts either acquire as above or hold nothing when they give up.
+unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
+        match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.read_at(my_index(), Some(&d)),
+            None => Some(self.read()),
+        }
+    }
+    fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
+        self.read_at(my_index(), Some(&timeout))
+    }
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
+        match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.write_until(&d),
+            None => Some(self.write()),
+        }
+    }
+    fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
+        self.write_until(&timeout)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_share_writers_exclude_downgrade() {
+        let s = RawPercpuRwSem::new();
+        let a = s.read();
+        let b = s.try_read().expect("readers share");
+        assert!(s.try_write().is_none(), "a writer waits for readers");
+        assert!(!s.is_locked_exclusive(), "a failed try_write reopens");
+        unsafe {
+            s.read_unlock(a);
+            s.read_unlock(b);
+        }
+        assert!(!s.is_locked());
+        let w = s.write();
+        assert!(s.try_read().is_none() && s.try_write().is_none());
+        let r = unsafe { s.downgrade(w) };
+        let r2 = s.try_read().expect("after downgrade readers may enter");
+        assert!(s.try_write().is_none());
+        unsafe {
+            s.read_unlock(r);
+            s.read_unlock(r2);
+        }
+        assert!(!s.is_locked());
+        assert_eq!(s.readers(), 0);
+    }
+
+    #[test]
+    fn overflow_counter_and_out_of_range_index() {
+        let s = RawPercpuRwSem::new();
+        let a = s.read_at(None, None).unwrap();
+        let b = s.read_at(Some(MAX_INDEX + 5), None).unwrap();
+        assert_eq!(s.readers(), 2);
+        assert_eq!(s.allocated_chunks(), 0);
+        assert!(s.try_write().is_none());
+        unsafe {
+            s.read_unlock(a);
+            s.read_unlock(b);
+        }
+        assert!(s.try_write().is_some());
+    }
+}
