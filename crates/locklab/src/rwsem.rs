@@ -450,6 +450,52 @@ impl RawRwSem {
         }
     }
 
+    /// Releases an exclusive hold *fairly*: the lock goes straight to the longest waiter instead of being
+    /// freed for whoever comes first. A writer at the front is handed the lock (WRITER_LOCKED never
+    /// clears, so nobody can barge); readers at the front are granted by downgrading to a read hold
+    /// first (so no writer can slip in) and then releasing it.
+    ///
+    /// # Safety
+    /// The caller holds the lock exclusively, with `token`.
+    pub unsafe fn write_unlock_fair(&self, token: &RwSemToken) {
+        // Relaxed: a hint; a waiter that queues after this load is woken by `write_unlock` as usual.
+        if self.count.load(Ordering::Relaxed) & WAITERS == 0 {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.write_unlock() };
+        }
+        let mut list = self.waiters();
+        let Some(first) = list.front() else {
+            drop(list);
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.write_unlock() };
+        };
+        if first.reader {
+            drop(list);
+            // SAFETY: we hold it exclusively (caller); then we hold one read bias, which we drop.
+            unsafe {
+                self.downgrade(token);
+                self.read_unlock();
+            }
+            return;
+        }
+        let first = first as *const Waiter;
+        // SAFETY: `first` is queued, hence alive until we store HANDED (invariant 5).
+        let first = unsafe { &*first };
+        // SAFETY: `first` is in this list.
+        unsafe { list.remove(first) };
+        // WRITER_LOCKED stays set: the lock passes to `first` without ever being free. Its hand-off
+        // request, if any, is served. Relaxed: flags under wait_lock (invariant 3).
+        let clear = HANDOFF | if list.is_empty() { WAITERS } else { 0 };
+        self.count.fetch_and(!clear, Ordering::Relaxed);
+        self.set_writer_owned(first.tag);
+        let word = &first.futex as *const crate::primitive::AtomicU32;
+        // Release pairs with the waiter's Acquire load of HANDED: it sees our critical section. Last
+        // access to `first`.
+        first.futex.store(HANDED, Ordering::Release);
+        drop(list);
+        futex_wake(word, 1);
+    }
+
     /// Turns an exclusive hold into a shared one without letting a writer in between.
     ///
     /// # Safety
@@ -613,6 +659,12 @@ impl RawRwSem {
     pub fn is_locked_exclusive(&self) -> bool {
         self.count.load(Ordering::Relaxed) & WRITER_LOCKED != 0
     }
+
+    /// Whether anyone is queued (a snapshot; for the loom models).
+    #[cfg(loom)]
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.count.load(Ordering::Relaxed) & WAITERS != 0
+    }
 }
 
 #[cfg(not(loom))]
@@ -666,6 +718,23 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
 }
 
 #[cfg(not(loom))]
+// SAFETY: a fair exclusive unlock either releases as `write_unlock` does or passes the lock to a queued
+// waiter with a Release store it acquires; a shared unlock is the ordinary one (below).
+unsafe impl lock_api::RawRwLockFair for RawRwSem {
+    /// A reader cannot hand the lock over while other readers hold it, and the last reader out already
+    /// wakes the front waiter (who then has priority over stealers through HANDOFF once it has waited
+    /// [`HANDOFF_NS`]): the fair shared unlock is the ordinary one.
+    unsafe fn unlock_shared_fair(&self, _g: RwSemToken) {
+        // SAFETY: the token proves a shared hold.
+        unsafe { self.read_unlock() }
+    }
+    unsafe fn unlock_exclusive_fair(&self, g: RwSemToken) {
+        // SAFETY: the token proves an exclusive hold.
+        unsafe { self.write_unlock_fair(&g) }
+    }
+}
+
+#[cfg(not(loom))]
 // SAFETY: `downgrade` turns the writer bit into one reader bias atomically: no writer can enter between.
 unsafe impl lock_api::RawRwLockDowngrade for RawRwSem {
     unsafe fn downgrade(&self, g: RwSemToken) -> RwSemToken {
@@ -704,6 +773,69 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Waits until `n` waiters are queued (the spinners have given up and slept).
+    fn until_queued(s: &RawRwSem, n: usize) {
+        loop {
+            let mut k = 0;
+            s.waiters().for_each(|_| k += 1);
+            if k >= n {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn fair_unlock_hands_to_a_queued_writer() {
+        let s = Arc::new(RawRwSem::new());
+        let order = Arc::new(Mutex::new(vec![]));
+        let t = s.write();
+        let (s2, o2) = (s.clone(), order.clone());
+        let h = std::thread::spawn(move || {
+            let _t = s2.write();
+            o2.lock().unwrap().push("waiter");
+            unsafe { s2.write_unlock() };
+        });
+        until_queued(&s, 1);
+        unsafe { s.write_unlock_fair(&t) };
+        // The lock went to the waiter: it was never free, so this write queues behind it.
+        assert!(s.is_locked_exclusive() || order.lock().unwrap().len() == 1);
+        let _t = s.write();
+        order.lock().unwrap().push("releaser");
+        unsafe { s.write_unlock() };
+        h.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), ["waiter", "releaser"]);
+        assert_eq!(s.count.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn fair_unlock_grants_queued_readers_before_a_new_writer() {
+        let s = Arc::new(RawRwSem::new());
+        let order = Arc::new(Mutex::new(vec![]));
+        let t = s.write();
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let (s2, o2) = (s.clone(), order.clone());
+                std::thread::spawn(move || {
+                    let _t = s2.read();
+                    o2.lock().unwrap().push("reader");
+                    unsafe { s2.read_unlock() };
+                })
+            })
+            .collect();
+        until_queued(&s, 2);
+        unsafe { s.write_unlock_fair(&t) };
+        let _t = s.write();
+        order.lock().unwrap().push("writer");
+        unsafe { s.write_unlock() };
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["reader", "reader", "writer"]);
+        assert_eq!(s.count.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn readers_share_writers_exclude_downgrade() {
