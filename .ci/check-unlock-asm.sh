@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The ticket and queued spinlocks' unlock must compile to a plain store: no lock-prefixed instruction
-# (seed 000: spin_unlock is a store, read_unlock a bus-locked RMW). Disassembles the release build of
+# (seed 000: spin_unlock is a store, read_unlock a bus-locked RMW); PercpuRwSem's read lock and unlock
+# likewise, and without a fence (seed 002). Disassembles the release build of
 # examples/unlock_asm.rs. The mutex unlock is the control: it must contain a lock prefix, or the check
 # is not looking at the right code.
 set -euo pipefail
@@ -10,29 +11,26 @@ bin=target/release/examples/unlock_asm
 dis=$(objdump -d --no-show-raw-insn "$bin")
 fn_asm() { awk -v f="<$1>:" '$2 == f {p=1; next} p && (NF == 0 || /int3/) {exit} p' <<<"$dis"; }
 fail=0
-for f in locklab_asm_ticket_unlock locklab_asm_qspinlock_unlock; do
-  asm=$(fn_asm "$f")
-  [ -n "$asm" ] || { echo "unlock-asm: $f not found in $bin"; exit 1; }
-  if grep -qE '\block\b|xchg' <<<"$asm"; then
-    echo "unlock-asm: FAIL $f has a locked instruction:"; echo "$asm"; fail=1
-  elif ! grep -qE '\b(mov|inc|add)[bwlq]?\s.*\(%' <<<"$asm"; then
-    echo "unlock-asm: FAIL $f has no plain store to memory:"; echo "$asm"; fail=1
-  else
-    echo "unlock-asm: ok   $f is a plain store: $(grep -E '\b(mov|inc|add)[bwlq]?\s.*\(%' <<<"$asm" | tail -1 | sed 's/^[^:]*:\s*//')"
-  fi
-done
-# PercpuRwSem's read fast path (seed 002): no locked instruction and no fence in the function body (the
-# slow paths and the no-membarrier fallback's fence are calls to out-of-line functions).
-for f in locklab_asm_percpu_read_lock locklab_asm_percpu_read_unlock; do
+# An AT&T instruction whose last (destination) operand is memory: a store.
+store='\b(mov|inc|add|dec|sub)[bwlq]?\s+([^,]*,)?\s*-?(0x[0-9a-f]+)?\(%[a-z0-9,%]*\)\s*$'
+# check_plain F: function F holds no locked instruction (lock prefix, xchg) and no mfence, and does store
+# to memory. Slow paths are calls to out-of-line functions, so they are not in F's body.
+check_plain() {
+  local f=$1 asm
   asm=$(fn_asm "$f")
   [ -n "$asm" ] || { echo "unlock-asm: $f not found in $bin"; exit 1; }
   if grep -qE '\block\b|xchg|mfence' <<<"$asm"; then
     echo "unlock-asm: FAIL $f has a locked instruction or a fence:"; echo "$asm"; fail=1
-  elif ! grep -qE '\b(mov|inc|add|dec|sub)[bwlq]?\s.*\(%' <<<"$asm"; then
+  elif ! grep -qE "$store" <<<"$asm"; then
     echo "unlock-asm: FAIL $f has no plain store to memory:"; echo "$asm"; fail=1
   else
-    echo "unlock-asm: ok   $f has no locked instruction and no fence ($(grep -cE '^\s*[0-9a-f]+:' <<<"$asm") instructions)"
+    echo "unlock-asm: ok   $f: no locked instruction, no fence; $(grep -cE '^\s*[0-9a-f]+:' <<<"$asm") instructions, last store: $(grep -E "$store" <<<"$asm" | tail -1 | sed 's/^[^:]*:\s*//')"
   fi
+}
+# Spinlock unlocks (seed 000), and PercpuRwSem's read fast path (seed 002).
+for f in locklab_asm_ticket_unlock locklab_asm_qspinlock_unlock \
+         locklab_asm_percpu_read_lock locklab_asm_percpu_read_unlock; do
+  check_plain "$f"
 done
 ctrl=$(fn_asm locklab_asm_mutex_unlock)
 if grep -qE '\block\b' <<<"$ctrl"; then

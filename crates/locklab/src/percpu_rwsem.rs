@@ -203,14 +203,17 @@ fn light_fence() {
 #[cold]
 #[inline(never)]
 fn fallback_fence() {
+    // SeqCst fence: pairs with the writer's SeqCst fence in `heavy_fence` (Dekker's pattern).
     fence(Ordering::SeqCst);
 }
 
 /// The writer's side of the asymmetric fence.
 fn heavy_fence() {
     if mode::fast() {
+        // A full barrier here and in every running thread: pairs with each reader's compiler fence.
         crate::sys::membarrier();
     } else {
+        // Pairs with the readers' SeqCst fence in `fallback_fence`.
         fence(Ordering::SeqCst);
     }
 }
