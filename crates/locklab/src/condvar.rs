@@ -78,7 +78,7 @@ impl RawCondvar {
                 unsafe { self.0.unlock() }
             }
         }
-        self.lock.lock();
+        self.lock.lock_internal();
         let _unlock = Unlock(&self.lock);
         // SAFETY: `lock` is held until `_unlock` drops, after `f`.
         f(unsafe { &mut *self.waiters.get() })

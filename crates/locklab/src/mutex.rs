@@ -7,8 +7,12 @@
 //!    it is free. It stops when a hand-off is pending or its budget runs out (then it unqueues; see
 //!    [`crate::osq`]).
 //! 3. **Sleeping**: a FIFO [`WaitList`] under the small internal `wait_lock`; each waiter sleeps on its
-//!    own futex word. Unlock with WAITERS set wakes the first waiter, which retries (it can lose to a
-//!    spinner: that is what keeps the lock busy and fast).
+//!    own futex word. Every unlock that sees WAITERS wakes the first waiter that is still asleep, which
+//!    retries (it can lose to a spinner: that is what keeps the lock busy and fast). Several woken
+//!    waiters may be awake at once: a herd requeued by `Condvar::notify_all` drains in parallel instead
+//!    of one wake-up latency at a time (issue 8, defect 12: the earlier WAKING bit allowed one wake-up in
+//!    flight, and a one-slot producer/consumer queue crawled at ~4.5 K messages/s where parking_lot moves
+//!    ~120 K). The futex wake is made after `wait_lock` is released.
 //! 4. **Hand-off** (kernel v4.10): a first waiter that has waited longer than [`HANDOFF_NS`] sets HANDOFF.
 //!    From then on nobody may take the free lock; the next unlock writes the waiter's tag into the
 //!    state word and marks its node HANDED: the lock moves without ever being free. `unlock_fair` always
@@ -29,29 +33,28 @@
 //! | 0     | LOCKED    | held                                                                      |
 //! | 1     | WAITERS   | the wait list is not empty                                                |
 //! | 2     | HANDOFF   | the first waiter asked for the lock: nobody else may take it              |
-//! | 3     | WAKING    | a wake-up of the first waiter is in flight: unlocks need not wake again    |
 //! | 4-31  | owner tag | the holder's tag (0 when free)                                            |
 //!
-//! Transitions, as `(owner, K, H, W, L)` (K = WAKING):
-//! - fast lock `(0,0,0,0,0) -> (me,0,0,0,1)`
-//! - unlock: one `fetch_sub(me|L)`: `(me,k,h,w,1) -> (0,k,h,w,0)`; if it left `w` set and `k` clear,
-//!   the unlocker wakes the first waiter: `(o,0,h,1,l) -> (o,1,h,1,l)` under `wait_lock`
-//! - spinner / `try_lock` take: `(0,k,0,w,0) -> (me,k,0,w,1)`
-//! - waiter take (first waiter, or any waiter without HANDOFF): `(0,k,h,1,0) -> (me,k',0,w',1)`; the first
-//!   waiter consumes K (k' = 0), others keep it
-//! - enqueue: `(o,k,h,0,l) -> (o,k,h,1,l)`; request hand-off (first waiter): `(o,k,0,1,1) -> (o,k,1,1,1)`
-//! - first waiter going back to sleep: `(o,1,h,1,l) -> (o,0,h,1,l)`, sleeping only if that RMW saw `l = 1`
-//! - `unlock_fair` / direct hand-off: `(me,k,h,1,1) -> (first,0,0,w',1)` with `first` marked HANDED
+//! Transitions, as `(owner, H, W, L)`:
+//! - fast lock `(0,0,0,0) -> (me,0,0,1)`
+//! - unlock: one `fetch_sub(me|L)`: `(me,h,w,1) -> (0,h,w,0)`; if it left `w` set, the unlocker wakes the
+//!   first waiter still asleep (its word SLEEPING -> WOKEN, under `wait_lock`)
+//! - spinner / `try_lock` take: `(0,0,w,0) -> (me,0,w,1)`
+//! - waiter take (first waiter, or any waiter without HANDOFF): `(0,h,1,0) -> (me,0,w',1)`
+//! - enqueue: `(o,h,0,l) -> (o,h,1,l)`; request hand-off (first waiter): `(o,0,1,1) -> (o,1,1,1)`
+//! - `unlock_fair` / direct hand-off: `(me,h,1,1) -> (first,0,w',1)` with `first` marked HANDED
 //!
 //! # Invariants
 //! 1. Only the first waiter may take the lock while HANDOFF is set; HANDOFF is cleared by its take, by
 //!    a direct hand-off, or when that waiter leaves (time-out).
 //! 2. Under `wait_lock`, WAITERS is set iff the wait list is non-empty.
-//! 3. WAKING is set and cleared only under `wait_lock`. Set: the first waiter has been woken and has not
-//!    yet re-checked. The first waiter clears it when it re-checks (take, sleep, or leave).
-//! 4. No lost wake-up: a waiter sleeps only after an RMW (under `wait_lock`) that saw LOCKED; the unlock
-//!    that frees the lock comes later in the word's modification order, sees WAITERS, and either sees
-//!    WAKING (the first waiter is awake and will re-check) or wakes the first waiter itself.
+//! 3. A waiter's word is SLEEPING only while it is asleep or about to sleep: it stores SLEEPING under
+//!    `wait_lock` before its last look at the state word, and a waker sets WOKEN under `wait_lock`.
+//! 4. No lost wake-up: a waiter sleeps only after a look at the state word, under `wait_lock`, that saw
+//!    LOCKED (or HANDOFF for another waiter). The unlock that frees the lock comes later in the word's
+//!    modification order, so it sees WAITERS (set before that look); its `wait_lock` section comes after
+//!    the waiter's (else the look would have seen the unlock), where it finds the waiter SLEEPING, or
+//!    an earlier sleeper, and wakes one. A HANDOFF waiter that is first is woken first.
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
 //!    hand-off whose last access to it is the HANDED store (see [`crate::wait_list`]).
 //! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word, so a direct
@@ -62,7 +65,7 @@
 //!   hand-off store) that last freed or passed the lock.
 //! - Hand-off: `state.store(Release)` then `futex.store(HANDED, Release)`; the waiter's Acquire load of
 //!   HANDED sees the previous critical section.
-//! - Flag updates (WAITERS, HANDOFF, WAKING) are Relaxed RMWs: they publish no data; the list they
+//! - Flag updates (WAITERS, HANDOFF) are Relaxed RMWs: they publish no data; the list they
 //!   describe is protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release
 //!   operations above. Invariant 4 relies only on the single modification order of the word.
 
@@ -81,8 +84,6 @@ const LOCKED: u32 = 1 << 0;
 const WAITERS: u32 = 1 << 1;
 /// The first waiter asked for the lock to be handed to it.
 const HANDOFF: u32 = 1 << 2;
-/// A wake-up of the first waiter is in flight.
-const WAKING: u32 = 1 << 3;
 /// The owner tag lives above the flags.
 const OWNER_SHIFT: u32 = 4;
 /// Owner tags are 28-bit, never 0.
@@ -386,15 +387,7 @@ impl RawMutex {
             if first && w.since.older_than(HANDOFF_NS) {
                 self.request_handoff();
             }
-            // Going to sleep: the first waiter consumes WAKING, and sleeps only if the lock is still
-            // held after that (invariant 4); otherwise it retries at once.
-            if first {
-                // Relaxed: see "Memory orderings".
-                let s = self.state.fetch_and(!WAKING, Ordering::Relaxed);
-                if s & LOCKED == 0 {
-                    continue;
-                }
-            }
+            // `take_queued` saw the lock held (or another's HANDOFF) under wait_lock: sleep (invariant 4).
             drop(list);
             let timed_out = w.sleep(deadline);
             list = self.waiters();
@@ -411,9 +404,8 @@ impl RawMutex {
         }
     }
 
-    /// A queued waiter's take: `(0,k,h,1,0) -> (me,k',0,w',1)`, dequeuing itself. Allowed with HANDOFF
-    /// only for the first waiter (invariant 1). The first waiter consumes WAKING; `w'` says whether
-    /// others remain (invariant 2).
+    /// A queued waiter's take: `(0,h,1,0) -> (me,0,w',1)`, dequeuing itself. Allowed with HANDOFF only
+    /// for the first waiter (invariant 1); `w'` says whether others remain (invariant 2).
     fn take_queued(&self, w: &Waiter, first: bool, list: &mut Waiters<'_>) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
@@ -421,11 +413,10 @@ impl RawMutex {
                 return false;
             }
             let rest = if list.is_only(w) { 0 } else { WAITERS };
-            let waking = if first { 0 } else { s & WAKING };
             // Acquire pairs with the Release of the unlock that freed the lock.
             match self.state.compare_exchange(
                 s,
-                held_by(w.tag) | rest | waking,
+                held_by(w.tag) | rest,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
@@ -439,7 +430,7 @@ impl RawMutex {
         }
     }
 
-    /// `(o,k,0,1,1) -> (o,k,1,1,1)`; nothing if the lock is free (the caller retries) or already
+    /// `(o,0,1,1) -> (o,1,1,1)`; nothing if the lock is free (the caller retries) or already
     /// requested.
     fn request_handoff(&self) {
         let mut s = self.state.load(Ordering::Relaxed);
@@ -458,7 +449,7 @@ impl RawMutex {
     }
 
     /// A timed-out waiter leaves: clears WAITERS if it was the last; if it was first, clears its own
-    /// HANDOFF request and WAKING, and passes the wake-up on if the lock is free (invariant 4).
+    /// HANDOFF request, and passes the wake-up on if the lock is free (invariant 4).
     ///
     /// # Safety
     /// `w` is in `list`.
@@ -466,8 +457,7 @@ impl RawMutex {
         let was_first = list.front().is_some_and(|f| core::ptr::eq(f, w));
         // SAFETY: forwarded contract.
         unsafe { list.remove(w) };
-        let clear = if list.is_empty() { WAITERS } else { 0 }
-            | if was_first { HANDOFF | WAKING } else { 0 };
+        let clear = if list.is_empty() { WAITERS } else { 0 } | if was_first { HANDOFF } else { 0 };
         // Relaxed: flags; see "Memory orderings".
         let s = self.state.fetch_and(!clear, Ordering::Relaxed);
         if was_first && s & LOCKED == 0 {
@@ -475,16 +465,16 @@ impl RawMutex {
         }
     }
 
-    /// After an unlock that left flags behind: wake the first waiter unless a wake is in flight.
+    /// After an unlock that left flags behind: wake the first sleeping waiter.
     #[cold]
     #[inline(never)]
     fn unlock_slow(&self, old: u32) {
-        if old & WAITERS != 0 && old & WAKING == 0 {
+        if old & WAITERS != 0 {
             self.wake_front(&mut self.waiters());
         }
     }
 
-    /// Direct hand-off (`unlock_fair`): `(me,k,h,1,1) -> (first,0,0,w',1)`, giving the lock to the first
+    /// Direct hand-off (`unlock_fair`): `(me,h,1,1) -> (first,0,w',1)`, giving the lock to the first
     /// waiter without ever freeing it. Frees it normally if nobody waits.
     fn hand_off(&self, expected: u32) {
         let mut list = self.waiters();
@@ -513,21 +503,18 @@ impl RawMutex {
         futex_wake(word, 1);
     }
 
-    /// Wakes the first waiter (sets WAKING), unless a wake is already in flight. Called with
-    /// `wait_lock` held (the guard); the wake syscall is made before the guard drops, which is fine: the
-    /// sleeper re-takes `wait_lock` only after it is awake.
+    /// Wakes the first waiter that is still asleep (those ahead of it are awake and will re-check).
+    /// Called with `wait_lock` held (the guard); the futex wake is made after the guard releases
+    /// `wait_lock` ([`LockedList::wake_after_unlock`]), since the woken thread's first step is to take it.
     fn wake_front(&self, list: &mut Waiters<'_>) {
-        let Some(first) = list.front() else { return };
-        // Relaxed: under wait_lock (invariant 3).
-        if self.state.fetch_or(WAKING, Ordering::Relaxed) & WAKING != 0 {
+        let Some(first) = list.first_sleeping() else {
             return;
-        }
+        };
         let word = &first.futex as *const AtomicU32;
         // Release pairs with the Acquire load in `sleep` (it orders nothing the waiter needs, since
         // it re-reads everything under wait_lock, but keeps every waker store uniform).
-        if first.futex.swap(WOKEN, Ordering::Release) == SLEEPING {
-            futex_wake(word, 1);
-        }
+        first.futex.store(WOKEN, Ordering::Release);
+        list.wake_after_unlock(word);
     }
 
     /// Moves condvar waiters to the back of this mutex's wait list; wakes the front one if the mutex is

@@ -602,7 +602,8 @@ impl RawRwSem {
             let word = &first.futex as *const _;
             // Release: uniform waker store (the writer re-reads under wait_lock).
             if first.futex.swap(WOKEN, Ordering::Release) == SLEEPING {
-                futex_wake(word, 1);
+                // After `wait_lock` is released: the woken writer's first step is to take it.
+                list.wake_after_unlock(word);
             }
         }
     }

@@ -89,18 +89,37 @@ impl Waiter {
     }
 }
 
-/// A wait list held under its owner's internal spinlock: the lock is released when this drops.
+/// A wait list held under its owner's internal spinlock: the lock is released when this drops, and
+/// then the futex wake-up queued with [`wake_after_unlock`](Self::wake_after_unlock) (if any) is made.
 pub(crate) struct LockedList<'a> {
     lock: &'a RawTasLock,
     list: &'a UnsafeCell<WaitList>,
+    /// A waiter's word to `futex_wake` once the lock is released.
+    wake: *const AtomicU32,
 }
 
 impl<'a> LockedList<'a> {
     /// Takes `lock`, which must be the lock that protects `list` (every access to `list` goes through a
     /// `LockedList` made with the same lock).
     pub(crate) fn lock(lock: &'a RawTasLock, list: &'a UnsafeCell<WaitList>) -> Self {
-        lock.lock();
-        LockedList { lock, list }
+        lock.lock_internal();
+        LockedList {
+            lock,
+            list,
+            wake: ptr::null(),
+        }
+    }
+
+    /// Makes the `futex_wake` of `word` (a waiter's word whose WOKEN/HANDED store the caller just
+    /// made, its last access to the node) after the list lock is released. Waking while holding it
+    /// made the woken thread, which needs the list lock first, run in place of the waker and spin on a
+    /// lock whose holder was off the CPU (issue 8, defect 12). Only the address is kept: `futex_wake`
+    /// never dereferences it (the lifetime rule above).
+    pub(crate) fn wake_after_unlock(&mut self, word: *const AtomicU32) {
+        if !self.wake.is_null() {
+            crate::sys::futex_wake(self.wake, 1);
+        }
+        self.wake = word;
     }
 }
 
@@ -123,6 +142,9 @@ impl Drop for LockedList<'_> {
     fn drop(&mut self) {
         // SAFETY: taken in `LockedList::lock`.
         unsafe { self.lock.unlock() }
+        if !self.wake.is_null() {
+            crate::sys::futex_wake(self.wake, 1);
+        }
     }
 }
 
@@ -152,6 +174,21 @@ impl WaitList {
         // SAFETY: queued nodes stay alive until removed (the lifetime rule: a waiter never returns while
         // queued), and we are under the list lock.
         unsafe { self.head.as_ref() }
+    }
+
+    /// The first waiter whose word is SLEEPING (asleep or about to sleep); the ones before it are awake.
+    /// The scan passes only awake waiters, each of which re-checks and leaves or sleeps again soon.
+    pub(crate) fn first_sleeping(&self) -> Option<&Waiter> {
+        let mut p = self.head;
+        // SAFETY: queued nodes are alive while queued, and we are under the list lock.
+        while let Some(w) = unsafe { p.as_ref() } {
+            // Relaxed: SLEEPING is stored by the waiter and WOKEN by wakers, all under the list lock.
+            if w.futex.load(Ordering::Relaxed) == SLEEPING {
+                return Some(w);
+            }
+            p = w.next.get();
+        }
+        None
     }
 
     /// Whether `w` is the only waiter.

@@ -26,6 +26,9 @@ use crate::primitive::{AtomicBool, Ordering, SpinWait, spin_loop};
 /// a scheduling point and backoff only multiplies the schedules to explore).
 const MAX_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
 
+/// Busy steps before [`RawTasLock::lock_internal`] starts yielding.
+const INTERNAL_SPINS: u32 = 16;
+
 /// A test-and-test-and-set spinlock. See the [module documentation](self).
 pub struct RawTasLock {
     locked: AtomicBool,
@@ -67,8 +70,26 @@ impl RawTasLock {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self) {
+        self.spin_then_yield(SpinWait::new());
+    }
+
+    /// Takes the lock, yielding the CPU after [`INTERNAL_SPINS`] busy steps instead of
+    /// [`SpinWait::SPINS`]: for the sleeping locks' internal list locks, which are held for a few
+    /// instructions unless their holder was preempted. A woken waiter that finds its waker holding the
+    /// list lock must give the CPU back at once (the waker is probably waiting for this very CPU), not
+    /// after a thousand rounds of backoff.
+    #[inline]
+    pub(crate) fn lock_internal(&self) {
+        // Acquire pairs with the Release store in `unlock`.
+        if self.locked.swap(true, Ordering::Acquire) {
+            self.spin_then_yield(SpinWait::with_spins(INTERNAL_SPINS));
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn spin_then_yield(&self, mut wait: SpinWait) {
         let mut backoff = 1;
-        let mut wait = SpinWait::new();
         loop {
             while self.locked.load(Ordering::Relaxed) {
                 for _ in 0..backoff {
