@@ -25,6 +25,17 @@
 //! 1. The count changes only by a lockless CAS that saw the lock unlocked, or by the lock holder.
 //! 2. So while the lock is held the count never changes except by the holder (a lockless CAS needs an
 //!    unlocked word, and every word it could compare against has the lock taken).
+//! 3. The count never passes [`MAX_COUNT`]: every increment (lockless or locked) checks the value it
+//!    replaces and aborts the process instead, as `Arc` does, before anything is written. Abort, not
+//!    panic: a caught panic would let the caller go on, and on the locked path would leave the embedded
+//!    lock held forever. A count driven there by `mem::forget` of handles can therefore never wrap.
+//! 4. At most 65,535 tickets are outstanding: a locker that finds `next - served == 0xffff` waits for
+//!    room instead of taking a ticket that would equal `served` (the CAS sees both halves at once).
+//!
+//! # Who may change the count
+//! [`LockRef`] is a counter with public get/put operations; its count means what its owner makes it
+//! mean. [`LockRefArc`] frees its value when its count drops to zero, so it keeps its `LockRef`
+//! private: no safe call can change the count behind its handles' backs (issue 8, defect 1).
 //!
 //! # Memory orderings
 //! - Lockless gets are Relaxed: taking a reference publishes nothing.
@@ -39,6 +50,9 @@ use crate::primitive::{AtomicU64, Ordering, SpinWait};
 pub const CMPXCHG_LOOPS: u32 = 100;
 /// The count a dead lockref holds (`mark_dead`).
 pub const DEAD: i32 = -128;
+/// The largest count: an increment from here aborts the process (invariant 3). Half of `i32::MAX`,
+/// as `Arc`'s bound is half of `usize::MAX`: far beyond any real count, and checked exactly.
+pub const MAX_COUNT: i32 = i32::MAX / 2;
 
 const SERVED_MASK: u64 = 0xffff;
 const NEXT_SHIFT: u32 = 16;
@@ -66,8 +80,45 @@ const fn with_count(w: u64, c: i32) -> u64 {
 }
 
 /// A spinlock and a count in one word. See the [module documentation](self).
+///
+/// ```
+/// use locklab::LockRef;
+/// let r = LockRef::new(1);
+/// r.get(); // lockless: one compare-exchange
+/// assert!(r.put_not_zero()); // 2 -> 1
+/// // The last reference: returns with the embedded lock held and the count frozen, so the owner can
+/// // tear the object down knowing nobody takes a new reference meanwhile.
+/// assert!(r.put_or_lock());
+/// assert!(r.is_locked() && r.count() == 1);
+/// unsafe {
+///     r.mark_dead(); // get_not_dead fails from now on
+///     r.unlock();
+/// }
+/// assert!(!r.get_not_dead());
+/// ```
 pub struct LockRef {
     word: AtomicU64,
+}
+
+/// The count after one more reference; aborts past [`MAX_COUNT`] (invariant 3).
+#[inline]
+fn incremented(c: i32) -> i32 {
+    if c >= MAX_COUNT {
+        count_overflow();
+    }
+    c + 1
+}
+
+#[cold]
+#[inline(never)]
+fn count_overflow() -> ! {
+    #[cfg(not(loom))]
+    {
+        eprintln!("locklab: LockRef count overflow (more than {MAX_COUNT} references): aborting");
+        std::process::abort();
+    }
+    #[cfg(loom)]
+    panic!("LockRef count overflow");
 }
 
 /// What a lockless attempt concluded.
@@ -136,13 +187,11 @@ impl LockRef {
     /// Takes a reference (the caller already holds one, or otherwise knows the object is live).
     #[inline]
     pub fn get(&self) {
-        if let Lockless::Done(()) = self.cmpxchg_loop(false, |c| Ok((c.wrapping_add(1), ()))) {
+        let f = |c: i32| Ok((incremented(c), ()));
+        if let Lockless::Done(()) = self.cmpxchg_loop(false, f) {
             return;
         }
-        self.lock();
-        self.add_locked(1);
-        // SAFETY: taken just above.
-        unsafe { self.unlock() };
+        self.locked_op(f)
     }
 
     /// Takes a reference unless the count is zero or less. Returns whether it did.
@@ -152,7 +201,7 @@ impl LockRef {
             if c <= 0 {
                 Err(false)
             } else {
-                Ok((c + 1, true))
+                Ok((incremented(c), true))
             }
         };
         if let Lockless::Done(r) = self.cmpxchg_loop(false, f) {
@@ -164,7 +213,13 @@ impl LockRef {
     /// Takes a reference unless the lockref is dead (count < 0). Returns whether it did.
     #[inline]
     pub fn get_not_dead(&self) -> bool {
-        let f = |c: i32| if c < 0 { Err(false) } else { Ok((c + 1, true)) };
+        let f = |c: i32| {
+            if c < 0 {
+                Err(false)
+            } else {
+                Ok((incremented(c), true))
+            }
+        };
         if let Lockless::Done(r) = self.cmpxchg_loop(false, f) {
             return r;
         }
@@ -250,8 +305,15 @@ impl LockRef {
     /// Takes the embedded ticket lock.
     pub fn lock(&self) {
         let mut old = self.word.load(Ordering::Relaxed);
+        let mut room = SpinWait::new();
         let ticket = loop {
             let t = next(old);
+            if t.wrapping_sub(served(old)) == u16::MAX {
+                // 65,535 tickets out: one more would equal `served` (invariant 4). Wait for room.
+                room.wait();
+                old = self.word.load(Ordering::Relaxed);
+                continue;
+            }
             let new =
                 (old & !(SERVED_MASK << NEXT_SHIFT)) | ((t.wrapping_add(1) as u64) << NEXT_SHIFT);
             // Relaxed: the ticket is all we take here; the Acquire is the wait for `served` below.
@@ -309,6 +371,26 @@ impl LockRef {
 
 /// A reference-counted `T` whose count is a [`LockRef`]: clones are one lockless CAS; the last drop
 /// decides under the lock (`put_or_lock`), marks the count dead and frees the value.
+///
+/// ```
+/// use locklab::LockRefArc;
+/// let a = LockRefArc::new(String::from("shared"));
+/// let b = a.clone();
+/// assert_eq!(LockRefArc::count(&a), 2);
+/// std::thread::spawn(move || assert_eq!(*b, "shared")).join().unwrap();
+/// assert_eq!(LockRefArc::count(&a), 1);
+/// ```
+///
+/// Its count is private: nothing outside can drop a reference that a handle still owns (issue 8,
+/// defect 1). This does not compile:
+///
+/// ```compile_fail
+/// let a = locklab::LockRefArc::new(1);
+/// locklab::LockRefArc::lockref(&a).put_return();
+/// ```
+///
+/// Like `Arc`, it aborts the process rather than let a count driven up by `mem::forget` wrap
+/// ([`MAX_COUNT`]).
 #[cfg(not(loom))]
 pub struct LockRefArc<T> {
     ptr: core::ptr::NonNull<LockRefInner<T>>,
@@ -351,10 +433,8 @@ impl<T> LockRefArc<T> {
         this.inner().count.count()
     }
 
-    /// The lockref itself.
-    pub fn lockref(this: &Self) -> &LockRef {
-        &this.inner().count
-    }
+    // No accessor to the inner `LockRef`: its safe `put_*`/`get` would change the count that `Drop`
+    // relies on (issue 8, defect 1; the `compile_fail` example on the type checks it stays so).
 }
 
 #[cfg(not(loom))]
@@ -516,5 +596,127 @@ mod tests {
         assert_eq!(DROPS.load(std::sync::atomic::Ordering::SeqCst), 0);
         drop(a);
         assert_eq!(DROPS.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}
+
+#[cfg(all(test, not(loom), not(miri)))]
+mod overflow_tests {
+    //! Issue 8, defect 2: a count driven to the bound aborts the process on every increment path. Each
+    //! case runs in a child process (this test binary, re-run with the case named in the environment).
+    use super::*;
+    use std::process::Command;
+
+    const CASE: &str = "LOCKLAB_LOCKREF_OVERFLOW_CASE";
+
+    /// A lockref at the bound; `locked`: with the embedded lock held by a helper thread, so the
+    /// increment takes the locked path.
+    fn at_bound() -> LockRef {
+        let l = LockRef::new(0);
+        l.word.store(with_count(0, MAX_COUNT), Ordering::Relaxed);
+        l
+    }
+
+    fn run_case(name: &str) {
+        let l: &'static LockRef = Box::leak(Box::new(at_bound()));
+        let locked = name.ends_with("locked");
+        if locked {
+            // Hold the embedded lock for a moment so the increment falls back to the locked path.
+            l.lock();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                unsafe { l.unlock() };
+            });
+        }
+        match name.trim_end_matches("_locked") {
+            "get" => l.get(),
+            "get_not_zero" => {
+                l.get_not_zero();
+            }
+            "get_not_dead" => {
+                l.get_not_dead();
+            }
+            "arc_clone" => {
+                let a = LockRefArc::new(5u8);
+                // SAFETY (test): the only handle; set its count to the bound as if MAX_COUNT - 1
+                // clones had been forgotten.
+                a.inner()
+                    .count
+                    .word
+                    .store(with_count(0, MAX_COUNT), Ordering::Relaxed);
+                std::mem::forget(a.clone());
+            }
+            other => panic!("unknown case {other}"),
+        }
+        // Reaching here means the increment did not abort: report it distinctly.
+        std::process::exit(3);
+    }
+
+    #[test]
+    fn child() {
+        if let Ok(name) = std::env::var(CASE) {
+            run_case(&name);
+        }
+    }
+
+    #[test]
+    fn every_increment_aborts_at_the_bound() {
+        let exe = std::env::current_exe().unwrap();
+        for case in [
+            "get",
+            "get_locked",
+            "get_not_zero",
+            "get_not_zero_locked",
+            "get_not_dead",
+            "get_not_dead_locked",
+            "arc_clone",
+        ] {
+            let out = Command::new(&exe)
+                .args(["--exact", "lockref::overflow_tests::child", "--nocapture"])
+                .env(CASE, case)
+                .output()
+                .unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(libc::SIGABRT),
+                "{case}: expected an abort, got {:?}; stderr: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("LockRef count overflow"),
+                "{case}: the abort says why"
+            );
+        }
+        // Below the bound everything still works, locked or not.
+        let l = LockRef::new(MAX_COUNT - 2);
+        l.get();
+        assert!(l.get_not_zero());
+        assert_eq!(l.count(), MAX_COUNT);
+    }
+
+    #[test]
+    fn tickets_wait_for_room_instead_of_wrapping() {
+        // 65,535 tickets out (as if that many threads queued): a new locker must not take ticket
+        // `served` again. It waits; when one ticket is served it gets in line.
+        let l: &'static LockRef = Box::leak(Box::new(LockRef::new(1)));
+        l.word.store(
+            (0xffffu64 << NEXT_SHIFT) | with_count(0, 1),
+            Ordering::Relaxed,
+        );
+        let t = std::thread::spawn(move || l.lock());
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert!(!t.is_finished(), "a locker took a ticket equal to `served`");
+        assert_eq!(
+            next(l.word.load(Ordering::Relaxed)),
+            0xffff,
+            "no ticket taken"
+        );
+        // Serve every outstanding ticket (as their holders would, one after another).
+        for _ in 0..0xffff {
+            unsafe { l.unlock() };
+        }
+        t.join().unwrap();
+        assert!(l.is_locked());
     }
 }

@@ -40,7 +40,12 @@
 //! | 0     | WRITER_LOCKED  | a writer holds it                                              |
 //! | 1     | WAITERS        | the wait list is non-empty                                     |
 //! | 2     | HANDOFF        | the first waiter asked for the lock: nobody else may take it   |
-//! | 8-62  | reader count   | READER_BIAS = 256 each (includes readers backing out)          |
+//! | 8-63  | reader count   | READER_BIAS = 256 each (includes readers backing out)          |
+//!
+//! The reader count is bounded ([`MAX_READERS`]): a reader whose `fetch_add` lands on a count with bit
+//! 62 or 63 set backs its bias out and panics, and `try_read` refuses. That check costs nothing (the
+//! two bits are in the mask the fast path tests anyway) and keeps `mem::forget`-ed read guards from
+//! ever wrapping the count into the flag bits, with room for every thread's in-flight bias above it.
 //!
 //! # Invariants
 //! 1. WRITER_LOCKED is set only by a CAS from a word with no readers, no writer, and (unless the setter
@@ -73,8 +78,12 @@ const WAITERS: u64 = 1 << 1;
 const HANDOFF: u64 = 1 << 2;
 const READER_SHIFT: u32 = 8;
 const READER_BIAS: u64 = 1 << READER_SHIFT;
+/// Reader counts from here on are refused (module docs): bits 62-63 of the word.
+const READER_OVERFLOW: u64 = 0b11 << 62;
+/// Most read holds at once: a read lock beyond this panics (`try_read` fails).
+pub const MAX_READERS: u64 = (1 << 62) >> READER_SHIFT;
 /// What makes a reader's fast path fail.
-const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF;
+const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF | READER_OVERFLOW;
 
 const READER_OWNED: u64 = 1 << 0;
 const NONSPINNABLE: u64 = 1 << 1;
@@ -96,6 +105,13 @@ pub const READER_SPIN_MAX_NS: u64 = 25_000;
 pub const SPIN_MAX_NS: u64 = 50_000;
 /// Most `pause`s between two looks while spinning; at the cap the spinner yields instead ([`Backoff`]).
 const MAX_SPIN_BACKOFF: u32 = 64;
+
+/// A read lock past [`MAX_READERS`] (forgotten guards): refuse loudly; the count was restored.
+#[cold]
+#[inline(never)]
+fn reader_overflow() -> ! {
+    panic!("locklab::RwSem: more than {MAX_READERS} read holds at once (forgotten read guards?)");
+}
 
 #[inline]
 const fn readers(c: u64) -> u64 {
@@ -239,6 +255,11 @@ impl RawRwSem {
     #[cold]
     #[inline(never)]
     fn read_slow(&self, c: u64, tag: u32, deadline: Option<&Deadline>) -> bool {
+        if c & READER_OVERFLOW != 0 {
+            // Relaxed: we were never in. Other readers hold it, so their last unlock does any wake-up.
+            self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+            reader_overflow();
+        }
         // Reader lock stealing: no writer holds it, no hand-off is pending, and no other reader is in
         // (so the lock was just freed): our bias makes us a reader (invariant 2) even with waiters
         // queued. With other readers in we queue instead, as the kernel does: else a stream of
@@ -786,6 +807,21 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// Issue 8, defect 3: at the bound a read lock panics with the count restored and `try_read`
+    /// refuses; the readers keep the lock and a writer stays out.
+    #[test]
+    fn reader_count_is_bounded() {
+        let s = RawRwSem::new();
+        // As if MAX_READERS read guards had been forgotten (2^54: no test can forget that many).
+        s.count.store(MAX_READERS * READER_BIAS, Ordering::Relaxed);
+        assert!(s.try_read().is_none(), "try_read refuses at the bound");
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.read())).is_err());
+        assert_eq!(s.count.load(Ordering::Relaxed), MAX_READERS * READER_BIAS);
+        assert!(s.try_write().is_none());
+        unsafe { s.read_unlock() };
+        assert!(s.try_read().is_some());
     }
 
     #[test]

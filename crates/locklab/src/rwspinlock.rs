@@ -17,6 +17,12 @@
 //! | 8     | WAITING: a writer at the queue head waits         |
 //! | 9-31  | reader count (READER_BIAS = 1 << 9)               |
 //!
+//! The reader count is bounded ([`MAX_READERS`], 2^21): the fast path's mask also tests bits 30-31,
+//! so a reader whose `fetch_add` lands on a count at the bound backs its bias out and panics (and
+//! `try_read` refuses). Without it, 2^23 forgotten read guards wrap the count to zero and a writer gets
+//! in beside them (issue 8, defect 3). Between the bound and the top of the word there is room for
+//! 6 million in-flight biases, more than Linux allows threads (`PID_MAX_LIMIT` = 2^22).
+//!
 //! Transitions, as (readers, waiting, locked):
 //! - read fast: `(r,0,0) -> (r+1,0,0)`; a reader that sees W or L backs its bias out and queues
 //! - read unlock: `(r,w,l) -> (r-1,w,l)`
@@ -40,6 +46,21 @@ const LOCKED: u32 = 0xff;
 const WAITING: u32 = 0x100;
 const WMASK: u32 = LOCKED | WAITING;
 const READER_BIAS: u32 = 1 << 9;
+/// Reader counts from here on are refused (module docs).
+const READER_OVERFLOW: u32 = 0b11 << 30;
+/// Most read holds at once: a read lock beyond this panics (`try_read` fails).
+pub const MAX_READERS: u32 = (1 << 30) >> 9;
+/// What sends a reader off the fast path.
+const READ_FAILED_MASK: u32 = WMASK | READER_OVERFLOW;
+
+/// A read lock past [`MAX_READERS`] (forgotten guards): refuse loudly; the count was restored.
+#[cold]
+#[inline(never)]
+fn reader_overflow() -> ! {
+    panic!(
+        "locklab::RwSpinLock: more than {MAX_READERS} read holds at once (forgotten read guards?)"
+    );
+}
 
 /// A queued reader-writer spinlock. See the [module documentation](self).
 pub struct RawRwSpinLock {
@@ -73,18 +94,28 @@ impl RawRwSpinLock {
     pub fn read(&self) {
         // Acquire pairs with the Release of `write_unlock`.
         let c = self.cnts.fetch_add(READER_BIAS, Ordering::Acquire);
-        if c & WMASK != 0 {
-            self.read_slow();
+        if c & READ_FAILED_MASK != 0 {
+            self.read_slow(c);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn read_slow(&self) {
+    fn read_slow(&self, c: u32) {
         // Relaxed: we are not in; `wait_lock` orders what follows.
         self.cnts.fetch_sub(READER_BIAS, Ordering::Relaxed);
+        if c & READER_OVERFLOW != 0 {
+            reader_overflow();
+        }
         self.lock_wait_lock();
-        self.cnts.fetch_add(READER_BIAS, Ordering::Relaxed);
+        // Relaxed: under `wait_lock`; the Acquire is the wait for LOCKED below.
+        let c = self.cnts.fetch_add(READER_BIAS, Ordering::Relaxed);
+        if c & READER_OVERFLOW != 0 {
+            self.cnts.fetch_sub(READER_BIAS, Ordering::Relaxed);
+            // SAFETY: taken above.
+            unsafe { self.wait_lock.unlock() };
+            reader_overflow();
+        }
         let mut wait = SpinWait::new();
         // Acquire pairs with the Release of `write_unlock` (invariant 3: only LOCKED matters).
         while self.cnts.load(Ordering::Acquire) & LOCKED != 0 {
@@ -98,7 +129,7 @@ impl RawRwSpinLock {
     #[inline]
     pub fn try_read(&self) -> bool {
         let mut c = self.cnts.load(Ordering::Relaxed);
-        while c & WMASK == 0 {
+        while c & READ_FAILED_MASK == 0 {
             // Acquire pairs with the Release of `write_unlock`.
             match self.cnts.compare_exchange_weak(
                 c,
@@ -270,5 +301,27 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
     }
     fn is_locked_exclusive(&self) -> bool {
         RawRwSpinLock::is_locked_exclusive(self)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Issue 8, defect 3: at the bound a read lock panics with the count restored, `try_read` refuses,
+    /// and no writer gets in beside the readers.
+    #[test]
+    fn reader_count_is_bounded() {
+        let l = RawRwSpinLock::new();
+        // As if MAX_READERS read guards had been forgotten (the tests/ suite forgets them for real).
+        l.cnts.store(MAX_READERS * READER_BIAS, Ordering::Relaxed);
+        assert!(!l.try_read(), "try_read refuses at the bound");
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.read()));
+        assert!(r.is_err(), "a read lock past the bound panics");
+        assert_eq!(l.cnts.load(Ordering::Relaxed), MAX_READERS * READER_BIAS);
+        assert!(!l.try_write(), "the readers still hold it");
+        // One reader leaves: the next one gets in again.
+        unsafe { l.read_unlock() };
+        assert!(l.try_read());
     }
 }

@@ -363,3 +363,23 @@ fn percpu_read_lock_during_thread_exit() {
     assert!(!LOCK.is_locked());
     assert!(LOCK.try_write().is_some());
 }
+
+/// Issue 8, defect 3, for real: forget `RwSpinLock::MAX_READERS` read guards (2 million); the next read
+/// panics and the lock stays read-held, so a writer is refused (before the fix the count wrapped to
+/// zero after 2^23 guards and a writer got in beside them).
+#[test]
+#[cfg(not(miri))]
+fn rwspinlock_forgotten_read_guards_never_let_a_writer_in() {
+    let l = locklab::RwSpinLock::new(0u32);
+    for _ in 0..locklab::rwspinlock::MAX_READERS {
+        std::mem::forget(l.read());
+    }
+    assert!(l.try_read().is_none());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(l.read())));
+    assert!(r.is_err(), "a read past the bound panics");
+    assert!(
+        l.try_write().is_none(),
+        "a writer got in beside forgotten readers"
+    );
+    assert!(l.is_locked());
+}
