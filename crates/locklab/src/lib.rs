@@ -54,6 +54,8 @@ pub mod sys;
 mod thread_slot;
 mod wait_list;
 
+#[cfg(all(test, not(loom)))]
+mod exit_tests;
 #[cfg(all(test, loom))]
 mod loom_models;
 

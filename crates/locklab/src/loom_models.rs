@@ -155,6 +155,46 @@ fn qspinlock_queue_path() {
     qspinlock_threads(3);
 }
 
+/// Issue 8, defect 6: the holder (main), a pending waiter and a queue head with nodes, and one thread
+/// without a node (it spins on `locked`, after a PENDING it may set transiently). Mutual exclusion and
+/// progress with the node-less path in the mix. The stall the defect describes needs two preemptions
+/// (the node-less thread between its tail check and its `fetch_or`, the head between taking `locked`
+/// and emptying the queue), beyond the bound CI affords for four threads; `release_tail`'s unit test in
+/// `spin/qspinlock.rs` forces that interleaving directly.
+#[test]
+fn qspinlock_thread_without_node() {
+    model(|| {
+        let nodes: Arc<Vec<McsNode>> = Arc::new((0..3).map(|_| McsNode::new()).collect());
+        let s = Arc::new((RawQueuedSpinLock::new(), Guarded::new()));
+        assert!(s.0.try_lock());
+        let mut hs: Vec<_> = (1..3)
+            .map(|i| {
+                let (s, nodes) = (s.clone(), nodes.clone());
+                thread::spawn(move || {
+                    let node_of =
+                        |t: u16| &nodes[crate::spin::qspinlock::decode_tail(t).0 as usize];
+                    unsafe { s.0.lock_model(&nodes[i], encode_tail(i as u32, 0), node_of) };
+                    s.1.critical();
+                    unsafe { s.0.unlock() };
+                })
+            })
+            .collect();
+        let s2 = s.clone();
+        hs.push(thread::spawn(move || {
+            s2.0.lock_model_unqueued();
+            s2.1.critical();
+            unsafe { s2.0.unlock() };
+        }));
+        s.1.critical();
+        unsafe { s.0.unlock() };
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 4);
+        assert!(!s.0.is_locked());
+    });
+}
+
 /// OSQ heads are exclusive; spinners whose budget runs out unqueue (steps A-C) without breaking the
 /// queue: later heads are still handed over and nobody hangs.
 #[test]

@@ -26,8 +26,9 @@
 //! Transitions, as (tail, pending, locked):
 //! - fast path:   `0,0,0 -> 0,0,1`
 //! - pending:     `0,0,1 -> 0,1,1 -> (holder unlocks) 0,1,0 -> 0,1,1 -> 0,0,1`
-//! - queue:       `n,p,l -> t,p,l` (tail swapped in); head: `t,0,0 -> t,0,1`, then `t,0,1 -> 0,0,1` if it
-//!   was last, else `locked` stays and the successor becomes head.
+//! - queue:       `n,p,l -> t,p,l` (tail swapped in); head: `t,0,0 -> t,0,1`, then `t,p,1 -> 0,p,1` if it
+//!   was last (a transient `p` stays for its setter to clear), else `locked` stays and the successor
+//!   becomes head.
 //! - unlock:      `*,*,1 -> *,*,0`
 //!
 //! # Invariants
@@ -205,17 +206,36 @@ impl RawQueuedSpinLock {
         while self.tail.load(Ordering::Relaxed) & PENDING != 0 || !self.take_locked() {
             wait.wait();
         }
-        // If we are still the tail, empty the queue: `t,0,1 -> 0,0,1`. Any failure means a successor is
-        // queueing (invariant 1 covers a transient PENDING), so we hand queue-headship to it.
-        if self
-            .tail
-            .compare_exchange(my_tail, 0, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
+        if self.release_tail(my_tail) {
             return;
         }
         // Release pairs with the Acquire load in the successor's `wait_locked`.
         node.wait_next().locked.store(true, Ordering::Release);
+    }
+
+    /// The queue head, holding the lock: if it is still the tail, empties the queue, `t,p,1 -> 0,p,1`,
+    /// and returns `true`; if another tail was swapped in, returns `false` (a successor is linking in).
+    ///
+    /// A PENDING bit seen here is transient (invariant 1): its setter saw our tail and is about to clear
+    /// it again. It is left alone and does not stop us emptying the queue: the kernel may treat it as
+    /// "a successor is coming", because its pending setter then always queues; ours may be a thread with
+    /// no queue node (issue 8, defect 6), which never links in, and waiting for it stalled the head
+    /// while the node-less thread waited for the head.
+    fn release_tail(&self, my_tail: u16) -> bool {
+        let mut t = self.tail.load(Ordering::Relaxed);
+        while t & TAIL_MASK == my_tail {
+            // Relaxed: the queue protects no data; the lock is held and released by `locked`.
+            match self.tail.compare_exchange_weak(
+                t,
+                t & PENDING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => t = now,
+            }
+        }
+        false
     }
 }
 
@@ -236,6 +256,14 @@ impl RawQueuedSpinLock {
         }
         // SAFETY: forwarded contract.
         unsafe { self.lock_queued(node, my_tail, node_of) }
+    }
+
+    /// `lock` as a thread with no queue node runs it (same paths as `lock_slow` without a slot).
+    pub(crate) fn lock_model_unqueued(&self) {
+        if self.try_lock() || self.lock_pending() {
+            return;
+        }
+        self.lock_unqueued();
     }
 }
 
@@ -274,7 +302,9 @@ impl RawQueuedSpinLock {
         };
         slot.qdepth.set(level);
     }
+}
 
+impl RawQueuedSpinLock {
     /// For threads without a free node: spin on `locked` alone (correct, not FIFO).
     #[cold]
     fn lock_unqueued(&self) {
@@ -324,9 +354,29 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// Issue 8, defect 6, the step that stalled: a lone queue head holding the lock finds a transient
+    /// PENDING (set by a thread that has no queue node and will never link in). It must still empty
+    /// the queue rather than wait for a successor.
+    #[test]
+    fn head_empties_the_queue_despite_a_transient_pending() {
+        let l = RawQueuedSpinLock::new();
+        let me = encode_tail(3, 0);
+        l.locked.store(1, Ordering::Relaxed);
+        l.tail.store(me | PENDING, Ordering::Relaxed);
+        assert!(l.release_tail(me), "no successor: the queue is emptied");
+        assert_eq!(
+            l.tail.load(Ordering::Relaxed),
+            PENDING,
+            "the setter clears its own bit"
+        );
+        // With a successor's tail swapped in, the head hands over instead.
+        l.tail.store(encode_tail(4, 0), Ordering::Relaxed);
+        assert!(!l.release_tail(me));
+    }
 
     #[test]
     fn tail_encoding_round_trips() {
