@@ -224,7 +224,7 @@ fn webkit_queue_one_slot_notify_all() {
             thread::spawn(move || {
                 for i in 0..per_producer {
                     let mut g = q.items.lock();
-                    while g.0.len() >= 1 {
+                    while !g.0.is_empty() {
                         q.not_full.wait(&mut g);
                     }
                     g.0.push_back(i);
@@ -243,7 +243,7 @@ fn webkit_queue_one_slot_notify_all() {
                 let mut got = 0usize;
                 let mut g = q.items.lock();
                 loop {
-                    if let Some(_) = g.0.pop_front() {
+                    if g.0.pop_front().is_some() {
                         got += 1;
                         q.not_full.notify_all();
                     } else if g.1 == 0 {
