@@ -65,7 +65,26 @@
 //! to the next thread that gets the slot (the handover is ordered by the slot table): nothing leaks and
 //! a counter never has two writers. A thread that exits holding a read lock (a forgotten guard) leaves
 //! the lock read-held, as it should. Threads with no slot (all taken, or a read lock taken in a
-//! thread-local destructor after the slot was returned) count in `overflow` with atomic RMWs.
+//! thread-local destructor after the slot was returned) count in `overflow` with atomic RMWs. A guard
+//! taken with a slot and dropped after the slot was returned (in a later thread-local destructor)
+//! unlocks through `overflow` too: the token remembers its slot and the unlock checks it is still ours
+//! (one thread-local load), since the counter may belong to another thread by then. Writers only ever
+//! look at the sum, so a lock counted in one counter and its unlock in another cancel: a count is
+//! never lost, and none is written by two threads with plain stores (issue 8, defect 5).
+//!
+//! Counters are `usize` and only their differences matter (wrapping): forgetting 2^64 read guards, the
+//! only way to wrap one, is out of reach, so the reader count needs no bound.
+//!
+//! # Signals
+//! On x86-64 a private counter update is one instruction (`inc qword ptr [counter]`, no `lock`), so a
+//! signal handler on the same thread that takes and releases a read lock between the interrupted
+//! thread's instructions cannot lose a count (the kernel's `this_cpu_inc` is one instruction for the
+//! same reason; issue 8, defect 8). Elsewhere the update is a load and a store, and a read lock taken
+//! in a signal handler that interrupts a read lock or unlock of the same thread is **not supported**
+//! (the handler's count can be overwritten). On every platform a handler must not be the first user of
+//! the lock on its thread: the first use registers a thread slot and may allocate a counter chunk,
+//! which is not async-signal-safe. The write side (a `RwSem` and a system call) is never
+//! async-signal-safe, as with std's locks.
 //! Each lock keeps a directory of [`CHUNKS`] pointers (4 KiB) and allocates counters 32 threads (4 KiB)
 //! at a time, on first use by a thread of that index range; a writer scans the allocated chunks.
 //! Read locks do not nest across a waiting writer: a thread that holds a read lock and read-locks again
@@ -174,8 +193,20 @@ mod mode {
     fn detect() -> bool {
         let fast = std::env::var_os("LOCKLAB_NO_MEMBARRIER").is_none()
             && crate::sys::membarrier_register();
-        MODE.store(if fast { FAST } else { FALLBACK }, Ordering::Relaxed);
-        fast
+        decide(&MODE, fast)
+    }
+
+    /// Records the mode once: the first thread to decide wins, and everyone, including a later thread
+    /// whose own probe disagreed (a per-thread seccomp filter can forbid `membarrier` in one thread
+    /// only), uses the winner's mode. A last-store-wins update could switch readers from the fence-free
+    /// path to the fallback while a writer relied on the other (issue 8, defect 9).
+    pub(super) fn decide(mode: &AtomicU8, fast: bool) -> bool {
+        let mine = if fast { FAST } else { FALLBACK };
+        // Relaxed: see `fast`.
+        match mode.compare_exchange(UNKNOWN, mine, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => fast,
+            Err(decided) => decided == FAST,
+        }
     }
 }
 
@@ -207,15 +238,33 @@ fn fallback_fence() {
     fence(Ordering::SeqCst);
 }
 
-/// The writer's side of the asymmetric fence.
-fn heavy_fence() {
+/// The writer's side of the asymmetric fence. `false` if the system call failed (then readers that
+/// rely on it are not fenced, and the writer must not go on).
+#[must_use]
+fn heavy_fence() -> bool {
+    #[cfg(all(test, not(loom)))]
+    if tests::FAIL_HEAVY_FENCE.with(|f| f.get()) {
+        return false;
+    }
     if mode::fast() {
         // A full barrier here and in every running thread: pairs with each reader's compiler fence.
-        crate::sys::membarrier();
+        crate::sys::membarrier()
     } else {
         // Pairs with the readers' SeqCst fence in `fallback_fence`.
         fence(Ordering::SeqCst);
+        true
     }
+}
+
+/// The heavy fence failed: `membarrier` refused even its global form (e.g. a seccomp filter on this
+/// thread). The lock was reopened before this runs, so it is not wedged (issue 8, defect 9).
+#[cold]
+#[inline(never)]
+fn heavy_fence_failed(why: std::io::Error) -> ! {
+    panic!(
+        "locklab::PercpuRwSem: membarrier failed on this thread ({why}); the write lock cannot fence \
+         readers here, and was released"
+    );
 }
 
 /// Guard state of a read hold: the counter it incremented. Not `Send`: only the owning thread may write
@@ -224,6 +273,8 @@ pub struct PercpuReadToken {
     counter: *const Counter,
     /// `counter` is `overflow`, shared between threads: update it with RMWs.
     shared: bool,
+    /// The thread slot that owned `counter` at lock time ([`owner_now`]); the unlock checks it still does.
+    owner: *const (),
     _not_send: PhantomData<*mut ()>,
 }
 
@@ -431,6 +482,14 @@ impl RawPercpuRwSem {
     /// `t` came from this lock, on this thread (it is not `Send`).
     #[inline(always)]
     pub unsafe fn read_unlock(&self, t: PercpuReadToken) {
+        if !t.shared && t.owner != owner_now() {
+            // Our slot was returned while the guard lived (it is being dropped in a thread-local
+            // destructor after the slot's releaser ran), and its counter may belong to another thread
+            // now, which writes it with plain stores: count the unlock in the shared `overflow` instead
+            // (issue 8, defect 5). Readers are the *sum* of all counters, so a lock counted in one and
+            // its unlock in another cancel out.
+            return self.leave(&self.overflow, true);
+        }
         // SAFETY: the token points at one of our counters (or `overflow`), alive while `self` is.
         let c = unsafe { &*t.counter };
         self.leave(c, t.shared);
@@ -440,41 +499,45 @@ impl RawPercpuRwSem {
 
     /// Takes the lock exclusively.
     pub fn write(&self) -> PercpuWriteToken {
-        let g = self.gate.write();
-        self.close();
+        let t = self.close(self.gate.write());
         let drained = self.wait_for_readers(None);
         debug_assert!(drained);
-        PercpuWriteToken { _gate: g }
+        t
     }
 
     /// Takes the lock exclusively if no writer holds it and no reader is in. Costs a heavy fence even
     /// when it fails because of readers.
     pub fn try_write(&self) -> Option<PercpuWriteToken> {
-        let g = self.gate.try_write()?;
-        self.close();
+        let t = self.close(self.gate.try_write()?);
         if self.readers() == 0 {
-            return Some(PercpuWriteToken { _gate: g });
+            return Some(t);
         }
-        self.open(PercpuWriteToken { _gate: g });
+        self.open(t);
         None
     }
 
     /// Takes the lock exclusively, giving up at `deadline`.
     pub(crate) fn write_until(&self, deadline: &Deadline) -> Option<PercpuWriteToken> {
-        let g = self.gate.write_until(deadline)?;
-        self.close();
+        let t = self.close(self.gate.write_until(deadline)?);
         if self.wait_for_readers(Some(deadline)) {
-            return Some(PercpuWriteToken { _gate: g });
+            return Some(t);
         }
-        self.open(PercpuWriteToken { _gate: g });
+        self.open(t);
         None
     }
 
-    /// With `gate` held exclusively: block new readers and make every reader's increment visible.
-    fn close(&self) {
+    /// With `gate` held exclusively (`g`): block new readers and make every reader's increment visible.
+    /// If the heavy fence fails, reopens (releasing `gate`) and panics: the lock stays usable.
+    fn close(&self, g: RwSemToken) -> PercpuWriteToken {
         // Relaxed: the heavy fence orders it before the scans (Dekker's pattern, module docs).
         self.block.store(1, Ordering::Relaxed);
-        heavy_fence();
+        let t = PercpuWriteToken { _gate: g };
+        if !heavy_fence() {
+            let why = std::io::Error::last_os_error();
+            self.open(t);
+            heavy_fence_failed(why);
+        }
+        t
     }
 
     /// Lets readers in again and releases `gate`.
@@ -577,18 +640,41 @@ impl RawPercpuRwSem {
     }
 }
 
-/// `*c += 1` (wrapping). A private counter is written only by this thread, so a load and a plain store
-/// suffice; `overflow` is shared and needs an RMW. Release: an unlock ends a read section (module docs),
-/// and a lock is ordered by the fences, for which the Release is free (a plain `mov` on x86).
+/// `*c += 1` (wrapping). A private counter is written only by this thread, so no locked RMW is needed;
+/// `overflow` is shared and needs one. Release: an unlock ends a read section (module docs), and a lock
+/// is ordered by the fences, for which the Release is free on x86.
 #[inline(always)]
 fn bump(c: &AtomicUsize, shared: bool) {
     if shared {
         bump_shared(c);
     } else {
-        // Relaxed load: we are the only writer (invariant 2), so this reads our own last store.
-        let v = c.load(Ordering::Relaxed);
-        c.store(v.wrapping_add(1), Ordering::Release);
+        bump_private(c);
     }
+}
+
+/// The private update as one instruction, so a signal handler cannot interleave with it (module docs).
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[inline(always)]
+fn bump_private(c: &AtomicUsize) {
+    // SAFETY: `c.as_ptr()` is a valid, aligned `usize` for the lifetime of `c`. The counter is written
+    // only by this thread (invariant 2) and read by others with atomic loads; on x86-64 an aligned
+    // 8-byte `inc` to memory is a single-copy-atomic load and store, which other threads observe
+    // exactly as the `load(Relaxed)` + `store(Release)` it replaces (x86 stores are release stores).
+    // The block is not `nomem`, so the compiler treats it as reading and writing memory: it is also
+    // the compiler barrier the fast path relies on. It does not touch the stack; it changes flags.
+    unsafe {
+        core::arch::asm!("inc qword ptr [{0}]", in(reg) c.as_ptr(), options(nostack));
+    }
+}
+
+/// Elsewhere (and under Miri and loom, which run no assembly): a load and a store; a read lock in a
+/// signal handler that interrupts this is unsupported there (module docs).
+#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+#[inline(always)]
+fn bump_private(c: &AtomicUsize) {
+    // Relaxed load: we are the only writer (invariant 2), so this reads our own last store.
+    let v = c.load(Ordering::Relaxed);
+    c.store(v.wrapping_add(1), Ordering::Release);
 }
 
 /// `*c += 1` on `overflow`: out of line, so the fast path's code holds no locked instruction.
@@ -604,8 +690,24 @@ fn token(c: &Counter, shared: bool) -> PercpuReadToken {
     PercpuReadToken {
         counter: c,
         shared,
+        owner: owner_now(),
         _not_send: PhantomData,
     }
+}
+
+/// The calling thread's slot, as an identity (null without one). Read once at lock time and once at
+/// unlock: a thread-local load, no registration.
+#[cfg(not(loom))]
+#[inline(always)]
+fn owner_now() -> *const () {
+    crate::thread_slot::current_ptr()
+}
+
+/// Under loom every counter is named explicitly by the models; ownership never changes.
+#[cfg(loom)]
+#[inline(always)]
+fn owner_now() -> *const () {
+    ptr::null()
 }
 
 impl Drop for RawPercpuRwSem {
@@ -710,6 +812,146 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Fault injection: this thread's heavy fences fail (as `membarrier` under a seccomp filter).
+        pub(super) static FAIL_HEAVY_FENCE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Issue 8, defect 9: a failing `membarrier` makes the writer panic with the lock reopened, not
+    /// wedge it with the gate held and `block` set.
+    #[test]
+    fn failing_heavy_fence_does_not_wedge_the_lock() {
+        let s = RawPercpuRwSem::new();
+        FAIL_HEAVY_FENCE.with(|f| f.set(true));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.write()));
+        let r2 = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.try_write()));
+        FAIL_HEAVY_FENCE.with(|f| f.set(false));
+        let msg = r.err().expect("the writer panics");
+        assert!(
+            msg.downcast_ref::<String>()
+                .unwrap()
+                .contains("membarrier failed")
+        );
+        assert!(r2.is_err(), "try_write panics too");
+        assert!(!s.is_locked(), "block cleared and gate released");
+        let rd = s.try_read().expect("readers get in");
+        unsafe { s.read_unlock(rd) };
+        let w = s.try_write().expect("and writers");
+        unsafe { s.write_unlock(w) };
+    }
+
+    /// Issue 8, defect 9: the mode is decided once; a later thread whose probe disagrees adopts it.
+    #[test]
+    fn mode_is_decided_once() {
+        use core::sync::atomic::AtomicU8;
+        let m = AtomicU8::new(0);
+        assert!(!mode::decide(&m, false));
+        assert!(
+            !mode::decide(&m, true),
+            "a later probe does not flip the mode"
+        );
+        let m = AtomicU8::new(0);
+        assert!(mode::decide(&m, true));
+        assert!(mode::decide(&m, false));
+    }
+
+    /// Issue 8, defect 5: a read guard taken with a slot and dropped in a thread-local destructor after
+    /// the slot was returned, while another thread owns that slot's counter and reads in a loop. No
+    /// count may be lost: at the end no reader is counted and a writer gets in.
+    #[test]
+    fn guard_dropped_after_its_slot_was_returned() {
+        let s: &'static RawPercpuRwSem = Box::leak(Box::new(RawPercpuRwSem::new()));
+        for _ in 0..if cfg!(miri) { 2 } else { 50 } {
+            let guard: std::sync::Arc<std::sync::Mutex<Option<usize>>> = Default::default();
+            let g2 = guard.clone();
+            let h = crate::exit_tests::late(
+                move || {
+                    let t = s.read();
+                    // Park the token (not Send) as a raw address for the late destructor.
+                    *g2.lock().unwrap() = Some(Box::into_raw(Box::new(t)) as usize);
+                },
+                move || {
+                    // Let a new thread take the slot and hammer its counter meanwhile.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    let t = guard.lock().unwrap().take().unwrap();
+                    // SAFETY (test): the token made by this thread above, unboxed once.
+                    let t = unsafe { Box::from_raw(t as *mut PercpuReadToken) };
+                    unsafe { s.read_unlock(*t) };
+                },
+            );
+            let hammer = std::thread::spawn(move || {
+                for _ in 0..if cfg!(miri) { 10 } else { 20_000 } {
+                    let t = s.read();
+                    unsafe { s.read_unlock(t) };
+                }
+            });
+            h.join().unwrap();
+            hammer.join().unwrap();
+        }
+        assert_eq!(s.readers(), 0, "every read hold was released exactly once");
+        let w = s.try_write().expect("no reader is left counted");
+        unsafe { s.write_unlock(w) };
+    }
+
+    /// Issue 8, defect 8: read lock and unlock in a signal handler that interrupts this thread's own
+    /// read locks and unlocks (on x86-64 each counter update is one instruction). A lost count shows as
+    /// a reader left over at the end.
+    #[test]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    fn read_lock_in_a_signal_handler_loses_no_count() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        static LOCK: RawPercpuRwSem = RawPercpuRwSem::new();
+        static HANDLED: AtomicUsize = AtomicUsize::new(0);
+        extern "C" fn handler(_: libc::c_int) {
+            let t = LOCK.read();
+            unsafe { LOCK.read_unlock(t) };
+            HANDLED.fetch_add(1, Ordering::Relaxed);
+        }
+        // Register this thread's slot and counter chunk before any signal can arrive.
+        let t = LOCK.read();
+        unsafe { LOCK.read_unlock(t) };
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = handler as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &sa, core::ptr::null_mut()),
+                0
+            );
+        }
+        let me = unsafe { libc::pthread_self() } as usize;
+        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let sender = std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGUSR2) };
+            }
+        });
+        let start = std::time::Instant::now();
+        while HANDLED.load(Ordering::Relaxed) < 20_000
+            && start.elapsed() < std::time::Duration::from_secs(5)
+        {
+            for _ in 0..1000 {
+                let t = LOCK.read();
+                unsafe { LOCK.read_unlock(t) };
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        sender.join().unwrap();
+        assert!(
+            HANDLED.load(Ordering::Relaxed) > 1000,
+            "signals were delivered"
+        );
+        assert_eq!(
+            LOCK.readers(),
+            0,
+            "a handler's read lock or unlock was lost"
+        );
+        let w = LOCK.try_write().expect("no reader left counted");
+        unsafe { LOCK.write_unlock(w) };
+    }
 
     #[test]
     fn readers_share_writers_exclude_downgrade() {

@@ -148,6 +148,13 @@ fn claim() -> Option<&'static ThreadSlot> {
     Some(slot)
 }
 
+/// The calling thread's slot as an identity, null if it has none (never registers one). After the
+/// slot's releaser has run this is null, even if the slot was registered before.
+#[inline(always)]
+pub(crate) fn current_ptr() -> *const () {
+    CURRENT.with(|c| c.get()) as *const ()
+}
+
 /// The slot with the given index, if it has been published.
 #[inline]
 pub(crate) fn slot(index: usize) -> Option<&'static ThreadSlot> {

@@ -88,6 +88,8 @@ pub fn sched_yield() {
 #[cfg(not(any(loom, miri)))]
 const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
 #[cfg(not(any(loom, miri)))]
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1 << 0;
+#[cfg(not(any(loom, miri)))]
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
 #[cfg(not(any(loom, miri)))]
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
@@ -126,20 +128,17 @@ pub fn membarrier_register() -> bool {
 /// barrier before returning (threads not running pass one when they are next scheduled), and is a full
 /// barrier for the caller. Only valid after [`membarrier_register`] returned `true`.
 ///
-/// # Panics
-/// If the kernel refuses after a successful registration (it cannot, short of a kernel bug): carrying
-/// on would let readers that rely on this fence race with the caller.
-pub fn membarrier() {
+/// Returns `false` if the kernel refused both `MEMBARRIER_CMD_PRIVATE_EXPEDITED` and the slower,
+/// registration-free `MEMBARRIER_CMD_GLOBAL` (a per-thread seccomp filter can forbid the system call in
+/// one thread after another registered): the caller must not rely on the fence then.
+#[must_use]
+pub fn membarrier() -> bool {
     #[cfg(any(loom, miri))]
     unreachable!("membarrier is never registered under loom or Miri");
     #[cfg(not(any(loom, miri)))]
     {
-        let r = membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-        assert!(
-            r == 0,
-            "membarrier(PRIVATE_EXPEDITED) failed after registration: {}",
-            std::io::Error::last_os_error()
-        );
+        membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0
+            || membarrier_call(MEMBARRIER_CMD_GLOBAL) == 0
     }
 }
 
