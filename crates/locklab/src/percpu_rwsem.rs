@@ -271,9 +271,8 @@ fn heavy_fence_failed(why: std::io::Error) -> ! {
 /// that counter.
 pub struct PercpuReadToken {
     counter: *const Counter,
-    /// `counter` is `overflow`, shared between threads: update it with RMWs.
-    shared: bool,
-    /// The thread slot that owned `counter` at lock time ([`owner_now`]); the unlock checks it still does.
+    /// The thread slot that owned `counter` at lock time ([`owner_now`]), which the unlock checks still
+    /// owns it; null when `counter` is `overflow`, shared between threads and updated with RMWs.
     owner: *const (),
     _not_send: PhantomData<*mut ()>,
 }
@@ -482,17 +481,23 @@ impl RawPercpuRwSem {
     /// `t` came from this lock, on this thread (it is not `Send`).
     #[inline(always)]
     pub unsafe fn read_unlock(&self, t: PercpuReadToken) {
-        if !t.shared && t.owner != owner_now() {
-            // Our slot was returned while the guard lived (it is being dropped in a thread-local
-            // destructor after the slot's releaser ran), and its counter may belong to another thread
-            // now, which writes it with plain stores: count the unlock in the shared `overflow` instead
-            // (issue 8, defect 5). Readers are the *sum* of all counters, so a lock counted in one and
-            // its unlock in another cancel out.
-            return self.leave(&self.overflow, true);
+        let shared = t.owner.is_null();
+        if !shared && t.owner != owner_now() {
+            return self.unlock_orphaned();
         }
         // SAFETY: the token points at one of our counters (or `overflow`), alive while `self` is.
         let c = unsafe { &*t.counter };
-        self.leave(c, t.shared);
+        self.leave(c, shared);
+    }
+
+    /// Our slot was returned while the guard lived (it is being dropped in a thread-local destructor
+    /// after the slot's releaser ran), and its counter may belong to another thread now, which writes
+    /// it with plain stores: count the unlock in the shared `overflow` instead (issue 8, defect 5).
+    /// Readers are the *sum* of all counters, so a lock counted in one and its unlock in another cancel.
+    #[cold]
+    #[inline(never)]
+    fn unlock_orphaned(&self) {
+        self.leave(&self.overflow, true);
     }
 
     // ----- writers ------------------------------------------------------------------------------
@@ -689,8 +694,7 @@ fn bump_shared(c: &AtomicUsize) {
 fn token(c: &Counter, shared: bool) -> PercpuReadToken {
     PercpuReadToken {
         counter: c,
-        shared,
-        owner: owner_now(),
+        owner: if shared { ptr::null() } else { owner_now() },
         _not_send: PhantomData,
     }
 }
@@ -914,7 +918,7 @@ mod tests {
         unsafe { LOCK.read_unlock(t) };
         unsafe {
             let mut sa: libc::sigaction = core::mem::zeroed();
-            sa.sa_sigaction = handler as usize;
+            sa.sa_sigaction = handler as extern "C" fn(libc::c_int) as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             assert_eq!(
