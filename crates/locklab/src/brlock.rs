@@ -7,29 +7,48 @@
 //!
 //! # Algorithm
 //! - Read lock: pick the shard of `sched_getcpu()` (a hint: the thread may migrate, which is harmless:
-//!   the guard remembers which shard it locked) and lock that shard's spinlock.
-//! - Write lock: lock shards 0..N in ascending order (so two writers cannot deadlock).
-//! - Shards are cache-line padded queued spinlocks ([`RawQueuedSpinLock`]).
+//!   the guard remembers which shard it locked) and take that shard's reader-writer spinlock *shared*.
+//! - Write lock: take every shard's lock *exclusively*, in ascending order (so two writers cannot
+//!   deadlock). Write unlock releases them in reverse.
+//! - Shards are cache-line padded [`RawRwSpinLock`]s (the kernel's queued rwlock): a reader's lock and
+//!   unlock are one locked RMW each on its own shard's line.
 //!
-//! # Caveat: not reentrant, and same-CPU readers serialise
-//! In the kernel a local lock runs with preemption disabled, so one CPU has one reader at a time. In
-//! userspace two threads on the same CPU take the same shard and serialise, and a thread that takes the
-//! read lock twice can deadlock on its own shard. Do not nest read locks of one `BrLock`.
+//! # Shared means shared (issue 8, defect 10)
+//! In the kernel a local lock runs with preemption disabled, so one CPU has one reader at a time and a
+//! per-CPU *spinlock* is enough. In userspace two threads on the same CPU, or one thread read-locking
+//! twice, land on the same shard; with spinlock shards they excluded each other, and a program holding
+//! a read lock while it waited for another reader deadlocked. With reader-writer shards, while no
+//! writer holds or waits for the lock every reader gets in, whatever shard it lands on and whoever
+//! else reads. As with std's `RwLock`, a writer that has started taking shards turns new readers of
+//! those shards away until it is done, so a thread that holds a read lock and read-locks again while a
+//! writer waits can deadlock (the writer waits for the first hold, the second waits behind the writer).
 //!
 //! # Invariants
-//! 1. A writer holds every shard; a reader holds one: they exclude each other, readers on different
-//!    shards do not.
+//! 1. A writer holds every shard exclusively; a reader holds one shard shared: writers exclude
+//!    everyone, readers exclude no reader.
 //! 2. Writers take shards in ascending order, readers take one: no lock-order cycle.
+//! 3. Reader counts are bounded per shard by [`RawRwSpinLock`]'s check (forgotten guards panic at the
+//!    bound instead of wrapping).
 
-use crate::spin::qspinlock::RawQueuedSpinLock;
+use crate::rwspinlock::RawRwSpinLock;
 
 /// Shards: enough for the CPUs of most machines; CPUs beyond wrap around (correct, less scalable).
 pub const SHARDS: usize = 64;
 
 #[repr(align(128))]
-struct Shard(RawQueuedSpinLock);
+struct Shard(RawRwSpinLock);
 
 /// A big-reader lock. See the [module documentation](self).
+///
+/// ```
+/// use locklab::BrLock;
+/// let l = BrLock::new(vec![1, 2]);
+/// let (a, b) = (l.read(), l.read()); // readers share, even on one CPU and one thread
+/// assert_eq!(a.len() + b.len(), 4);
+/// drop((a, b));
+/// l.write().push(3); // a writer takes every shard
+/// assert_eq!(l.read().len(), 3);
+/// ```
 pub struct RawBrLock {
     shards: [Shard; SHARDS],
 }
@@ -45,16 +64,32 @@ impl RawBrLock {
     /// A new, unlocked lock.
     pub const fn new() -> Self {
         RawBrLock {
-            shards: [const { Shard(RawQueuedSpinLock::new()) }; SHARDS],
+            shards: [const { Shard(RawRwSpinLock::new()) }; SHARDS],
         }
     }
 
-    /// Locks this CPU's shard; returns which.
+    /// This CPU's shard.
+    #[inline]
+    fn my_shard() -> usize {
+        crate::sys::current_cpu().unwrap_or(0) % SHARDS
+    }
+
+    /// Takes this CPU's shard shared; returns which.
     #[inline]
     pub fn read(&self) -> BrReadGuard {
-        let shard = crate::sys::current_cpu().unwrap_or(0) % SHARDS;
-        self.shards[shard].0.lock();
+        let shard = Self::my_shard();
+        self.shards[shard].0.read();
         BrReadGuard { shard }
+    }
+
+    /// Takes this CPU's shard shared if no writer holds or waits for it.
+    #[inline]
+    pub fn try_read(&self) -> Option<BrReadGuard> {
+        let shard = Self::my_shard();
+        self.shards[shard]
+            .0
+            .try_read()
+            .then_some(BrReadGuard { shard })
     }
 
     /// Releases a read hold.
@@ -63,15 +98,29 @@ impl RawBrLock {
     /// `g` is a read hold of this lock.
     #[inline]
     pub unsafe fn read_unlock(&self, g: BrReadGuard) {
-        // SAFETY: the guard says we locked this shard.
-        unsafe { self.shards[g.shard].0.unlock() };
+        // SAFETY: the guard says we hold this shard shared.
+        unsafe { self.shards[g.shard].0.read_unlock() };
     }
 
-    /// Locks every shard, in order.
+    /// Takes every shard exclusively, in order.
     pub fn write(&self) {
         for s in &self.shards {
-            s.0.lock();
+            s.0.write();
         }
+    }
+
+    /// Takes every shard exclusively if none is held; holds nothing on failure.
+    pub fn try_write(&self) -> bool {
+        for (i, s) in self.shards.iter().enumerate() {
+            if !s.0.try_write() {
+                for t in self.shards[..i].iter().rev() {
+                    // SAFETY: we took shards 0..i exclusively just now.
+                    unsafe { t.0.write_unlock() };
+                }
+                return false;
+            }
+        }
+        true
     }
 
     /// Releases a write hold.
@@ -80,8 +129,8 @@ impl RawBrLock {
     /// The caller holds the write lock.
     pub unsafe fn write_unlock(&self) {
         for s in self.shards.iter().rev() {
-            // SAFETY: the writer holds every shard.
-            unsafe { s.0.unlock() };
+            // SAFETY: the writer holds every shard exclusively.
+            unsafe { s.0.write_unlock() };
         }
     }
 }
@@ -94,7 +143,8 @@ impl Default for RawBrLock {
 }
 
 #[cfg(not(loom))]
-// SAFETY: invariant 1 (exclusion), Acquire/Release through the shard spinlocks.
+// SAFETY: invariant 1 (exclusion), Acquire/Release through the shard locks. Read guards name their
+// shard and may be released from any thread (the shard lock has no thread affinity).
 unsafe impl lock_api::RawRwLock for RawBrLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
@@ -106,11 +156,7 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
         self.read()
     }
     fn try_lock_shared(&self) -> Option<BrReadGuard> {
-        let shard = crate::sys::current_cpu().unwrap_or(0) % SHARDS;
-        self.shards[shard]
-            .0
-            .try_lock()
-            .then_some(BrReadGuard { shard })
+        self.try_read()
     }
     #[inline]
     unsafe fn unlock_shared(&self, g: BrReadGuard) {
@@ -122,16 +168,7 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
         lock_api::GuardSend::new()
     }
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        for (i, s) in self.shards.iter().enumerate() {
-            if !s.0.try_lock() {
-                for t in self.shards[..i].iter().rev() {
-                    // SAFETY: we locked shards 0..i just now.
-                    unsafe { t.0.unlock() };
-                }
-                return None;
-            }
-        }
-        Some(lock_api::GuardSend::new())
+        self.try_write().then(lock_api::GuardSend::new)
     }
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
         // SAFETY: forwarded.
@@ -141,6 +178,37 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
         self.shards.iter().any(|s| s.0.is_locked())
     }
     fn is_locked_exclusive(&self) -> bool {
-        self.shards.iter().all(|s| s.0.is_locked())
+        self.shards.iter().all(|s| s.0.is_locked_exclusive())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Issue 8, defect 10: readers on one shard share. Two read holds from one thread (one shard), and a
+    /// reader that waits for another reader while holding its own, both get in.
+    #[test]
+    fn readers_on_one_shard_share() {
+        let l = RawBrLock::new();
+        let a = l.read();
+        let b = l
+            .try_read()
+            .expect("a second reader on the same shard gets in");
+        assert!(!l.try_write(), "a writer waits for both");
+        let l: &'static RawBrLock = Box::leak(Box::new(l));
+        // A reader pinned to our CPU (any thread: its shard may equal ours) gets in while we hold ours.
+        let other = std::thread::spawn(move || {
+            let g = l.read();
+            unsafe { l.read_unlock(g) };
+        });
+        other.join().unwrap();
+        unsafe {
+            l.read_unlock(a);
+            l.read_unlock(b);
+        }
+        assert!(l.try_write());
+        assert!(l.try_read().is_none());
+        unsafe { l.write_unlock() };
     }
 }
