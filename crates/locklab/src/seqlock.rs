@@ -28,7 +28,7 @@
 //! synchronises with that fence, so its second sequence load sees at least the odd value: it retries.
 //! If its first load saw the even value of a finished write (Acquire/Release), it sees all that write's data.
 
-use crate::primitive::{AtomicU32, Ordering, SpinWait, fence};
+use crate::primitive::{AtomicU64, Ordering, SpinWait, fence};
 #[cfg(not(loom))]
 use core::cell::UnsafeCell;
 #[cfg(not(loom))]
@@ -39,8 +39,30 @@ use core::mem::{MaybeUninit, align_of, size_of};
 use std::sync::atomic::{AtomicU8 as DataU8, AtomicU64 as DataU64};
 
 /// A bare sequence counter, for callers that protect their own (atomically accessed) data.
+///
+/// The sequence is 64-bit: a reader stalled while the counter comes back to the value it started with
+/// would accept a torn read, and with 32 bits that took 2^31 writes (seconds); 2^63 take centuries
+/// (issue 8, defect 7).
+///
+/// ```
+/// use locklab::SeqCount;
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+/// let (seq, x, y) = (SeqCount::new(), AtomicU64::new(0), AtomicU64::new(0));
+/// unsafe { seq.write_begin() }; // writers are serialised by the caller
+/// x.store(1, Relaxed);
+/// y.store(1, Relaxed);
+/// unsafe { seq.write_end() };
+/// let (a, b) = loop {
+///     let s = seq.read_begin();
+///     let v = (x.load(Relaxed), y.load(Relaxed));
+///     if !seq.read_retry(s) {
+///         break v;
+///     }
+/// };
+/// assert_eq!(a, b);
+/// ```
 pub struct SeqCount {
-    seq: AtomicU32,
+    seq: AtomicU64,
 }
 
 impl SeqCount {
@@ -48,7 +70,7 @@ impl SeqCount {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         SeqCount {
-            seq: AtomicU32::new(0),
+            seq: AtomicU64::new(0),
         }
     }
 
@@ -56,13 +78,13 @@ impl SeqCount {
     #[cfg(loom)]
     pub fn new() -> Self {
         SeqCount {
-            seq: AtomicU32::new(0),
+            seq: AtomicU64::new(0),
         }
     }
 
     /// Starts a read section: waits out a write in progress and returns the (even) sequence.
     #[inline]
-    pub fn read_begin(&self) -> u32 {
+    pub fn read_begin(&self) -> u64 {
         // Acquire pairs with the Release store in `write_end`.
         let s = self.seq.load(Ordering::Acquire);
         if s & 1 == 0 { s } else { self.wait_even() }
@@ -71,7 +93,7 @@ impl SeqCount {
     /// Waits out a write in progress, yielding the CPU after a while: the writer may be preempted and
     /// need this very CPU to finish.
     #[cold]
-    fn wait_even(&self) -> u32 {
+    fn wait_even(&self) -> u64 {
         let mut wait = SpinWait::new();
         loop {
             // Acquire pairs with the Release store in `write_end`.
@@ -85,7 +107,7 @@ impl SeqCount {
 
     /// Ends a read section started at `start`: `true` if a writer overlapped and the read must be retried.
     #[inline]
-    pub fn read_retry(&self, start: u32) -> bool {
+    pub fn read_retry(&self, start: u64) -> bool {
         // Acquire fence: pairs with the writer's Release fence in `write_begin` (see the module docs).
         fence(Ordering::Acquire);
         self.seq.load(Ordering::Relaxed) != start
@@ -118,7 +140,7 @@ impl SeqCount {
     }
 
     /// The raw sequence (a snapshot).
-    pub fn sequence(&self) -> u32 {
+    pub fn sequence(&self) -> u64 {
         self.seq.load(Ordering::Relaxed)
     }
 }
@@ -192,7 +214,7 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
     }
 
     /// The raw sequence (even when no write is in progress).
-    pub fn sequence(&self) -> u32 {
+    pub fn sequence(&self) -> u64 {
         self.seq.sequence()
     }
 
@@ -301,6 +323,19 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
 
+    /// Issue 8, defect 7: a reader that started at sequence `s` and stalled while 2^31 writes
+    /// completed (the sequence advanced by 2^32) must retry: with a 32-bit sequence it read `s` again.
+    #[test]
+    fn a_reader_stalled_across_2_pow_31_writes_retries() {
+        let c = SeqCount::new();
+        let start = c.read_begin();
+        c.seq.store(start + (1 << 32), Ordering::Relaxed);
+        assert!(
+            c.read_retry(start),
+            "the sequence came back to the start value"
+        );
+    }
+
     #[test]
     fn read_write_set_words_and_bytes() {
         let s = SeqLock::new([1u64, 2, 3]);
@@ -358,6 +393,6 @@ mod tests {
             r.join().unwrap();
         }
         assert_eq!(s.read(), [2 * iters as u64; W]);
-        assert_eq!(s.sequence(), 4 * iters);
+        assert_eq!(s.sequence(), 4 * iters as u64);
     }
 }
