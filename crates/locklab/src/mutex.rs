@@ -314,9 +314,13 @@ impl RawMutex {
         if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
             return false;
         }
-        let Some(node) = osq_node() else { return false };
+        let Some(claim) = osq_node() else {
+            return false;
+        };
+        let node: &crate::osq::OsqNode = &claim;
         let mut budget = SpinBudget::new(SPIN_MAX_NS);
-        // SAFETY: OSQ nodes live in never-freed thread slots (or leaked boxes under loom).
+        // SAFETY: OSQ nodes live in never-freed thread slots (or leaked boxes under loom), and the claim
+        // keeps ours out of any other queue until it drops, after `osq.unlock` below.
         if !unsafe { self.osq.lock(node, &mut budget) } {
             return false;
         }
@@ -545,10 +549,43 @@ impl Default for RawMutex {
     }
 }
 
-/// This thread's OSQ node.
+/// This thread's OSQ node, claimed for one spin: `None` if the thread has no slot, or if its node is
+/// already in use by the code this call interrupted (a signal handler that locks a `Mutex` or `RwSem`
+/// while its thread spins in an OSQ; issue 8, defect 11). Then the caller skips spinning and sleeps.
+/// Reusing the node would link it into a second queue while it is still in the first.
 #[cfg(not(loom))]
-pub(crate) fn osq_node() -> Option<&'static crate::osq::OsqNode> {
-    crate::thread_slot::current().map(|s| &s.osq)
+pub(crate) fn osq_node() -> Option<OsqClaim> {
+    let slot = crate::thread_slot::current()?;
+    if slot.osq_busy.replace(true) {
+        return None;
+    }
+    // A signal handler runs on this thread between two of its instructions: the flag must be set
+    // before any store to the node (a compiler fence is the signal-handler fence).
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    Some(OsqClaim { slot })
+}
+
+/// A claim on this thread's OSQ node; gives it back when dropped.
+#[cfg(not(loom))]
+pub(crate) struct OsqClaim {
+    slot: &'static crate::thread_slot::ThreadSlot,
+}
+
+#[cfg(not(loom))]
+impl core::ops::Deref for OsqClaim {
+    type Target = crate::osq::OsqNode;
+    fn deref(&self) -> &crate::osq::OsqNode {
+        &self.slot.osq
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for OsqClaim {
+    fn drop(&mut self) {
+        // Every use of the node (queueing, unqueueing, unlocking) is done before the flag clears.
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.slot.osq_busy.set(false);
+    }
 }
 
 /// This thread's OSQ node: leaked per model thread, since nodes must be type-stable.

@@ -402,11 +402,13 @@ impl RawRwSem {
         {
             return false;
         }
-        let Some(node) = crate::mutex::osq_node() else {
+        let Some(claim) = crate::mutex::osq_node() else {
             return false;
         };
+        let node: &crate::osq::OsqNode = &claim;
         let mut budget = SpinBudget::new(SPIN_MAX_NS);
-        // SAFETY: OSQ nodes are type-stable (thread slots / leaked under loom).
+        // SAFETY: OSQ nodes are type-stable (thread slots / leaked under loom); the claim keeps ours out
+        // of any other queue until it drops, after `osq.unlock`.
         if !unsafe { self.osq.lock(node, &mut budget) } {
             return false;
         }

@@ -38,6 +38,9 @@ pub(crate) struct ThreadSlot {
     pub(crate) index: u32,
     /// Node for optimistic spin queues (one: a thread spins on one lock at a time).
     pub(crate) osq: OsqNode,
+    /// `osq` is in a queue (owner thread only; a signal handler on this thread sees it set and skips
+    /// spinning).
+    pub(crate) osq_busy: Cell<bool>,
     /// Nodes for queued spinlocks, by nesting level.
     pub(crate) qnodes: [McsNode; QNODE_LEVELS],
     /// How many of `qnodes` are in use (owner thread only).
@@ -55,6 +58,7 @@ impl ThreadSlot {
         ThreadSlot {
             index,
             osq: OsqNode::new(),
+            osq_busy: Cell::new(false),
             qnodes: [const { McsNode::new() }; QNODE_LEVELS],
             qdepth: Cell::new(0),
             mcs: [const { McsNode::new() }; MCS_LEVELS],

@@ -225,6 +225,8 @@ impl RawMcsLock {
             let level = busy.trailing_ones() as usize;
             if level < MCS_LEVELS {
                 slot.mcs_busy.set(busy | (1 << level));
+                // The level is ours before any store to its node, as a signal handler sees it.
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
                 return McsGuard {
                     node: ptr::NonNull::from(&slot.mcs[level]),
                     home: Some((slot, level as u8)),
@@ -242,7 +244,10 @@ impl RawMcsLock {
     fn release_node(guard: McsGuard) {
         match guard.home {
             // The guard is not Send, so this is the slot's own thread.
-            Some((slot, level)) => slot.mcs_busy.set(slot.mcs_busy.get() & !(1 << level)),
+            Some((slot, level)) => {
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+                slot.mcs_busy.set(slot.mcs_busy.get() & !(1 << level))
+            }
             // SAFETY: heap nodes are leaked boxes owned by exactly this guard, out of every queue now.
             None => drop(unsafe { Box::from_raw(guard.node.as_ptr()) }),
         }

@@ -288,6 +288,8 @@ impl RawQueuedSpinLock {
         };
         let level = slot.qdepth.get();
         slot.qdepth.set(level + 1);
+        // The level is ours before any store to its node, as a signal handler on this thread sees it.
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
         let my_tail = encode_tail(slot.index, level as u32);
         // SAFETY:
         // - `slot.qnodes[level]` is reserved for this wait by `qdepth` and never freed;
@@ -300,6 +302,7 @@ impl RawQueuedSpinLock {
                     .qnodes[l as usize]
             })
         };
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
         slot.qdepth.set(level);
     }
 }
