@@ -31,7 +31,20 @@
 //!
 //! Each primitive's module opens with its algorithm, state layout, transitions, invariants and memory
 //! orderings. Atomics come from the `primitive` loom shim, so every protocol is model-checked under
-//! `RUSTFLAGS="--cfg loom"` (see `tests/loom.rs`).
+//! `RUSTFLAGS="--cfg loom"` (the models are in `src/loom_models.rs`).
+//!
+//! # Safe under anything safe code can do
+//! `mem::forget` of any number of guards, counts driven to their bounds (a panic or, for reference
+//! counts, an abort, never a wrap), a thread stalled between any two instructions, guards dropped in
+//! thread-local destructors after the thread's queue nodes are gone: each keeps mutual exclusion. See
+//! the README's "Soundness" section for the list and the tests.
+//!
+//! # Signal handlers
+//! No lock here is async-signal-safe (std's are not either): a handler that takes a lock its thread
+//! holds, or interrupts its thread inside a lock's internal list lock, can deadlock, and a thread's
+//! first use of a lock may allocate. None of them corrupts memory when used from a handler: nodes that
+//! a handler could reuse are claimed first, and the percpu rwsem's counter update is one instruction
+//! on x86-64.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -14,9 +14,11 @@
 //!    flight, and a one-slot producer/consumer queue crawled at ~4.5 K messages/s where parking_lot moves
 //!    ~120 K). The futex wake is made after `wait_lock` is released.
 //! 4. **Hand-off** (kernel v4.10): a first waiter that has waited longer than [`HANDOFF_NS`] sets HANDOFF.
-//!    From then on nobody may take the free lock; the next unlock writes the waiter's tag into the
-//!    state word and marks its node HANDED: the lock moves without ever being free. `unlock_fair` always
-//!    hands off when there are waiters.
+//!    From then on nobody but that waiter may take the lock: the next (plain) unlock frees it with
+//!    HANDOFF still set and wakes the waiter, and spinners and `try_lock` keep off until it has taken it.
+//!    Only `unlock_fair` hands the lock over directly (when there are waiters): it writes the first
+//!    waiter's tag into the state word and marks its node HANDED, so the lock moves without ever being
+//!    free.
 //!
 //! # "Is the owner running?"
 //! The kernel spins only while the owner is on a CPU; userspace cannot ask. Our stand-in: the owner's

@@ -137,6 +137,39 @@ impl RwSemToken {
 }
 
 /// The reader-writer semaphore. See the [module documentation](self).
+///
+/// ```
+/// use locklab::RwSem;
+/// let config = RwSem::new(vec![1, 2, 3]);
+/// std::thread::scope(|s| {
+///     s.spawn(|| assert_eq!(config.read().len(), 3)); // readers share
+///     s.spawn(|| config.write().push(4)); // writers exclude
+/// });
+/// assert_eq!(config.read().len(), 4);
+/// ```
+///
+/// The sharp edge: readers do not nest across a waiting writer. Once a writer queues behind a read
+/// hold, new readers queue behind the writer (so writers are not starved), so a thread that holds a
+/// read lock and read-locks again then waits for the writer, which waits for it: a deadlock, as with
+/// std's and parking_lot's `RwLock`. `try_read` shows the moment it would happen:
+///
+/// ```
+/// use locklab::RwSem;
+/// use std::time::Duration;
+/// let l = RwSem::new(0);
+/// std::thread::scope(|s| {
+///     let first = l.read();
+///     s.spawn(|| *l.write() += 1); // spins briefly on the readers, then queues
+///     // Wait until the writer is queued: then a second read lock must wait behind it.
+///     while let Some(g) = l.try_read() {
+///         drop(g);
+///         std::thread::sleep(Duration::from_millis(1));
+///     }
+///     // `l.read()` here would never return: the writer waits for `first`, which waits for us.
+///     drop(first);
+/// });
+/// assert_eq!(*l.read(), 1);
+/// ```
 pub struct RawRwSem {
     count: AtomicU64,
     owner: AtomicU64,
