@@ -28,6 +28,69 @@ pub enum Command {
     },
     /// Run one workload over chosen locks and thread counts.
     Bench(Box<BenchArgs>),
+    /// locktorture for every primitive: invariants checked under stressors; exit 1 on any failure.
+    Torture(TortureArgs),
+}
+
+/// `locklab torture` options.
+#[derive(Args, Debug, Clone)]
+pub struct TortureArgs {
+    /// Comma-separated lock names, `all` (every primitive) or `busted` (the deliberately broken locks).
+    #[arg(long, value_name = "a,b|all|busted", default_value = "all")]
+    pub lock: String,
+    /// Seconds per lock.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "10",
+        allow_hyphen_values = true
+    )]
+    pub duration: String,
+    /// Worker threads per lock (default: 4 x CPUs, so the machine is oversubscribed).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub threads: Option<String>,
+    /// Write the results as JSON here (`-`: standard output).
+    #[arg(long, value_name = "F")]
+    pub json: Option<String>,
+}
+
+/// A validated torture run.
+#[derive(Clone, Debug)]
+pub struct TorturePlan {
+    /// The locks, in order.
+    pub locks: Vec<&'static str>,
+    /// Settings for each.
+    pub settings: crate::torture::Settings,
+    /// JSON target (`-`: standard output).
+    pub json: Option<String>,
+}
+
+/// Longest torture per lock, seconds.
+pub const MAX_TORTURE_S: u64 = 3600;
+
+/// Validates `torture` options.
+pub fn plan_torture(a: &TortureArgs, cpus: usize) -> Result<TorturePlan, UsageError> {
+    let locks = crate::torture::lock_names(&a.lock).map_err(UsageError)?;
+    let threads = match &a.threads {
+        Some(t) => number("threads", t, 2, MAX_THREADS as u64)? as usize,
+        None => 4 * cpus.max(1),
+    };
+    if matches!(&a.json, Some(f) if f.is_empty()) {
+        return usage("--json: the file name is empty (use - for standard output)");
+    }
+    Ok(TorturePlan {
+        locks,
+        settings: crate::torture::Settings {
+            duration: std::time::Duration::from_secs(number(
+                "duration",
+                &a.duration,
+                1,
+                MAX_TORTURE_S,
+            )?),
+            threads,
+        },
+        json: a.json.clone(),
+    })
 }
 
 /// `locklab bench` options.

@@ -15,5 +15,6 @@ pub mod metrics;
 pub mod report;
 pub mod runner;
 pub mod suite;
+pub mod torture;
 pub mod work;
 pub mod workload;

@@ -1,7 +1,7 @@
 //! `locklab`: see the README and lab.md.
 
 use clap::Parser;
-use locklab_bench::cli::{Cli, Command, UsageError, plan_bench, plan_default};
+use locklab_bench::cli::{Cli, Command, UsageError, plan_bench, plan_default, plan_torture};
 use locklab_bench::runner::{SystemClock, allowed_cpus};
 use locklab_bench::{calibrate, locks, suite, workload::Workload};
 use std::process::ExitCode;
@@ -64,6 +64,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Bench(args)) => {
             let plan = plan_bench(&args, cpus)?;
             suite::run(&plan, &SystemClock::default())?;
+        }
+        Some(Command::Torture(args)) => {
+            let plan = plan_torture(&args, cpus)?;
+            if !locklab_bench::torture::run(&plan)? {
+                return Err(anyhow::anyhow!(
+                    "torture: invariants failed (lines marked !!!)"
+                ));
+            }
         }
     }
     Ok(())
