@@ -5,8 +5,11 @@
 //! Known limit: with a preemption bound of 2, loom 0.7 reports "exceeded maximum number of branches" for
 //! the OSQ, mutex and condvar models, in schedules where a thread is preempted just before an RMW on a
 //! lock word and never rescheduled while the other thread spins with `yield_now` (a bare store/spin model
-//! passes). The condvar models hit it at bound 1 too and are `#[ignore]`d until it is understood; the
-//! real-thread stress tests (`tests/condvar.rs`) cover the condvar meanwhile.
+//! passes). Futex sleeps are modelled by a loom `Mutex`/`Condvar` pair (`sys`), so loom sees a sleeper
+//! as blocked rather than spinning; with that `condvar_notify` runs. `condvar_timeout_vs_notify` and
+//! the two RwSem fair-unlock models still exceed loom's path limit at bound 1, spinning on an internal
+//! list lock, and stay `#[ignore]`d; real-thread tests, `locklab torture` and the webkit queue test cover
+//! those paths meanwhile. `LOOM_MAX_BRANCHES` overrides the branch limit.
 //!
 //! Protected data lives in `loom::cell::UnsafeCell`, so loom reports any access that the lock's
 //! Acquire/Release edges fail to order, besides the explicit "two inside" checks. Spin budgets, waiter
@@ -31,7 +34,10 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
         b.preemption_bound = Some(1);
     }
     // Spin-waits are yields under loom, and each is a branch: allow long waits.
-    b.max_branches = 100_000;
+    b.max_branches = std::env::var("LOOM_MAX_BRANCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     b.check(f);
 }
 
@@ -282,7 +288,6 @@ fn mutex_timeout_removal() {
 /// Condvar: a waiter and a notifier that sets a flag under the mutex; the waiter never misses the
 /// notification (it re-checks the flag, and the wait registers before releasing the mutex).
 #[test]
-#[ignore = "loom branch-limit livelock at preemption bound 1; see the module docs"]
 fn condvar_notify() {
     model(|| {
         let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(false)));
@@ -305,7 +310,7 @@ fn condvar_notify() {
 /// Condvar timeout racing with a notification: the waiter either times out (and is off the condvar's
 /// list) or is moved to the mutex and re-locks; the mutex ends free either way.
 #[test]
-#[ignore = "loom branch-limit livelock at preemption bound 1; see the module docs"]
+#[ignore = "loom path limit: the main thread spins on an internal list lock that loom never shows released (under investigation; the condvar and fair-unlock paths are covered by real-thread tests, torture and the webkit queue test)"]
 fn condvar_timeout_vs_notify() {
     model(|| {
         let s = Arc::new((RawMutex::new(), RawCondvar::new()));
@@ -511,14 +516,14 @@ fn percpu_rwsem_timeouts() {
 /// the releaser's next write lock comes after the waiter's (loom's race detector checks the two
 /// critical sections are ordered); the rwsem ends free.
 #[test]
-#[ignore = "loom branch-limit livelock at preemption bound 1 (the waiter queues only after spinning); see the module docs. Real-thread tests: rwsem::tests::fair_unlock_*"]
+#[ignore = "loom path limit: the main thread spins on an internal list lock that loom never shows released (under investigation; the condvar and fair-unlock paths are covered by real-thread tests, torture and the webkit queue test)"]
 fn rwsem_fair_unlock_hands_to_writer() {
     rwsem_fair_unlock_with(false);
 }
 
 /// RwSem fair unlock, reader waiting: the reader is granted through the downgrade path.
 #[test]
-#[ignore = "loom branch-limit livelock at preemption bound 1 (the waiter queues only after spinning); see the module docs. Real-thread tests: rwsem::tests::fair_unlock_*"]
+#[ignore = "loom path limit: the main thread spins on an internal list lock that loom never shows released (under investigation; the condvar and fair-unlock paths are covered by real-thread tests, torture and the webkit queue test)"]
 fn rwsem_fair_unlock_grants_reader() {
     rwsem_fair_unlock_with(true);
 }

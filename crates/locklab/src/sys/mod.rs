@@ -64,14 +64,37 @@ pub fn futex_wake(word: *const AtomicU32, n: u32) -> usize {
     r.max(0) as usize
 }
 
+// Under loom, one model-wide futex: a loom `Mutex` and `Condvar`. A waiter checks its word and blocks
+// under the mutex, a waker takes the mutex and wakes everyone (callers re-check, as with spurious
+// wake-ups). So loom sees a sleeper as blocked, not as a thread spinning on yields: it can tell a lost
+// wake-up (a deadlock it reports) from a slow one, and explores no branch per spin of a sleeper.
 #[cfg(loom)]
-pub fn futex_wait(_word: &AtomicU32, _expected: u32, _timeout: Option<Duration>) -> bool {
-    loom::thread::yield_now();
+loom::lazy_static! {
+    static ref FUTEX: (loom::sync::Mutex<()>, loom::sync::Condvar) =
+        (loom::sync::Mutex::new(()), loom::sync::Condvar::new());
+}
+
+/// Under loom: blocks until a `futex_wake` (any word) if `word` still holds `expected`; a wait with a
+/// timeout yields once and returns (the caller's countdown deadline decides when it has timed out).
+#[cfg(loom)]
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    if timeout.is_some() {
+        loom::thread::yield_now();
+        return true;
+    }
+    let g = FUTEX.0.lock().unwrap();
+    // Relaxed: the model mutex orders this check against the waker's store and wake.
+    if word.load(core::sync::atomic::Ordering::Relaxed) == expected {
+        drop(FUTEX.1.wait(g).unwrap());
+    }
     true
 }
 
+/// Under loom: wakes every model futex sleeper.
 #[cfg(loom)]
 pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
+    let _g = FUTEX.0.lock().unwrap();
+    FUTEX.1.notify_all();
     0
 }
 
