@@ -141,10 +141,15 @@ fn mutex_in_a_signal_handler_while_spinning() {
     static B: crate::Mutex<u64> = crate::Mutex::new(0);
     static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
     extern "C" fn handler(_: libc::c_int) {
+        // A handler must leave errno as it found it (the futex calls below may set it).
+        // SAFETY: `__errno_location` returns this thread's errno slot.
+        let errno = unsafe { *libc::__errno_location() };
         // The victim never holds B, and nobody holds B while waiting for A: this cannot wait for the
         // section it interrupted. It may spin in B's OSQ while its thread is in A's.
         *B.lock() += 1;
         IN_HANDLER.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
     }
     unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
@@ -171,6 +176,10 @@ fn mutex_in_a_signal_handler_while_spinning() {
         })
         .collect();
     let victim = std::thread::spawn(move || {
+        // A thread's first slow-path lock use registers its slot (which allocates): never from a
+        // handler (documented). Register it before the signals start.
+        assert!(thread_slot::current().is_some());
+        *A.lock() += 1;
         let me = unsafe { libc::pthread_self() } as usize;
         let kicker = std::thread::spawn(move || {
             for _ in 0..20_000 {
@@ -178,7 +187,7 @@ fn mutex_in_a_signal_handler_while_spinning() {
                 std::thread::yield_now();
             }
         });
-        let mut n = 0u64;
+        let mut n = 1u64;
         while !kicker.is_finished() {
             *A.lock() += 1;
             n += 1;

@@ -91,39 +91,186 @@ pub mod raw {
 mod aliases {
     use crate::raw;
 
-    /// A test-and-test-and-set spinlock protecting a `T`.
+    /// A test-and-test-and-set spinlock protecting a `T`. The baseline: unfair (whoever's swap lands
+    /// first wins), one byte.
+    ///
+    /// ```
+    /// let l = locklab::TasLock::new(0);
+    /// *l.lock() += 1;
+    /// assert_eq!(l.try_lock().map(|g| *g), Some(1));
+    /// ```
     pub type TasLock<T> = lock_api::Mutex<raw::RawTasLock, T>;
-    /// Guard of a [`TasLock`].
+    /// Guard of a [`TasLock`]; unlocks when dropped.
+    ///
+    /// ```
+    /// let l = locklab::TasLock::new(vec![1]);
+    /// let mut g: locklab::TasLockGuard<'_, Vec<i32>> = l.lock();
+    /// g.push(2);
+    /// drop(g);
+    /// assert!(!l.is_locked());
+    /// ```
     pub type TasLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawTasLock, T>;
-    /// A FIFO ticket spinlock protecting a `T`.
+    /// A FIFO ticket spinlock protecting a `T`. Its sharp edge: strict FIFO means a preempted waiter
+    /// stalls everyone behind it, so it collapses when threads outnumber CPUs (the lab shows it); use
+    /// [`Mutex`] there.
+    ///
+    /// ```
+    /// static L: locklab::TicketLock<u32> = locklab::TicketLock::new(0);
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..2 {
+    ///         s.spawn(|| *L.lock() += 1);
+    ///     }
+    /// });
+    /// assert_eq!(*L.lock(), 2);
+    /// ```
     pub type TicketLock<T> = lock_api::Mutex<raw::RawTicketLock, T>;
-    /// Guard of a [`TicketLock`].
+    /// Guard of a [`TicketLock`]; dropping it serves the next ticket (a plain store).
+    ///
+    /// ```
+    /// let l = locklab::TicketLock::new(1);
+    /// let g: locklab::TicketLockGuard<'_, i32> = l.lock();
+    /// assert!(l.try_lock().is_none(), "held: try_lock takes no ticket");
+    /// drop(g);
+    /// ```
     pub type TicketLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawTicketLock, T>;
-    /// An MCS queue lock protecting a `T`.
+    /// An MCS queue lock protecting a `T`: each waiter spins on its own node. A thread holds up to eight
+    /// MCS locks with its own nodes; deeper nesting allocates a node per acquisition.
+    ///
+    /// ```
+    /// let locks: Vec<_> = (0..10).map(locklab::McsLock::new).collect();
+    /// let guards: Vec<_> = locks.iter().map(|l| l.lock()).collect(); // 10 deep: the last two use heap nodes
+    /// assert_eq!(guards.iter().map(|g| **g).sum::<i32>(), 45);
+    /// ```
     pub type McsLock<T> = lock_api::Mutex<raw::RawMcsLock, T>;
-    /// Guard of an [`McsLock`].
+    /// Guard of an [`McsLock`]; holds the queue node until dropped (so it is not `Send`).
+    ///
+    /// ```
+    /// let l = locklab::McsLock::new(5);
+    /// let g: locklab::McsLockGuard<'_, i32> = l.lock();
+    /// assert_eq!(*g, 5);
+    /// ```
     pub type McsLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMcsLock, T>;
-    /// A queued spinlock (qspinlock) protecting a `T`.
+    /// A queued spinlock (qspinlock) protecting a `T`: four bytes, a plain-store unlock.
+    ///
+    /// ```
+    /// static HITS: locklab::QueuedSpinLock<u64> = locklab::QueuedSpinLock::new(0);
+    /// *HITS.lock() += 1;
+    /// assert_eq!(std::mem::size_of_val(unsafe { HITS.raw() }), 4);
+    /// ```
     pub type QueuedSpinLock<T> = lock_api::Mutex<raw::RawQueuedSpinLock, T>;
     /// Guard of a [`QueuedSpinLock`].
+    ///
+    /// ```
+    /// let l = locklab::QueuedSpinLock::new(0);
+    /// let mut g: locklab::QueuedSpinLockGuard<'_, i32> = l.lock();
+    /// *g = 3;
+    /// ```
     pub type QueuedSpinLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawQueuedSpinLock, T>;
-    /// The spinlock to pick: the queued spinlock.
+    /// The spinlock to pick: the queued spinlock. For short sections on threads that are not
+    /// preempted; otherwise pick [`Mutex`].
+    ///
+    /// ```
+    /// let l = locklab::SpinLock::new(Vec::new());
+    /// l.lock().push(1);
+    /// ```
     pub type SpinLock<T> = QueuedSpinLock<T>;
     /// Guard of a [`SpinLock`].
+    ///
+    /// ```
+    /// let l = locklab::SpinLock::new(1);
+    /// let g: locklab::SpinLockGuard<'_, i32> = l.lock();
+    /// assert_eq!(*g, 1);
+    /// ```
     pub type SpinLockGuard<'a, T> = QueuedSpinLockGuard<'a, T>;
-    /// The adaptive futex mutex protecting a `T`.
+    /// The adaptive futex mutex protecting a `T`: spins while the owner is probably running, then
+    /// sleeps in FIFO order; a waiter starved for 1 ms gets the lock handed to it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = locklab::Mutex::new(0);
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| *m.lock() += 1);
+    ///     }
+    /// });
+    /// let g = m.lock();
+    /// assert!(m.try_lock_for(Duration::from_millis(1)).is_none(), "timed out while held");
+    /// locklab::MutexGuard::unlock_fair(g); // hands over to a waiter, if any
+    /// assert_eq!(*m.lock(), 4);
+    /// ```
     pub type Mutex<T> = lock_api::Mutex<raw::RawMutex, T>;
-    /// Guard of a [`Mutex`].
+    /// Guard of a [`Mutex`]. Not `Send` (the owner tag names the locking thread), as std's.
+    ///
+    /// ```
+    /// let m = locklab::Mutex::new(String::new());
+    /// let mut g: locklab::MutexGuard<'_, String> = m.lock();
+    /// g.push('x');
+    /// ```
     pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMutex, T>;
-    /// A condition variable for [`Mutex`].
+    /// A condition variable for [`Mutex`]. No spurious wake-ups, so `notify_one`/`notify_all` report
+    /// exactly how many waiters they woke. Its sharp edge: one condvar serves one mutex at a time; waiting
+    /// on it with a second mutex while waiters of the first remain panics.
+    ///
+    /// ```
+    /// use locklab::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(false), Condvar::new());
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let mut ready = m.lock();
+    ///         cv.wait_while(&mut ready, |r| !*r);
+    ///     });
+    ///     *m.lock() = true;
+    ///     while cv.notify_one() == false {
+    ///         std::thread::yield_now(); // until the waiter is there to notify
+    ///     }
+    /// });
+    /// ```
     pub type Condvar = lock_api::Condvar<raw::RawCondvar>;
-    /// A queued reader-writer spinlock protecting a `T`.
+    /// A queued reader-writer spinlock protecting a `T`. Every read lock and unlock is a locked RMW on
+    /// the shared word (seed 000). At most [`rwspinlock::MAX_READERS`] read holds at once: one more
+    /// panics (forgotten guards cannot wrap the count).
+    ///
+    /// ```
+    /// let l = locklab::RwSpinLock::new(1);
+    /// let (a, b) = (l.read(), l.read());
+    /// assert!(l.try_write().is_none());
+    /// drop((a, b));
+    /// *l.write() += 1;
+    /// ```
     pub type RwSpinLock<T> = lock_api::RwLock<raw::RawRwSpinLock, T>;
-    /// The reader-writer semaphore (optimistic spinning, hand-off, batched reader wake-ups).
+    /// The reader-writer semaphore (optimistic spinning, hand-off, batched reader wake-ups). See
+    /// [`raw::RawRwSem`] for the nested-read sharp edge.
+    ///
+    /// ```
+    /// let l = locklab::RwSem::new(0);
+    /// *l.write() = 5;
+    /// let r = lock_api::RwLockWriteGuard::downgrade(l.write()); // no writer can slip in
+    /// assert_eq!(*r, 5);
+    /// ```
     pub type RwSem<T> = lock_api::RwLock<raw::RawRwSem, T>;
-    /// The percpu rw-semaphore: reads with no locked instruction, writes with a `membarrier`.
+    /// The percpu rw-semaphore: reads with no locked instruction, writes with a `membarrier` (tens of
+    /// microseconds): for data read constantly and written rarely. Read guards are not `Send`.
+    ///
+    /// ```
+    /// let cfg = locklab::PercpuRwSem::new(String::from("v1"));
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| assert!(cfg.read().starts_with('v'))); // no shared cache line written
+    ///     }
+    /// });
+    /// *cfg.write() = "v2".into(); // the expensive side
+    /// assert_eq!(*cfg.read(), "v2");
+    /// ```
     pub type PercpuRwSem<T> = lock_api::RwLock<raw::RawPercpuRwSem, T>;
-    /// A big-reader lock (one spinlock per CPU) protecting a `T`.
+    /// A big-reader lock (a reader-writer spinlock per CPU shard) protecting a `T`.
+    ///
+    /// ```
+    /// let l = locklab::BrLock::new(0);
+    /// let r = l.read(); // this CPU's shard, shared
+    /// assert!(l.try_write().is_none());
+    /// drop(r);
+    /// *l.write() += 1; // every shard, exclusively
+    /// ```
     pub type BrLock<T> = lock_api::RwLock<raw::RawBrLock, T>;
     pub use crate::lockref::{LockRef, LockRefArc};
     pub use crate::seqlock::{SeqCount, SeqLock, SeqLockWriteGuard};

@@ -909,6 +909,7 @@ mod tests {
         static LOCK: RawPercpuRwSem = RawPercpuRwSem::new();
         static HANDLED: AtomicUsize = AtomicUsize::new(0);
         extern "C" fn handler(_: libc::c_int) {
+            // No system call here (the read path makes none), so errno is untouched.
             let t = LOCK.read();
             unsafe { LOCK.read_unlock(t) };
             HANDLED.fetch_add(1, Ordering::Relaxed);
