@@ -215,13 +215,16 @@ mod aliases {
     /// use locklab::{Condvar, Mutex};
     /// let (m, cv) = (Mutex::new(false), Condvar::new());
     /// std::thread::scope(|s| {
-    ///     s.spawn(|| {
+    ///     let waiter = s.spawn(|| {
     ///         let mut ready = m.lock();
     ///         cv.wait_while(&mut ready, |r| !*r);
     ///     });
     ///     *m.lock() = true;
-    ///     while cv.notify_one() == false {
-    ///         std::thread::yield_now(); // until the waiter is there to notify
+    ///     // The flag is set under the mutex, so the waiter either sees it or is waiting: notify until
+    ///     // it is done (`notify_one` returns whether it woke a waiter).
+    ///     while !waiter.is_finished() {
+    ///         cv.notify_one();
+    ///         std::thread::yield_now();
     ///     }
     /// });
     /// ```
