@@ -55,6 +55,13 @@ pub struct RawBrLock {
 
 /// Guard state of a read hold: which shard it locked. Not `Send`-restricted: a shard lock has no thread
 /// affinity.
+///
+/// ```
+/// use locklab::raw::RawBrLock;
+/// let l = RawBrLock::new();
+/// let g = l.read();
+/// unsafe { l.read_unlock(g) }; // the guard names the shard, wherever the thread runs now
+/// ```
 pub struct BrReadGuard {
     shard: usize,
 }

@@ -34,7 +34,14 @@ use crate::wait_list::{SLEEPING, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::ptr;
 
-/// The condition variable. See the [module documentation](self).
+/// The condition variable. See the [module documentation](self). Use it through [`crate::Condvar`];
+/// the raw notify calls work alone:
+///
+/// ```
+/// let cv = locklab::raw::RawCondvar::new();
+/// assert!(!cv.notify_one(), "nobody waits");
+/// assert_eq!(cv.notify_all(), 0);
+/// ```
 pub struct RawCondvar {
     /// The mutex the current waiters use; null when there are none.
     mutex: AtomicPtr<RawMutex>,

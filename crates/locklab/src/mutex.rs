@@ -125,6 +125,12 @@ const fn held_by(tag: u32) -> u32 {
 
 /// Guard state of [`RawMutex`]: the state word value a flag-free unlock expects. Not `Send`, as std's
 /// guard is not: the owner tag names the locking thread.
+///
+/// ```
+/// let m = locklab::raw::RawMutex::new();
+/// let t: locklab::raw::MutexToken = m.lock();
+/// unsafe { m.unlock(t) }; // the token of this acquisition, consumed by its unlock
+/// ```
 pub struct MutexToken {
     expected: u32,
     _not_send: PhantomData<*mut ()>,
@@ -161,6 +167,14 @@ impl MutexToken {
 }
 
 /// The adaptive mutex. See the [module documentation](self).
+///
+/// ```
+/// let m = locklab::raw::RawMutex::new();
+/// let t = m.lock();
+/// assert!(m.try_lock().is_none());
+/// unsafe { m.unlock_fair(t) }; // hands over to the first waiter, or frees the lock
+/// assert!(!m.is_locked());
+/// ```
 pub struct RawMutex {
     state: AtomicU32,
     /// Protects `waiters`.

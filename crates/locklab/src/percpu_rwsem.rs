@@ -164,6 +164,11 @@ impl Chunk {
 /// Whether readers run the fence-free fast path: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` is
 /// available (Linux >= 4.14, not forbidden by seccomp) and registered, and `LOCKLAB_NO_MEMBARRIER` is not
 /// set. Decided once per process; `false` means the documented fallback (full fences on both sides).
+///
+/// ```
+/// // Either way the lock is correct; the answer says what a read costs here.
+/// println!("percpu readers fence-free: {}", locklab::percpu_rwsem::fast_readers());
+/// ```
 pub fn fast_readers() -> bool {
     mode::fast()
 }
@@ -269,6 +274,12 @@ fn heavy_fence_failed(why: std::io::Error) -> ! {
 
 /// Guard state of a read hold: the counter it incremented. Not `Send`: only the owning thread may write
 /// that counter.
+///
+/// ```
+/// let l = locklab::raw::RawPercpuRwSem::new();
+/// let t: locklab::raw::PercpuReadToken = l.read();
+/// unsafe { l.read_unlock(t) };
+/// ```
 pub struct PercpuReadToken {
     counter: *const Counter,
     /// The thread slot that owned `counter` at lock time ([`owner_now`]), which the unlock checks still
@@ -281,11 +292,27 @@ pub struct PercpuReadToken {
 unsafe impl Sync for PercpuReadToken {}
 
 /// Guard state of a write hold: the gate's token (which also keeps the guard from being `Send`).
+///
+/// ```
+/// let l = locklab::raw::RawPercpuRwSem::new();
+/// let w: locklab::raw::PercpuWriteToken = l.write();
+/// let r = unsafe { l.downgrade(w) }; // stays a reader throughout
+/// unsafe { l.read_unlock(r) };
+/// ```
 pub struct PercpuWriteToken {
     _gate: RwSemToken,
 }
 
 /// The percpu rw-semaphore. See the [module documentation](self).
+///
+/// ```
+/// let l = locklab::raw::RawPercpuRwSem::new();
+/// let r = l.read(); // a load and a store to this thread's counter, no locked instruction
+/// assert!(l.try_write().is_none(), "a writer waits for the reader");
+/// unsafe { l.read_unlock(r) };
+/// let w = l.write(); // a membarrier and a scan of every counter
+/// unsafe { l.write_unlock(w) };
+/// ```
 pub struct RawPercpuRwSem {
     block: AtomicU32,
     wake_seq: AtomicU32,

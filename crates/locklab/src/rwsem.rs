@@ -119,6 +119,12 @@ const fn readers(c: u64) -> u64 {
 }
 
 /// Guard state of a hold of [`RawRwSem`]: the holder's tag. Not `Send` (the owner hint names the thread).
+///
+/// ```
+/// let l = locklab::raw::RawRwSem::new();
+/// let t: locklab::raw::RwSemToken = l.write();
+/// unsafe { l.write_unlock_fair(&t) };
+/// ```
 pub struct RwSemToken {
     tag: u32,
     _not_send: PhantomData<*mut ()>,

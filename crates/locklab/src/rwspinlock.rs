@@ -63,6 +63,16 @@ fn reader_overflow() -> ! {
 }
 
 /// A queued reader-writer spinlock. See the [module documentation](self).
+///
+/// ```
+/// let l = locklab::raw::RawRwSpinLock::new();
+/// l.read();
+/// assert!(!l.try_write());
+/// unsafe { l.read_unlock() };
+/// l.write();
+/// assert!(l.is_locked_exclusive());
+/// unsafe { l.write_unlock() };
+/// ```
 pub struct RawRwSpinLock {
     cnts: AtomicU32,
     wait_lock: RawQueuedSpinLock,

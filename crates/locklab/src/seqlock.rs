@@ -153,7 +153,20 @@ impl Default for SeqCount {
 }
 
 #[cfg(not(loom))]
-/// A sequence lock protecting a `T`. See the [module documentation](self).
+/// A sequence lock protecting a `T`. See the [module documentation](self). Readers copy the value and
+/// never write shared memory; writers never wait for readers. `T: NoUninit` (no padding) is required,
+/// since readers copy bytes that a writer may be changing.
+///
+/// ```
+/// use locklab::SeqLock;
+/// static POS: SeqLock<[f64; 3]> = SeqLock::new([0.0; 3]);
+/// POS.set([1.0, 2.0, 3.0]);
+/// {
+///     let mut w = POS.write(); // a copy, stored back when the guard drops
+///     w[0] += 1.0;
+/// }
+/// assert_eq!(POS.read(), [2.0, 2.0, 3.0]);
+/// ```
 pub struct SeqLock<T: bytemuck::NoUninit> {
     seq: SeqCount,
     writer: crate::spin::qspinlock::RawQueuedSpinLock,
@@ -286,6 +299,14 @@ impl<T: bytemuck::NoUninit + Default> Default for SeqLock<T> {
 #[cfg(not(loom))]
 /// A write in progress: derefs to a copy of the value, stored back (and the sequence made even, and the
 /// writer lock released) on drop.
+///
+/// ```
+/// let s = locklab::SeqLock::new(1u64);
+/// let mut g: locklab::SeqLockWriteGuard<'_, u64> = s.write();
+/// *g += 1;
+/// drop(g);
+/// assert_eq!((s.read(), s.sequence()), (2, 2));
+/// ```
 pub struct SeqLockWriteGuard<'a, T: bytemuck::NoUninit> {
     lock: &'a SeqLock<T>,
     value: T,

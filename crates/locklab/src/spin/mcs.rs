@@ -43,6 +43,15 @@ use core::ptr;
 use crate::thread_slot::{self, MCS_LEVELS};
 
 /// A queue node for [`RawMcsLock`] and for the queued spinlock.
+///
+/// ```
+/// use locklab::raw::{McsNode, RawMcsLock};
+/// let (l, node) = (RawMcsLock::new(), McsNode::new());
+/// unsafe {
+///     l.lock_with(&node); // the caller provides the node and keeps it alive until unlock
+///     l.unlock_with(&node);
+/// }
+/// ```
 #[repr(align(64))]
 pub struct McsNode {
     pub(crate) next: AtomicPtr<McsNode>,
@@ -110,6 +119,13 @@ impl Default for McsNode {
 }
 
 /// An MCS queue lock. See the [module documentation](self).
+///
+/// ```
+/// use lock_api::RawMutex as _;
+/// let l = locklab::raw::RawMcsLock::new();
+/// let g = l.lock(); // a node from this thread's slot
+/// unsafe { l.unlock(g) };
+/// ```
 pub struct RawMcsLock {
     tail: AtomicPtr<McsNode>,
 }
@@ -205,6 +221,14 @@ impl Default for RawMcsLock {
 
 /// Guard state of [`RawMcsLock`]: the node this acquisition queued. Not `Send`: the node belongs to the
 /// locking thread's slot, whose bookkeeping only that thread touches.
+///
+/// ```
+/// use lock_api::RawMutex as _;
+/// let l = locklab::raw::RawMcsLock::new();
+/// let g: locklab::raw::McsGuard = l.lock();
+/// assert!(l.try_lock().is_none());
+/// unsafe { l.unlock(g) };
+/// ```
 pub struct McsGuard {
     node: ptr::NonNull<McsNode>,
     /// The slot and level the node came from, or `None` for a heap node.

@@ -82,6 +82,13 @@ pub(crate) const fn decode_tail(tail: u16) -> (u32, u32) {
 }
 
 /// A queued spinlock. See the [module documentation](self).
+///
+/// ```
+/// let l = locklab::raw::RawQueuedSpinLock::new();
+/// l.lock();
+/// assert!(!l.try_lock());
+/// unsafe { l.unlock() }; // one plain byte store
+/// ```
 #[repr(C, align(4))]
 pub struct RawQueuedSpinLock {
     locked: AtomicU8,

@@ -30,6 +30,12 @@ const MAX_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
 const INTERNAL_SPINS: u32 = 16;
 
 /// A test-and-test-and-set spinlock. See the [module documentation](self).
+///
+/// ```
+/// let l = locklab::raw::RawTasLock::new();
+/// assert!(l.try_lock());
+/// unsafe { l.unlock() };
+/// ```
 pub struct RawTasLock {
     locked: AtomicBool,
 }

@@ -14,6 +14,17 @@ use std::time::Duration;
 ///
 /// Returns `false` if the kernel reported the timeout, `true` otherwise (woken, value already changed,
 /// or interrupted). Spurious returns happen: callers re-check their condition.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+/// let word = AtomicU32::new(0);
+/// // The value differs: returns at once. Same value: sleeps until woken or the timeout.
+/// assert!(locklab::sys::futex_wait(&word, 1, None));
+/// assert!(!locklab::sys::futex_wait(&word, 0, Some(Duration::from_millis(1))), "timed out");
+/// word.store(1, Ordering::Release);
+/// assert_eq!(locklab::sys::futex_wake(&word, 1), 0, "nobody sleeps there");
+/// ```
 #[cfg(not(loom))]
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
     let ts = timeout.map(|d| libc::timespec {
@@ -99,6 +110,10 @@ pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
 }
 
 /// Gives up the CPU to another runnable thread (`sched_yield(2)`).
+///
+/// ```
+/// locklab::sys::sched_yield();
+/// ```
 #[inline]
 pub fn sched_yield() {
     // SAFETY: sched_yield takes no arguments and cannot fail in a way that matters to us.
@@ -133,6 +148,12 @@ fn membarrier_call(cmd: libc::c_int) -> libc::c_long {
 
 /// Registers this process for `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (idempotent). Returns `false` where the
 /// kernel lacks the command (before Linux 4.14), forbids it (seccomp), or under Miri and loom.
+///
+/// ```
+/// if locklab::sys::membarrier_register() {
+///     assert!(locklab::sys::membarrier(), "a full barrier on every running thread of the process");
+/// }
+/// ```
 pub fn membarrier_register() -> bool {
     #[cfg(any(loom, miri))]
     {
@@ -166,6 +187,11 @@ pub fn membarrier() -> bool {
 }
 
 /// The kernel's id of the calling thread (`gettid(2)`).
+///
+/// ```
+/// let me = locklab::sys::thread_id();
+/// assert_ne!(me, std::thread::spawn(locklab::sys::thread_id).join().unwrap());
+/// ```
 pub fn thread_id() -> u32 {
     // SAFETY: gettid takes no arguments and always succeeds.
     unsafe { libc::gettid() as u32 }
@@ -173,6 +199,13 @@ pub fn thread_id() -> u32 {
 
 /// The CPU the calling thread is running on right now (`sched_getcpu(3)`), or `None` if unknown.
 /// Only a hint: the thread may migrate the moment this returns.
+///
+/// ```
+/// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+/// if let Some(c) = locklab::sys::current_cpu() {
+///     assert!(c < 4096 && cpus >= 1);
+/// }
+/// ```
 pub fn current_cpu() -> Option<usize> {
     // Miri has no model of `sched_getcpu`: report "unknown", which every caller handles.
     if cfg!(miri) {
