@@ -187,6 +187,9 @@ where
                     if !spec.cpus.is_empty() {
                         pin_to(spec.cpus[t % spec.cpus.len()]);
                     }
+                    // Auto-resizing: `record` grows it to any value (nanoseconds to minutes). Not
+                    // `saturating_record`, which never resizes and clamped every sample past the initial
+                    // range (~2 us) to 2 ns (issue 9).
                     let mut hist =
                         Histogram::<u64>::new(3).expect("3 significant figures is valid");
                     barrier.wait();
@@ -199,7 +202,8 @@ where
                             break;
                         }
                         if let Some(ns) = op(t, i, i.is_multiple_of(SAMPLE_EVERY) && p == MEASURE) {
-                            hist.saturating_record(ns);
+                            hist.record(ns.max(1))
+                                .expect("an auto-resizing histogram records any u64");
                         }
                         i += 1;
                         // Relaxed: a private counter read by the timer thread. Published every
@@ -409,6 +413,59 @@ pub(crate) mod tests {
         );
         assert!(
             (out.ops_per_sec() - out.total_ops() as f64 * 1e9 / out.wall_ns as f64).abs() < 1e-6
+        );
+    }
+
+    /// Latencies far past the histogram's initial range are recorded at their true value (issue 9: they
+    /// were clamped to 2 ns). The mock clock steps 2,500 ns (just past the initial ~2,047) and 3 s.
+    #[test]
+    fn latency_is_recorded_at_its_true_value_across_the_range() {
+        for step in [2_500u64, 3_000_000_000] {
+            let clock = StepClock::new(step);
+            let out = run_lock::<MockLock>(&spec(1), &clock);
+            let h = &out.acquire_ns;
+            assert!(!h.is_empty());
+            let p50 = h.value_at_quantile(0.5);
+            assert!(
+                p50.abs_diff(step) * 1000 <= step,
+                "step {step}: p50 {p50} (3 significant digits)"
+            );
+            assert!(
+                h.max() >= step - step / 1000,
+                "step {step}: max {}",
+                h.max()
+            );
+        }
+    }
+
+    /// The same with the real clock: a lock whose acquisition takes ~2 ms shows milliseconds, not ns.
+    #[test]
+    fn real_clock_millisecond_acquisitions() {
+        struct Slow(std::sync::Mutex<Shared>);
+        impl LockUnderTest for Slow {
+            fn new() -> Self {
+                Slow(Default::default())
+            }
+            fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+                let mut g = self.0.lock().unwrap();
+                std::thread::sleep(Duration::from_millis(2)); // a slow acquisition
+                f(&mut g)
+            }
+        }
+        let s = TrialSpec {
+            duration_ns: 400_000_000,
+            warmup_ns: 0,
+            ..spec(1)
+        };
+        // ~200 ops of 2 ms: every 64th is sampled, so two or three samples.
+        let out = run_lock::<Slow>(&s, &SystemClock::default());
+        let h = &out.acquire_ns;
+        assert!(!h.is_empty());
+        assert!(
+            h.min() >= 2_000_000 && h.max() < 1_000_000_000,
+            "acquisitions of ~2 ms: min {} max {}",
+            h.min(),
+            h.max()
         );
     }
 
