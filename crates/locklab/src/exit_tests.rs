@@ -119,6 +119,20 @@ fn mcs_from_late_destructors() {
     });
 }
 
+/// Installs `handler` for `sig` (process-wide, `SA_RESTART`). For the signal-handler tests.
+#[cfg(not(miri))]
+pub(crate) fn install_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: `sa` is a zeroed, then filled `sigaction`; `handler` is an `extern "C" fn(c_int)`, the
+    // shape `sa_sigaction` takes without SA_SIGINFO; the old action is not asked for.
+    unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = handler as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(sig, &sa, core::ptr::null_mut()), 0);
+    }
+}
+
 /// Issue 8, defect 11: a thread's OSQ node is claimed for one spin; a second claim on the same thread
 /// (a signal handler locking a `Mutex` or `RwSem` while its thread spins in an OSQ) gets none and so
 /// skips spinning instead of linking the node into a second queue.
@@ -151,16 +165,7 @@ fn mutex_in_a_signal_handler_while_spinning() {
         // SAFETY: as above.
         unsafe { *libc::__errno_location() = errno };
     }
-    unsafe {
-        let mut sa: libc::sigaction = core::mem::zeroed();
-        sa.sa_sigaction = handler as extern "C" fn(libc::c_int) as usize;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(
-            libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut()),
-            0
-        );
-    }
+    install_handler(libc::SIGUSR1, handler);
     let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let contenders: Vec<_> = (0..3)
         .map(|_| {

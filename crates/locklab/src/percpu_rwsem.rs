@@ -944,16 +944,7 @@ mod tests {
         // Register this thread's slot and counter chunk before any signal can arrive.
         let t = LOCK.read();
         unsafe { LOCK.read_unlock(t) };
-        unsafe {
-            let mut sa: libc::sigaction = core::mem::zeroed();
-            sa.sa_sigaction = handler as extern "C" fn(libc::c_int) as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            assert_eq!(
-                libc::sigaction(libc::SIGUSR2, &sa, core::ptr::null_mut()),
-                0
-            );
-        }
+        crate::exit_tests::install_handler(libc::SIGUSR2, handler);
         let me = unsafe { libc::pthread_self() } as usize;
         let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let sender = std::thread::spawn(move || {
