@@ -197,13 +197,13 @@ mod tests {
     /// reader that waits for another reader while holding its own, both get in.
     #[test]
     fn readers_on_one_shard_share() {
-        let l = RawBrLock::new();
+        static L: RawBrLock = RawBrLock::new();
+        let l = &L;
         let a = l.read();
         let b = l
             .try_read()
             .expect("a second reader on the same shard gets in");
         assert!(!l.try_write(), "a writer waits for both");
-        let l: &'static RawBrLock = Box::leak(Box::new(l));
         // A reader pinned to our CPU (any thread: its shard may equal ours) gets in while we hold ours.
         let other = std::thread::spawn(move || {
             let g = l.read();

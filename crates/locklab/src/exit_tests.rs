@@ -85,7 +85,8 @@ fn exclusion_with_slotless_threads(with_lock: impl Fn(&dyn Fn()) + Send + Sync +
 
 #[test]
 fn qspinlock_from_late_destructors() {
-    let l: &'static crate::QueuedSpinLock<()> = Box::leak(Box::new(crate::QueuedSpinLock::new(())));
+    static L: crate::QueuedSpinLock<()> = crate::QueuedSpinLock::new(());
+    let l = &L;
     exclusion_with_slotless_threads(move |f| {
         let _g = l.lock();
         f()
@@ -94,7 +95,8 @@ fn qspinlock_from_late_destructors() {
 
 #[test]
 fn mutex_from_late_destructors() {
-    let l: &'static crate::Mutex<()> = Box::leak(Box::new(crate::Mutex::new(())));
+    static L: crate::Mutex<()> = crate::Mutex::new(());
+    let l = &L;
     exclusion_with_slotless_threads(move |f| {
         let _g = l.lock();
         f()
@@ -103,7 +105,8 @@ fn mutex_from_late_destructors() {
 
 #[test]
 fn rwsem_from_late_destructors() {
-    let l: &'static crate::RwSem<()> = Box::leak(Box::new(crate::RwSem::new(())));
+    static L: crate::RwSem<()> = crate::RwSem::new(());
+    let l = &L;
     exclusion_with_slotless_threads(move |f| {
         let _g = l.write();
         f()
@@ -112,7 +115,8 @@ fn rwsem_from_late_destructors() {
 
 #[test]
 fn mcs_from_late_destructors() {
-    let l: &'static crate::McsLock<()> = Box::leak(Box::new(crate::McsLock::new(())));
+    static L: crate::McsLock<()> = crate::McsLock::new(());
+    let l = &L;
     exclusion_with_slotless_threads(move |f| {
         let _g = l.lock();
         f()

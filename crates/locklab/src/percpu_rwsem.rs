@@ -893,22 +893,23 @@ mod tests {
     /// count may be lost: at the end no reader is counted and a writer gets in.
     #[test]
     fn guard_dropped_after_its_slot_was_returned() {
-        let s: &'static RawPercpuRwSem = Box::leak(Box::new(RawPercpuRwSem::new()));
+        static S: RawPercpuRwSem = RawPercpuRwSem::new();
+        let s = &S;
         for _ in 0..if cfg!(miri) { 2 } else { 50 } {
-            let guard: std::sync::Arc<std::sync::Mutex<Option<usize>>> = Default::default();
-            let g2 = guard.clone();
+            // The token is not Send and never leaves its thread: it is parked in a thread-local with
+            // no destructor (readable during thread exit) between the two closures.
+            thread_local!(static PARKED: Cell<*mut PercpuReadToken> = const { Cell::new(ptr::null_mut()) });
             let h = crate::exit_tests::late(
                 move || {
                     let t = s.read();
-                    // Park the token (not Send) as a raw address for the late destructor.
-                    *g2.lock().unwrap() = Some(Box::into_raw(Box::new(t)) as usize);
+                    PARKED.with(|p| p.set(Box::into_raw(Box::new(t))));
                 },
                 move || {
                     // Let a new thread take the slot and hammer its counter meanwhile.
                     std::thread::sleep(std::time::Duration::from_millis(1));
-                    let t = guard.lock().unwrap().take().unwrap();
-                    // SAFETY (test): the token made by this thread above, unboxed once.
-                    let t = unsafe { Box::from_raw(t as *mut PercpuReadToken) };
+                    let t = PARKED.with(|p| p.replace(ptr::null_mut()));
+                    // SAFETY (test): the box this thread made above, unboxed once.
+                    let t = unsafe { Box::from_raw(t) };
                     unsafe { s.read_unlock(*t) };
                 },
             );

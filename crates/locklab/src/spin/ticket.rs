@@ -215,7 +215,8 @@ mod tests {
     /// counter comes back to the value it read must not return `true` while another thread holds.
     #[test]
     fn stalled_try_lock_never_enters_beside_the_holder() {
-        let l: &'static RawTicketLock = Box::leak(Box::new(RawTicketLock::new()));
+        static L: RawTicketLock = RawTicketLock::new();
+        let l = &L;
         // The stalled thread read `served == 0`...
         let seen = l.served.load(Ordering::Relaxed);
         assert_eq!(seen, 0);
