@@ -412,9 +412,13 @@ impl RawPercpuRwSem {
     // token returned through memory would cost as much again.
     #[inline(always)]
     pub fn read(&self) -> PercpuReadToken {
-        let (c, shared) = self.counter(my_index());
+        // Both read the same thread-local, next to each other: one load (the chunk's Acquire load in
+        // `counter` would force a second).
+        let (index, me) = (my_index(), owner_now());
+        let (c, shared) = self.counter(index);
+        let owner = if shared { ptr::null() } else { me };
         if self.enter(c, shared) {
-            return token(c, shared);
+            return token(c, owner);
         }
         match self.read_slow(c, shared, None) {
             Some(t) => t,
@@ -426,8 +430,9 @@ impl RawPercpuRwSem {
     #[inline]
     pub fn try_read(&self) -> Option<PercpuReadToken> {
         let (c, shared) = self.counter(my_index());
+        let owner = owner_of(shared);
         if self.enter(c, shared) {
-            return Some(token(c, shared));
+            return Some(token(c, owner));
         }
         self.leave(c, shared);
         None
@@ -441,8 +446,9 @@ impl RawPercpuRwSem {
         deadline: Option<&Deadline>,
     ) -> Option<PercpuReadToken> {
         let (c, shared) = self.counter(index);
+        let owner = owner_of(shared);
         if self.enter(c, shared) {
-            return Some(token(c, shared));
+            return Some(token(c, owner));
         }
         self.read_slow(c, shared, deadline)
     }
@@ -499,7 +505,7 @@ impl RawPercpuRwSem {
         bump(&c.locks, shared);
         // SAFETY: we took the gate shared just above.
         unsafe { self.gate.read_unlock() };
-        Some(token(c, shared))
+        Some(token(c, owner_of(shared)))
     }
 
     /// Releases a shared hold.
@@ -650,7 +656,7 @@ impl RawPercpuRwSem {
         // Published to the next writer by the gate's Release in `open`.
         bump(&c.locks, shared);
         self.open(t);
-        token(c, shared)
+        token(c, owner_of(shared))
     }
 
     /// Whether anyone holds the lock (a snapshot; costs a scan).
@@ -718,12 +724,18 @@ fn bump_shared(c: &AtomicUsize) {
 }
 
 #[inline(always)]
-fn token(c: &Counter, shared: bool) -> PercpuReadToken {
+fn token(c: &Counter, owner: *const ()) -> PercpuReadToken {
     PercpuReadToken {
         counter: c,
-        owner: if shared { ptr::null() } else { owner_now() },
+        owner,
         _not_send: PhantomData,
     }
+}
+
+/// The token's owner for a counter: null for the shared `overflow`, else this thread's slot.
+#[inline(always)]
+fn owner_of(shared: bool) -> *const () {
+    if shared { ptr::null() } else { owner_now() }
 }
 
 /// The calling thread's slot, as an identity (null without one). Read once at lock time and once at
