@@ -21,7 +21,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .collect();
                 runs.sort_unstable();
                 println!(
-                    "{:<26}{:<6}{}  [{}]",
+                    "{:<26}{:<10}{}  [{}]",
                     l.name,
                     l.kind.name(),
                     l.summary,
@@ -29,7 +29,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             for w in Workload::ALL {
-                println!("{:<26}{:<6}{}", w.name(), "load", w.summary());
+                println!("{:<26}{:<10}{}", w.name(), "load", w.summary());
             }
         }
         Some(Command::Calibrate { json }) => {

@@ -123,7 +123,8 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// "Who wins where": per workload and thread count, our best lock against the best peer.
+/// "Who wins where": per workload and thread count, our best lock against the best peer. Baselines
+/// (`atomic-count`: no lock at all) are in the tables but never win here.
 pub fn summary(report: &Report) -> String {
     let mut s = String::from("who wins where (median ops/s; ratio = our best / best peer)\n");
     let mut keys: Vec<(String, usize)> = vec![];
@@ -156,4 +157,42 @@ pub fn summary(report: &Report) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::ResultRow;
+
+    fn row(lock: &str, ops: f64) -> ResultRow {
+        let mut r = ResultRow {
+            workload: "refcount".into(),
+            lock: lock.into(),
+            threads: 2,
+            ..Default::default()
+        };
+        r.ops_per_sec.median = ops;
+        r
+    }
+
+    /// Issue 9 item 6: `atomic-count` (no lock) is shown but never wins the summary.
+    #[test]
+    fn baselines_never_win_the_summary() {
+        let rep = Report {
+            results: vec![
+                row("atomic-count", 90e6),
+                row("lockref", 30e6),
+                row("std-mutex-count", 20e6),
+            ],
+            ..Default::default()
+        };
+        let s = summary(&rep);
+        let line = s
+            .lines()
+            .find(|l| l.contains("refcount"))
+            .expect("a refcount line");
+        assert!(line.contains("ours") && line.contains("lockref"), "{line}");
+        assert!(!line.contains("atomic-count"), "{line}");
+        assert!(line.contains("x1.50"), "{line}");
+    }
 }

@@ -25,7 +25,7 @@ fn list_names_every_lock_with_its_kind() {
         ("qspinlock", "ours"),
         ("parking-lot-mutex", "peer"),
         ("std-rwlock", "peer"),
-        ("atomic-count", "ours"),
+        ("atomic-count", "baseline"),
     ] {
         let line = out
             .lines()

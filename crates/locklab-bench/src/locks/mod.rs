@@ -49,14 +49,17 @@ pub enum Kind {
     Ours,
     /// Another crate's, or the platform's.
     Peer,
+    /// Not a lock: a reference point (e.g. `atomic-count`), shown beside the locks but never a winner.
+    Baseline,
 }
 
 impl Kind {
-    /// `ours` or `peer`.
+    /// `ours`, `peer` or `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Ours => "ours",
             Kind::Peer => "peer",
+            Kind::Baseline => "baseline",
         }
     }
 }

@@ -137,7 +137,7 @@ pub fn entries() -> Vec<LockInfo> {
         ),
         refcount::<AtomicCount>(
             "atomic-count",
-            Kind::Ours,
+            Kind::Baseline,
             "an atomic fetch_add/fetch_sub count (refcount baseline)",
         ),
     ]
