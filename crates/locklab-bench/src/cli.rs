@@ -30,6 +30,18 @@ pub enum Command {
     Bench(Box<BenchArgs>),
     /// locktorture for every primitive: invariants checked under stressors; exit 1 on any failure.
     Torture(TortureArgs),
+    /// Compare two `--json` runs row by row: ratio of medians and a noise-aware verdict.
+    Compare {
+        /// The earlier run's JSON.
+        #[arg(value_name = "OLD.json")]
+        old: String,
+        /// The later run's JSON.
+        #[arg(value_name = "NEW.json")]
+        new: String,
+        /// Exit 1 if a row is slower (beyond noise) by more than this percent.
+        #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
+        fail_if_slower: Option<String>,
+    },
 }
 
 /// `locklab torture` options.

@@ -10,6 +10,7 @@
 
 pub mod calibrate;
 pub mod cli;
+pub mod compare;
 pub mod locks;
 pub mod metrics;
 pub mod report;

@@ -65,6 +65,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let plan = plan_bench(&args, cpus)?;
             suite::run(&plan, &SystemClock::default())?;
         }
+        Some(Command::Compare {
+            old,
+            new,
+            fail_if_slower,
+        }) => {
+            let budget = match fail_if_slower {
+                Some(p) => Some(locklab_bench::cli::number("fail-if-slower", &p, 0, 100)? as f64),
+                None => None,
+            };
+            let (old, new) = (
+                locklab_bench::compare::load(&old)?,
+                locklab_bench::compare::load(&new)?,
+            );
+            let (rows, unmatched) = locklab_bench::compare::compare(&old, &new);
+            print!("{}", locklab_bench::compare::render(&rows, &unmatched));
+            if let Some(pct) = budget {
+                let bad = locklab_bench::compare::regressions(&rows, pct);
+                if !bad.is_empty() {
+                    return Err(anyhow::anyhow!(
+                        "{} row(s) slower than the old run by more than {pct}% (beyond noise)",
+                        bad.len()
+                    ));
+                }
+            }
+        }
         Some(Command::Torture(args)) => {
             let plan = plan_torture(&args, cpus)?;
             if !locklab_bench::torture::run(&plan)? {
