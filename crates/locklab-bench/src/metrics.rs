@@ -83,6 +83,36 @@ pub struct Limit {
     pub ratio: f64,
 }
 
+/// How busy the machine was while the row was measured (lab.md's `noise`): the largest over its repeats.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Noise {
+    /// CPU time other processes used, % of all online CPUs over the window.
+    pub others_cpu_pct: f64,
+    /// Hypervisor steal time, % of all online CPUs over the window.
+    pub steal_pct: f64,
+    /// Measured on a busy machine: others above [`BUSY_OTHERS_PCT`] or steal above [`BUSY_STEAL_PCT`].
+    pub busy: bool,
+}
+
+/// Other processes' CPU share above which a row counts as measured on a busy machine, %.
+pub const BUSY_OTHERS_PCT: f64 = 10.0;
+/// Steal above which a row counts as measured on a busy machine, %.
+pub const BUSY_STEAL_PCT: f64 = 5.0;
+
+/// The noise of a set of trials on a machine with `online_cpus` CPUs: the worst trial's.
+pub fn noise(trials: &[TrialOutcome], online_cpus: usize) -> Noise {
+    let mut n = Noise::default();
+    for t in trials {
+        let avail = t.wall_ns.max(1) as f64 * online_cpus.max(1) as f64;
+        let others = 100.0 * t.others_cpu_ns.unwrap_or(0) as f64 / avail;
+        let steal = 100.0 * t.steal_ns as f64 / avail;
+        n.others_cpu_pct = n.others_cpu_pct.max(others);
+        n.steal_pct = n.steal_pct.max(steal);
+    }
+    n.busy = n.others_cpu_pct > BUSY_OTHERS_PCT || n.steal_pct > BUSY_STEAL_PCT;
+    n
+}
+
 /// One row: lock x workload x thread count (lab.md's schema).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ResultRow {
@@ -122,6 +152,9 @@ pub struct ResultRow {
     pub acquire_ns: Latency,
     /// the physical limit
     pub limit: Limit,
+    /// How busy the machine was (absent in reports from before it existed).
+    #[serde(default)]
+    pub noise: Noise,
 }
 
 impl ResultRow {
@@ -266,6 +299,7 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
             p999: q(0.999),
             max: if h.is_empty() { 0 } else { h.max() },
         },
+        noise: noise(trials, crate::runner::online_cpus()),
         limit: Limit {
             basis,
             ns_per_op: limit_ns,
@@ -311,7 +345,27 @@ mod tests {
             voluntary_cs: 10,
             involuntary_cs: 4,
             acquire_ns: h,
+            others_cpu_ns: Some(0),
+            steal_ns: 0,
         }
+    }
+
+    /// Issue 9 item 5: other processes' CPU and steal, as a share of the machine, worst trial wins.
+    #[test]
+    fn noise_is_the_worst_trials_share_of_the_machine() {
+        let mut quiet = trial(vec![1], 1_000_000_000, 0, &[]);
+        quiet.others_cpu_ns = Some(50_000_000); // 0.05 CPU-s of 2 CPU-s: 2.5%
+        let mut busy = trial(vec![1], 1_000_000_000, 0, &[]);
+        busy.others_cpu_ns = Some(1_200_000_000); // 60%
+        busy.steal_ns = 20_000_000; // 1%
+        let n = noise(std::slice::from_ref(&quiet), 2);
+        assert!((n.others_cpu_pct - 2.5).abs() < 1e-9 && !n.busy, "{n:?}");
+        let n = noise(&[quiet.clone(), busy], 2);
+        assert!((n.others_cpu_pct - 60.0).abs() < 1e-9 && (n.steal_pct - 1.0).abs() < 1e-9);
+        assert!(n.busy);
+        let mut stolen = quiet;
+        stolen.steal_ns = 200_000_000; // 10%
+        assert!(noise(&[stolen], 2).busy, "steal alone marks a row busy");
     }
 
     fn spec(threads: usize) -> RowSpec {

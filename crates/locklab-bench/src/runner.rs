@@ -80,6 +80,11 @@ pub struct TrialOutcome {
     pub involuntary_cs: u64,
     /// Sampled acquisition latencies (ns) inside the window.
     pub acquire_ns: Histogram<u64>,
+    /// CPU time other processes used during the window (system busy time minus ours), ns; `None`
+    /// without `/proc/stat`.
+    pub others_cpu_ns: Option<u64>,
+    /// Hypervisor steal time during the window, ns (all CPUs).
+    pub steal_ns: u64,
 }
 
 impl TrialOutcome {
@@ -127,6 +132,47 @@ pub fn usage() -> Usage {
         voluntary: ru.ru_nvcsw as u64,
         involuntary: ru.ru_nivcsw as u64,
     }
+}
+
+/// The whole machine's CPU time from `/proc/stat` (all CPUs, nanoseconds): busy (user, nice, system,
+/// irq, softirq) and stolen by the hypervisor. `None` where `/proc/stat` is unreadable.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SystemCpu {
+    /// Busy time of every process, ns.
+    pub busy_ns: u64,
+    /// Steal time, ns.
+    pub steal_ns: u64,
+}
+
+/// Parses `/proc/stat`'s first line (`cpu user nice system idle iowait irq softirq steal ...`), in
+/// clock ticks of `tick_ns`.
+pub fn parse_proc_stat(text: &str, tick_ns: u64) -> Option<SystemCpu> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    Some(SystemCpu {
+        busy_ns: (at(0) + at(1) + at(2) + at(5) + at(6)) * tick_ns,
+        steal_ns: at(7) * tick_ns,
+    })
+}
+
+/// Online CPUs of the machine (what `/proc/stat`'s totals cover).
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory arguments.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
+}
+
+/// The machine's CPU time now (see [`SystemCpu`]).
+pub fn system_cpu() -> Option<SystemCpu> {
+    // SAFETY: sysconf has no memory arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let tick_ns = 1_000_000_000 / u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?, tick_ns)
 }
 
 /// Pins the calling thread to `cpu`; failures are ignored (the run is then unpinned, not wrong).
@@ -226,6 +272,7 @@ where
             .map(|c| c.0.load(Ordering::Relaxed))
             .collect();
         let u0 = usage();
+        let s0 = system_cpu();
         let t0 = clock.now_ns();
         phase.store(MEASURE, Ordering::Relaxed);
         clock.sleep_ns(spec.duration_ns);
@@ -235,6 +282,15 @@ where
             .collect();
         let t1 = clock.now_ns();
         let u1 = usage();
+        let s1 = system_cpu();
+        let cpu_ns = u1.cpu_ns.saturating_sub(u0.cpu_ns);
+        let (others_cpu_ns, steal_ns) = match (s0, s1) {
+            (Some(a), Some(b)) => (
+                Some(b.busy_ns.saturating_sub(a.busy_ns).saturating_sub(cpu_ns)),
+                b.steal_ns.saturating_sub(a.steal_ns),
+            ),
+            _ => (None, 0),
+        };
         phase.store(STOP, Ordering::Relaxed);
         let mut acquire_ns = Histogram::<u64>::new(3).expect("valid");
         for w in workers {
@@ -244,10 +300,12 @@ where
         TrialOutcome {
             per_thread_ops: c1.iter().zip(&c0).map(|(a, b)| a - b).collect(),
             wall_ns: t1.saturating_sub(t0).max(1),
-            cpu_ns: u1.cpu_ns.saturating_sub(u0.cpu_ns),
+            cpu_ns,
             voluntary_cs: u1.voluntary.saturating_sub(u0.voluntary),
             involuntary_cs: u1.involuntary.saturating_sub(u0.involuntary),
             acquire_ns,
+            others_cpu_ns,
+            steal_ns,
         }
     })
 }
@@ -467,6 +525,16 @@ pub(crate) mod tests {
             h.min(),
             h.max()
         );
+    }
+
+    #[test]
+    fn proc_stat_parses_busy_and_steal() {
+        let text = "cpu  100 5 20 9000 7 3 2 11 0 0\ncpu0 50 2 10 4500 3 1 1 5 0 0\n";
+        let s = parse_proc_stat(text, 10_000_000).unwrap();
+        assert_eq!(s.busy_ns, (100 + 5 + 20 + 3 + 2) * 10_000_000);
+        assert_eq!(s.steal_ns, 11 * 10_000_000);
+        assert!(parse_proc_stat("intr 1 2\n", 1).is_none());
+        assert!(system_cpu().is_some(), "this machine has /proc/stat");
     }
 
     #[test]

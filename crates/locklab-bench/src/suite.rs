@@ -114,6 +114,10 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
         }
     }
     bar.finish_and_clear();
+    if let (false, Some(w)) = (plan.quiet, busy_warning(&report)) {
+        // On stderr (stdout may hold an export). With --quiet the exports still carry `noise.busy`.
+        eprintln!("{w}");
+    }
     if plan.summary && !plan.quiet {
         write!(out, "{}", summary(&report))?;
     }
@@ -121,6 +125,23 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
         e.finish(&report)?;
     }
     Ok(report)
+}
+
+/// One line when rows were measured on a busy machine (lab.md's `noise.busy`), else `None`.
+pub fn busy_warning(report: &Report) -> Option<String> {
+    let busy: Vec<_> = report.results.iter().filter(|r| r.noise.busy).collect();
+    let worst = busy
+        .iter()
+        .map(|r| r.noise.others_cpu_pct.max(r.noise.steal_pct))
+        .fold(0.0, f64::max);
+    (!busy.is_empty()).then(|| {
+        format!(
+            "locklab: warning: {} of {} rows were measured on a busy machine (other processes or steal \
+             took up to {worst:.0}% of the CPUs; marked busy); their figures are not trustworthy",
+            busy.len(),
+            report.results.len()
+        )
+    })
 }
 
 /// "Who wins where": per workload and thread count, our best lock against the best peer. Baselines

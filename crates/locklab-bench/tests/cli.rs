@@ -491,3 +491,46 @@ fn compare_reports_ratios_verdicts_and_fails_on_regressions() {
     assert_eq!(code, 1);
     assert!(err.contains("cannot read /nonexistent.json"), "{err}");
 }
+
+/// Issue 9 item 5: a run while other processes load every CPU says so (a JSON field, a table mark and
+/// one warning line).
+#[test]
+fn a_run_on_a_busy_machine_says_so() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut hogs: Vec<_> = (0..cpus)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("a busy loop")
+        })
+        .collect();
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "mutex",
+        "--locks",
+        "mutex",
+        "--threads",
+        "1",
+        "--duration-ms",
+        "300",
+        "--warmup-ms",
+        "10",
+        "--repeats",
+        "1",
+        "--json",
+        "-",
+    ]);
+    for h in &mut hogs {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let n = &v["results"][0]["noise"];
+    assert_eq!(n["busy"], true, "{n}");
+    assert!(n["others_cpu_pct"].as_f64().unwrap() > 25.0, "{n}");
+    assert!(err.contains("measured on a busy machine"), "{err}");
+    assert!(err.contains("busy("), "the table marks the row: {err}");
+}

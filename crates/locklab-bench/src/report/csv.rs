@@ -3,7 +3,7 @@
 use crate::metrics::ResultRow;
 
 /// The header line's columns, in order.
-pub const COLUMNS: [&str; 27] = [
+pub const COLUMNS: [&str; 30] = [
     "workload",
     "lock",
     "threads",
@@ -31,6 +31,9 @@ pub const COLUMNS: [&str; 27] = [
     "limit_basis",
     "limit_ns_per_op",
     "limit_ratio",
+    "noise_others_cpu_pct",
+    "noise_steal_pct",
+    "noise_busy",
 ];
 
 fn quote(s: &str) -> String {
@@ -73,6 +76,9 @@ pub fn render(rows: &[ResultRow]) -> String {
             r.limit.basis.clone(),
             format!("{:.3}", r.limit.ns_per_op),
             format!("{:.4}", r.limit.ratio),
+            format!("{:.1}", r.noise.others_cpu_pct),
+            format!("{:.1}", r.noise.steal_pct),
+            r.noise.busy.to_string(),
         ];
         out += &cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
         out.push('\n');

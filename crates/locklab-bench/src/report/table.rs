@@ -83,7 +83,13 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
         mine.sort_by_key(|r| r.threads);
         for r in mine {
             let scaling = r.scaling.map(|s| format!("(x{s:.2})")).unwrap_or_default();
-            let mark = if r.unfair() { " ???" } else { "" };
+            let mut mark = if r.unfair() { " ???" } else { "" }.to_string();
+            if r.noise.busy {
+                mark += &format!(
+                    " busy({:.0}%)",
+                    r.noise.others_cpu_pct.max(r.noise.steal_pct)
+                );
+            }
             let _ = writeln!(
                 out,
                 "{:<24}{:>8}{:>15} {:>8}{:>5}{:>6.0}%{:>10}{:>7.2}{:>7.2}{}",
