@@ -40,21 +40,45 @@ pub fn cas_ns() -> f64 {
     })
 }
 
-/// Half the round trip of a line bounced between two threads pinned to different CPUs; 0 with one CPU.
-pub fn line_transfer_ns() -> f64 {
+/// Rounds of the line-transfer probe (each 20,000 round trips).
+pub const LINE_ROUNDS: usize = 15;
+
+/// The line-transfer probe: best and median of [`LINE_ROUNDS`] rounds, and whether both threads were
+/// pinned to different CPUs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LineTransfer {
+    /// Best round, ns per one-way transfer.
+    pub best_ns: f64,
+    /// Median round.
+    pub median_ns: f64,
+    /// Both threads pinned, to different CPUs.
+    pub pinned: bool,
+}
+
+/// Half the round trip of a line bounced between two threads pinned to different CPUs; zeros with
+/// one CPU.
+pub fn line_transfer() -> LineTransfer {
     let cpus = allowed_cpus();
     if cpus.len() < 2 {
-        return 0.0;
+        return LineTransfer {
+            best_ns: 0.0,
+            median_ns: 0.0,
+            pinned: false,
+        };
     }
-    const ROUNDS: u64 = 100_000;
+    const ROUNDS: u64 = 20_000;
     let flag = AtomicU64::new(0);
     let (a, b) = (cpus[0], cpus[1]);
-    let mut best = f64::INFINITY;
-    for _ in 0..3 {
+    let mut rounds = vec![];
+    let pinned_b = std::sync::atomic::AtomicBool::new(true);
+    let mut pinned = true;
+    for _ in 0..LINE_ROUNDS {
         flag.store(0, Ordering::SeqCst);
         let ns = std::thread::scope(|s| {
             s.spawn(|| {
-                pin_to(b);
+                if !pin_to(b) {
+                    pinned_b.store(false, Ordering::Relaxed);
+                }
                 for i in 0..ROUNDS {
                     while flag.load(Ordering::Acquire) != 2 * i + 1 {
                         std::hint::spin_loop();
@@ -62,7 +86,7 @@ pub fn line_transfer_ns() -> f64 {
                     flag.store(2 * i + 2, Ordering::Release);
                 }
             });
-            pin_to(a);
+            pinned &= pin_to(a);
             let t = Instant::now();
             for i in 0..ROUNDS {
                 flag.store(2 * i + 1, Ordering::Release);
@@ -72,10 +96,15 @@ pub fn line_transfer_ns() -> f64 {
             }
             t.elapsed().as_nanos() as f64 / (2 * ROUNDS) as f64
         });
-        best = best.min(ns);
+        rounds.push(ns);
     }
     crate::runner::unpin(&cpus);
-    best
+    rounds.sort_by(f64::total_cmp);
+    LineTransfer {
+        best_ns: rounds[0],
+        median_ns: rounds[rounds.len() / 2],
+        pinned: pinned && pinned_b.load(Ordering::Relaxed),
+    }
 }
 
 /// Median time from `FUTEX_WAKE` to the woken thread running.
@@ -114,10 +143,13 @@ pub fn futex_wake_ns() -> f64 {
 
 /// Every calibration figure.
 pub fn calibrate() -> Calibration {
+    let line = line_transfer();
     Calibration {
         atomic_rmw_ns: atomic_rmw_ns(),
         cas_ns: cas_ns(),
-        line_transfer_ns: line_transfer_ns(),
+        line_transfer_ns: line.best_ns,
+        line_transfer_median_ns: line.median_ns,
+        line_transfer_pinned: line.pinned,
         futex_wake_ns: futex_wake_ns(),
     }
 }
@@ -156,6 +188,11 @@ mod tests {
         assert!(c.futex_wake_ns > 0.0, "{c:?}");
         if allowed_cpus().len() >= 2 {
             assert!(c.line_transfer_ns > 0.0, "{c:?}");
+            assert!(c.line_transfer_median_ns >= c.line_transfer_ns, "{c:?}");
+            assert!(
+                c.line_transfer_pinned,
+                "two allowed CPUs: both probe threads pinned"
+            );
         }
         let m = machine();
         assert!(m.logical_cpus >= 1);

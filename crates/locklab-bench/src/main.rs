@@ -41,7 +41,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let (m, c) = (&report.machine, &report.calibration);
             let text = format!(
-                "cpu_model         {}\nlogical_cpus      {}\nkernel            {}\nrustc             {}\natomic_rmw_ns     {:.2}\ncas_ns            {:.2}\nline_transfer_ns  {:.1}\nfutex_wake_ns     {:.0}\n",
+                "cpu_model         {}\nlogical_cpus      {}\nkernel            {}\nrustc             {}\natomic_rmw_ns     {:.2}\ncas_ns            {:.2}\nline_transfer_ns  {:.1} (best of {} rounds; median {:.1}; {})\nfutex_wake_ns     {:.0}\n",
                 m.cpu_model,
                 m.logical_cpus,
                 m.kernel,
@@ -49,8 +49,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 c.atomic_rmw_ns,
                 c.cas_ns,
                 c.line_transfer_ns,
+                locklab_bench::calibrate::LINE_ROUNDS,
+                c.line_transfer_median_ns,
+                if c.line_transfer_pinned {
+                    "threads pinned to two CPUs"
+                } else {
+                    "NOT pinned to two CPUs: not a transfer between CPUs"
+                },
                 c.futex_wake_ns
             );
+            if c.line_transfer_median_ns > 2.0 * c.line_transfer_ns {
+                eprintln!(
+                    "locklab: warning: line-transfer rounds spread {:.0}..{:.0} ns: the machine was busy",
+                    c.line_transfer_ns, c.line_transfer_median_ns
+                );
+            }
             match json.as_deref() {
                 Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
                 Some(f) => {

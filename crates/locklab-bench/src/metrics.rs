@@ -11,8 +11,16 @@ pub struct Calibration {
     pub atomic_rmw_ns: f64,
     /// One uncontended compare-exchange.
     pub cas_ns: f64,
-    /// Half the round trip of a cache line ping-ponged between two pinned threads (0 with one CPU).
+    /// Half the round trip of a cache line ping-ponged between two pinned threads (0 with one CPU):
+    /// the best of [`crate::calibrate::LINE_ROUNDS`] rounds (a limit is the best the machine can do).
     pub line_transfer_ns: f64,
+    /// The median of those rounds: far above the best means the machine was disturbed meanwhile.
+    #[serde(default)]
+    pub line_transfer_median_ns: f64,
+    /// Whether the two probe threads were pinned to different CPUs (else the figure is not a transfer
+    /// between CPUs).
+    #[serde(default)]
+    pub line_transfer_pinned: bool,
     /// From `FUTEX_WAKE` in one thread to the woken thread running (median).
     pub futex_wake_ns: f64,
 }
@@ -395,6 +403,7 @@ mod tests {
             cas_ns: 6.0,
             line_transfer_ns: 50.0,
             futex_wake_ns: 0.0,
+            ..Default::default()
         };
         let trials = vec![
             trial(vec![100, 100], 1_000_000_000, 2_000_000_000, &[10; 4]), // 200 ops/s
@@ -460,6 +469,7 @@ mod tests {
             cas_ns: 6.0,
             line_transfer_ns: 50.0,
             futex_wake_ns: 0.0,
+            ..Default::default()
         };
         let mut s = spec(1);
         s.cs_ns = 100;

@@ -175,13 +175,14 @@ pub fn system_cpu() -> Option<SystemCpu> {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?, tick_ns)
 }
 
-/// Pins the calling thread to `cpu`; failures are ignored (the run is then unpinned, not wrong).
-pub fn pin_to(cpu: usize) {
+/// Pins the calling thread to `cpu`; returns whether the kernel accepted it. Callers that can run
+/// unpinned ignore a failure (the run is then unpinned, not wrong).
+pub fn pin_to(cpu: usize) -> bool {
     // SAFETY: `set` is a zeroed cpu_set_t, filled with CPU_SET and passed with its size.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
 
