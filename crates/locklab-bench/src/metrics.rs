@@ -78,6 +78,10 @@ pub struct Latency {
     pub p999: u64,
     /// largest sample
     pub max: u64,
+    /// The sampled distribution as `[value_ns, count]` pairs, one per non-empty HDR bucket (3
+    /// significant digits), ascending: enough to draw a CDF. Empty in reports from before it existed.
+    #[serde(default)]
+    pub histogram: Vec<(u64, u64)>,
 }
 
 /// The physical limit for the row, and how close the lock came.
@@ -306,6 +310,15 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
             p99: q(0.99),
             p999: q(0.999),
             max: if h.is_empty() { 0 } else { h.max() },
+            histogram: h
+                .iter_recorded()
+                .map(|v| {
+                    (
+                        h.highest_equivalent(v.value_iterated_to()),
+                        v.count_at_value(),
+                    )
+                })
+                .collect(),
         },
         noise: noise(trials, crate::runner::online_cpus()),
         limit: Limit {
@@ -439,6 +452,11 @@ mod tests {
         );
         assert_eq!(r.acquire_ns.p50, 20);
         assert_eq!(r.acquire_ns.max, 1000);
+        assert_eq!(
+            r.acquire_ns.histogram,
+            [(20, 3), (1000, 1)],
+            "the median repeat's samples, value and count"
+        );
         assert_eq!(r.limit.ns_per_op, 50.0);
         assert!((r.limit.ratio - 50.0 / 2_500_000.0).abs() < 1e-15);
         assert_eq!(r.read_pct, None);
