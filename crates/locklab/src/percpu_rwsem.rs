@@ -966,8 +966,10 @@ mod tests {
             }
         });
         let start = std::time::Instant::now();
+        // Signals to one thread coalesce while pending, so how many get handled depends on how often
+        // the sender and this thread run: on a loaded 2-CPU machine it can be a few hundred per second.
         while HANDLED.load(Ordering::Relaxed) < 20_000
-            && start.elapsed() < std::time::Duration::from_secs(5)
+            && start.elapsed() < std::time::Duration::from_secs(20)
         {
             for _ in 0..1000 {
                 let t = LOCK.read();
@@ -977,8 +979,9 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         sender.join().unwrap();
         assert!(
-            HANDLED.load(Ordering::Relaxed) > 1000,
-            "signals were delivered"
+            HANDLED.load(Ordering::Relaxed) >= 100,
+            "signals were delivered: {}",
+            HANDLED.load(Ordering::Relaxed)
         );
         assert_eq!(
             LOCK.readers(),
