@@ -191,9 +191,11 @@ fn mutex_in_a_signal_handler_while_spinning() {
         *A.lock() += 1;
         let me = unsafe { libc::pthread_self() } as usize;
         let kicker = std::thread::spawn(move || {
-            for _ in 0..20_000 {
+            // Sleep, not yield, between signals: on a loaded machine a yield hands the CPU to every
+            // other runnable thread (20,000 yields took 40 s under CI load).
+            for _ in 0..5_000 {
                 unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGUSR1) };
-                std::thread::yield_now();
+                std::thread::sleep(std::time::Duration::from_micros(10));
             }
         });
         let mut n = 1u64;
