@@ -154,97 +154,95 @@ pub struct Subject {
     stop: Option<CheckFn>,
 }
 
+/// A subject with one exclusive operation and `forget` (the rest unset).
+fn exclusive_subject(name: &'static str, write: OpFn, forget: CheckFn) -> Subject {
+    Subject {
+        name,
+        write,
+        read: None,
+        forget: Some(forget),
+        finish: None,
+        stop: None,
+    }
+}
+
+/// `forget` for a mutex type: a forgotten guard keeps a scratch lock of the same type locked.
+fn mutex_forget<R: lock_api::RawMutex>() -> Result<(), String> {
+    let s = lock_api::Mutex::<R, ()>::new(());
+    std::mem::forget(s.lock());
+    if s.try_lock().is_some() {
+        return Err("try_lock succeeded on a lock whose guard was forgotten".into());
+    }
+    Ok(())
+}
+
+/// `forget` for a reader-writer type: forgotten read guards keep writers out of a scratch lock.
+fn rw_forget<R: lock_api::RawRwLock>() -> Result<(), String> {
+    let s = lock_api::RwLock::<R, ()>::new(());
+    for _ in 0..64 {
+        std::mem::forget(s.read());
+    }
+    if s.try_write().is_some() {
+        return Err("a writer got in beside 64 forgotten read guards".into());
+    }
+    Ok(())
+}
+
+/// A reader's section, held for `op.hold` first when the long-holds stressor asks.
+fn read_held(d: &Data, op: Op) -> Result<(), String> {
+    if let Some(t) = op.hold {
+        std::thread::sleep(t);
+    }
+    read_section(d)
+}
+
 fn mutex_subject<R: lock_api::RawMutex + Send + Sync + 'static>(name: &'static str) -> Subject
 where
     R::Guard: 'static,
 {
     let l: Arc<lock_api::Mutex<R, Data>> = Arc::new(lock_api::Mutex::new(Data::default()));
-    Subject {
-        name,
-        write: Box::new(move |op| write_section(&l.lock(), op.me, op.hold)),
-        read: None,
-        forget: Some(Box::new(|| {
-            let s = lock_api::Mutex::<R, ()>::new(());
-            std::mem::forget(s.lock());
-            if s.try_lock().is_some() {
-                return Err("try_lock succeeded on a lock whose guard was forgotten".into());
-            }
-            Ok(())
-        })),
-        finish: None,
-        stop: None,
-    }
+    let write = Box::new(move |op: Op| write_section(&l.lock(), op.me, op.hold));
+    exclusive_subject(name, write, Box::new(mutex_forget::<R>))
 }
 
 fn timed_mutex_subject<R: lock_api::RawMutexTimed<Duration = Duration> + Send + Sync + 'static>(
     name: &'static str,
 ) -> Subject {
-    let mut s = mutex_subject::<R>(name);
     let l: Arc<lock_api::Mutex<R, Data>> = Arc::new(lock_api::Mutex::new(Data::default()));
-    s.write = Box::new(move |op| match op.timeout {
-        Some(t) => match l.try_lock_for(t) {
-            Some(g) => write_section(&g, op.me, op.hold),
-            None => Ok(()),
-        },
+    let write = Box::new(move |op: Op| match op.timeout {
+        Some(t) => l
+            .try_lock_for(t)
+            .map_or(Ok(()), |g| write_section(&g, op.me, op.hold)),
         None => write_section(&l.lock(), op.me, op.hold),
     });
-    s
+    exclusive_subject(name, write, Box::new(mutex_forget::<R>))
 }
 
 fn rw_subject<R: lock_api::RawRwLock + Send + Sync + 'static>(name: &'static str) -> Subject {
     let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
     let l2 = l.clone();
-    Subject {
-        name,
-        write: Box::new(move |op| write_section(&l.write(), op.me, op.hold)),
-        read: Some(Box::new(move |op| {
-            let g = l2.read();
-            if let Some(t) = op.hold {
-                std::thread::sleep(t);
-            }
-            read_section(&g)
-        })),
-        forget: Some(Box::new(|| {
-            let s = lock_api::RwLock::<R, ()>::new(());
-            for _ in 0..64 {
-                std::mem::forget(s.read());
-            }
-            if s.try_write().is_some() {
-                return Err("a writer got in beside 64 forgotten read guards".into());
-            }
-            Ok(())
-        })),
-        finish: None,
-        stop: None,
-    }
+    let write = Box::new(move |op: Op| write_section(&l.write(), op.me, op.hold));
+    let mut s = exclusive_subject(name, write, Box::new(rw_forget::<R>));
+    s.read = Some(Box::new(move |op| read_held(&l2.read(), op)));
+    s
 }
 
 fn timed_rw_subject<R>(name: &'static str) -> Subject
 where
     R: lock_api::RawRwLockTimed<Duration = Duration> + Send + Sync + 'static,
 {
-    let mut s = rw_subject::<R>(name);
     let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
     let l2 = l.clone();
-    s.write = Box::new(move |op| match op.timeout {
-        Some(t) => match l.try_write_for(t) {
-            Some(g) => write_section(&g, op.me, op.hold),
-            None => Ok(()),
-        },
+    let write = Box::new(move |op: Op| match op.timeout {
+        Some(t) => l
+            .try_write_for(t)
+            .map_or(Ok(()), |g| write_section(&g, op.me, op.hold)),
         None => write_section(&l.write(), op.me, op.hold),
     });
-    s.read = Some(Box::new(move |op| {
-        let g = match op.timeout {
-            Some(t) => match l2.try_read_for(t) {
-                Some(g) => g,
-                None => return Ok(()),
-            },
-            None => l2.read(),
-        };
-        if let Some(t) = op.hold {
-            std::thread::sleep(t);
-        }
-        read_section(&g)
+    let mut s = exclusive_subject(name, write, Box::new(rw_forget::<R>));
+    s.read = Some(Box::new(move |op| match op.timeout {
+        Some(t) => l2.try_read_for(t).map_or(Ok(()), |g| read_held(&g, op)),
+        None => read_held(&l2.read(), op),
     }));
     s
 }

@@ -269,6 +269,8 @@ impl RawMcsLock {
         match guard.home {
             // The guard is not Send, so this is the slot's own thread.
             Some((slot, level)) => {
+                // Every use of the node is done before the level is given back (the signal-handler
+                // ordering of the claim above).
                 core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
                 slot.mcs_busy.set(slot.mcs_busy.get() & !(1 << level))
             }

@@ -309,6 +309,7 @@ impl RawQueuedSpinLock {
                     .qnodes[l as usize]
             })
         };
+        // The node's last use is done before the level is given back (as the claim above).
         core::sync::atomic::compiler_fence(Ordering::SeqCst);
         slot.qdepth.set(level);
     }
