@@ -3,15 +3,31 @@
 //!
 //! Timing comes from a [`Clock`], so the runner can be tested with a deterministic mock clock.
 
-use crate::locks::{LockUnderTest, RefCountUnderTest};
+use crate::locks::{LockUnderTest, RcuUnderTest, RefCountUnderTest};
 use crate::work::spin_work;
+use crate::workload::Shared;
 use hdrhistogram::Histogram;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Every this-many-th acquisition is timed, so the cost of reading the clock stays out of throughput.
+/// Every this-many-th acquisition is timed when the warm-up gives no rate to size the period by (see
+/// [`sample_period`]).
 pub const SAMPLE_EVERY: u64 = 64;
+
+/// How often to time an acquisition, given the warm-up's ns per op per thread: often enough for
+/// thousands of samples, rarely enough that the two clock reads of a sample (~40-100 ns on a VM) cost
+/// under about 1% of the loop (for a 4 ns op, one op in 4,096; for a 10 us op, one in 16). A power of
+/// two from [`PUBLISH_EVERY`] (the first op of a batch) to 4,096.
+pub fn sample_period(ns_per_op_per_thread: Option<f64>) -> u64 {
+    match ns_per_op_per_thread {
+        Some(ns) if ns.is_finite() && ns > 0.0 => {
+            let want = (10_000.0 / ns).clamp(PUBLISH_EVERY as f64, 4096.0) as u64;
+            want.next_power_of_two().min(4096)
+        }
+        _ => SAMPLE_EVERY,
+    }
+}
 /// Each worker publishes its op count every this many ops.
 pub const PUBLISH_EVERY: u64 = 16;
 
@@ -85,6 +101,12 @@ pub struct TrialOutcome {
     pub others_cpu_ns: Option<u64>,
     /// Hypervisor steal time during the window, ns (all CPUs).
     pub steal_ns: u64,
+    /// Exclusive (write) operations in the window (`mutex`/`rw`; 0 for `refcount`).
+    pub exclusive_ops: u64,
+    /// Of those, the ones whose previous exclusive holder was another thread.
+    pub handovers: u64,
+    /// The process's resident memory at the window's end, KiB (`None` without `/proc/self/status`).
+    pub rss_kb: Option<u64>,
 }
 
 impl TrialOutcome {
@@ -96,6 +118,12 @@ impl TrialOutcome {
     /// Aggregate throughput.
     pub fn ops_per_sec(&self) -> f64 {
         self.total_ops() as f64 * 1e9 / self.wall_ns.max(1) as f64
+    }
+
+    /// The hand-over rate: the share of exclusive operations whose holder differs from the previous
+    /// holder (`None` without exclusive operations).
+    pub fn handover_rate(&self) -> Option<f64> {
+        (self.exclusive_ops > 0).then(|| self.handovers as f64 / self.exclusive_ops as f64)
     }
 }
 
@@ -214,14 +242,67 @@ pub fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
-/// The skeleton shared by every workload: spawns the threads, runs `op(thread, i, sample)` in a loop,
-/// and times the window. `op` returns the acquisition latency when `sample` is true.
-fn run_trial<F>(spec: &TrialSpec, clock: &dyn Clock, op: F) -> TrialOutcome
-where
-    F: Fn(usize, u64, bool) -> Option<u64> + Sync,
-{
+/// A worker's own tally of its exclusive operations (plain locals after inlining: no shared writes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally {
+    /// Exclusive (write) operations.
+    pub exclusive: u64,
+    /// Exclusive operations whose previous exclusive holder was another thread.
+    pub handovers: u64,
+    /// What the shared sections read, folded together: consumed once a batch (`black_box`), so the
+    /// reads cannot be optimised away, without a store to the stack on every op (a per-op store can
+    /// 4K-alias a lock's hot word: measured 4.9 -> 7-9 ns per percpu-rwsem read, depending on which
+    /// counter slot the thread got).
+    pub sink: u64,
+}
+
+/// One operation of a workload, compiled for one lock. `SAMPLE` is a constant, so the unsampled ops
+/// (all but one in [`sample_period`]) carry no clock code at all.
+trait Op: Sync {
+    /// Runs op `i` of thread `t`; with `SAMPLE`, returns its acquisition latency in ns (else 0).
+    fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64;
+
+    /// Runs ops `i..i + n` unsampled.
+    #[inline(always)]
+    fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
+        for k in 0..n {
+            self.run::<false>(t, i + k, tally);
+        }
+    }
+}
+
+impl<T: Op> Op for &T {
+    #[inline(always)]
+    fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
+        (**self).run::<SAMPLE>(t, i, tally)
+    }
+    #[inline(always)]
+    fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
+        (**self).batch(t, i, n, tally)
+    }
+}
+
+/// What one worker brings back.
+struct WorkerResult {
+    hist: Histogram<u64>,
+    exclusive_ops: u64,
+    handovers: u64,
+}
+
+/// The skeleton shared by every workload: spawns the threads, runs `op.run(thread, i)` in a loop,
+/// and times the window. `op` returns the acquisition latency in ns when sampled (else 0), and counts its
+/// exclusive operations and hand-overs in the tally it is given.
+///
+/// The loop runs in batches of [`PUBLISH_EVERY`] ops: the stop flag is read and the op count published
+/// once per batch, and only a batch's first op can be sampled, so the other ops of a batch run `op` with
+/// a constant `false` (after inlining: no clock code, no branch on it). This keeps the harness's own
+/// cost to about a nanosecond per op (issue 9: 4-6 ns of harness in every op hid and inverted the
+/// differences between the cheapest read locks; the `none` row measures what is left).
+fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> TrialOutcome {
     assert!(spec.threads > 0, "a trial needs at least one thread");
     let phase = AtomicU8::new(WARMUP);
+    // Set before `phase` turns MEASURE; workers read it once a batch.
+    let period = AtomicU64::new(SAMPLE_EVERY);
     let counters: Vec<PaddedCounter> = (0..spec.threads)
         .map(|_| PaddedCounter::default())
         .collect();
@@ -229,7 +310,8 @@ where
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..spec.threads)
             .map(|t| {
-                let (phase, counters, barrier, op) = (&phase, &counters, &barrier, &op);
+                let (phase, period, counters, barrier, op) =
+                    (&phase, &period, &counters, &barrier, &op);
                 scope.spawn(move || {
                     if !spec.cpus.is_empty() {
                         pin_to(spec.cpus[t % spec.cpus.len()]);
@@ -239,41 +321,67 @@ where
                     // range (~2 us) to 2 ns (issue 9).
                     let mut hist =
                         Histogram::<u64>::new(3).expect("3 significant figures is valid");
+                    let (mut exclusive_ops, mut handovers) = (0u64, 0u64);
                     barrier.wait();
                     let mut i = 0u64;
                     loop {
-                        // Relaxed: a flag polled every op (a read-shared line, cheap); seeing it late
-                        // costs at most one op.
+                        // Relaxed: a flag polled once a batch (a read-shared line, cheap); seeing it late
+                        // costs at most one batch.
                         let p = phase.load(Ordering::Relaxed);
                         if p == STOP {
                             break;
                         }
-                        if let Some(ns) = op(t, i, i.is_multiple_of(SAMPLE_EVERY) && p == MEASURE) {
+                        let measuring = p == MEASURE;
+                        let mut tally = Tally::default();
+                        // Relaxed: stored before `phase` turned MEASURE; a stale period only changes
+                        // which op is timed.
+                        let sample = measuring && i.is_multiple_of(period.load(Ordering::Relaxed));
+                        if sample {
+                            let ns = op.run::<true>(t, i, &mut tally);
                             hist.record(ns.max(1))
                                 .expect("an auto-resizing histogram records any u64");
+                        } else {
+                            op.run::<false>(t, i, &mut tally);
                         }
-                        i += 1;
-                        // Relaxed: a private counter read by the timer thread. Published every
-                        // PUBLISH_EVERY ops, so exactness at the window edges is within that many ops per
-                        // thread: a store on every op would be the harness's own per-op cost, and one
-                        // that can 4K-alias a lock's hot word (a store and a later load at the same
-                        // address modulo 4096 stall the load; measured: 2.0 -> 4.0 ns per read lock).
-                        if i.is_multiple_of(PUBLISH_EVERY) {
-                            counters[t].0.store(i, Ordering::Relaxed);
+                        op.batch(t, i + 1, PUBLISH_EVERY - 1, &mut tally);
+                        std::hint::black_box(tally.sink);
+                        if measuring {
+                            exclusive_ops += tally.exclusive;
+                            handovers += tally.handovers;
                         }
+                        i += PUBLISH_EVERY;
+                        // Relaxed: a private counter read by the timer thread. Published once a batch, so
+                        // exactness at the window edges is within one batch per thread: a store on every
+                        // op would be the harness's own per-op cost, and one that can 4K-alias a lock's
+                        // hot word (a store and a later load at the same address modulo 4096 stall the
+                        // load; measured: 2.0 -> 4.0 ns per read lock).
+                        counters[t].0.store(i, Ordering::Relaxed);
                     }
-                    hist
+                    WorkerResult {
+                        hist,
+                        exclusive_ops,
+                        handovers,
+                    }
                 })
             })
             .collect();
         barrier.wait();
+        let w0 = clock.now_ns();
         clock.sleep_ns(spec.warmup_ns);
+        // The warm-up's rate sizes the sampling period.
+        let warm_ops: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+        let warm_ns = clock.now_ns().saturating_sub(w0);
+        let per_op = (warm_ops > 0 && spec.warmup_ns > 0)
+            .then(|| warm_ns as f64 * spec.threads as f64 / warm_ops as f64);
+        period.store(sample_period(per_op), Ordering::Relaxed);
+        // The slow reads (/proc/stat, getrusage) first, so the op counts and the clock bracket the
+        // window tightly.
+        let u0 = usage();
+        let s0 = system_cpu();
         let c0: Vec<u64> = counters
             .iter()
             .map(|c| c.0.load(Ordering::Relaxed))
             .collect();
-        let u0 = usage();
-        let s0 = system_cpu();
         let t0 = clock.now_ns();
         phase.store(MEASURE, Ordering::Relaxed);
         clock.sleep_ns(spec.duration_ns);
@@ -282,6 +390,7 @@ where
             .map(|c| c.0.load(Ordering::Relaxed))
             .collect();
         let t1 = clock.now_ns();
+        let rss_kb = rss_kb();
         let u1 = usage();
         let s1 = system_cpu();
         let cpu_ns = u1.cpu_ns.saturating_sub(u0.cpu_ns);
@@ -294,9 +403,12 @@ where
         };
         phase.store(STOP, Ordering::Relaxed);
         let mut acquire_ns = Histogram::<u64>::new(3).expect("valid");
+        let (mut exclusive_ops, mut handovers) = (0, 0);
         for w in workers {
-            let h = w.join().expect("a worker thread panicked");
-            acquire_ns.add(&h).expect("same-precision histograms");
+            let r = w.join().expect("a worker thread panicked");
+            acquire_ns.add(&r.hist).expect("same-precision histograms");
+            exclusive_ops += r.exclusive_ops;
+            handovers += r.handovers;
         }
         TrialOutcome {
             per_thread_ops: c1.iter().zip(&c0).map(|(a, b)| a - b).collect(),
@@ -307,75 +419,325 @@ where
             acquire_ns,
             others_cpu_ns,
             steal_ns,
+            exclusive_ops,
+            handovers,
+            rss_kb,
         }
     })
+}
+
+/// This process's resident set size (`VmRSS` in `/proc/self/status`), KiB.
+pub fn rss_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A small per-operation pseudo-random choice (read or write) that costs a multiply.
 #[inline]
 fn is_read(thread: usize, i: u64, read_pct: u32) -> bool {
-    if read_pct == 0 {
-        return false;
+    match read_pct {
+        0 => false,
+        100 => true,
+        _ => {
+            let x = (i ^ ((thread as u64) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            ((x >> 32) % 100) < read_pct as u64
+        }
     }
-    let x = (i ^ ((thread as u64) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    ((x >> 32) % 100) < read_pct as u64
+}
+
+/// One `mutex`/`rw` operation of thread `t` on `lock`: shared (read) or exclusive (write the data and
+/// the owner word), then think. Returns the acquisition latency if `sample` (else 0). The exclusive
+/// section records who held the lock last in the data itself (`words[2]`, thread index + 1), so a change
+/// of owner is counted exactly, under the lock.
+#[inline(always)]
+fn lock_op<L: LockUnderTest, const SAMPLE: bool, const MODE: u8>(
+    lock: &L,
+    clock: &dyn Clock,
+    t: usize,
+    i: u64,
+    work: Work,
+    tally: &mut Tally,
+) -> u64 {
+    let start = if SAMPLE { clock.now_ns() } else { 0 };
+    let read = match MODE {
+        ALL_READ => true,
+        ALL_WRITE => false,
+        _ => is_read(t, i, work.read_pct),
+    };
+    let latency = if read {
+        lock.shared(|d| {
+            let held = if SAMPLE { clock.now_ns() - start } else { 0 };
+            tally.sink ^= d.read(work.cs_loops);
+            held
+        })
+    } else {
+        lock.exclusive(|d| {
+            let held = if SAMPLE { clock.now_ns() - start } else { 0 };
+            let me = t as u64 + 1;
+            tally.exclusive += 1;
+            tally.handovers += (d.words[2] != me) as u64;
+            d.words[2] = me;
+            d.write(work.cs_loops);
+            held
+        })
+    };
+    if work.think_loops > 0 {
+        tally.sink ^= spin_work(work.think_loops, i);
+    }
+    latency
+}
+
+/// [`lock_op`]'s `MODE`: choose per op by `read_pct`.
+const MIXED: u8 = 0;
+/// Every op shared (`read_pct` 100): no per-op choice at all.
+const ALL_READ: u8 = 1;
+/// Every op exclusive (`read_pct` 0).
+const ALL_WRITE: u8 = 2;
+
+/// Runs `n` unsampled ops of `lock` with the read/write choice made once for the batch where it is
+/// the same for every op (the per-op choice would otherwise cost a branch and a multiply per op).
+#[inline(always)]
+fn lock_batch<L: LockUnderTest>(
+    lock: &L,
+    clock: &dyn Clock,
+    t: usize,
+    i: u64,
+    n: u64,
+    work: Work,
+    tally: &mut Tally,
+) {
+    match work.read_pct {
+        100 => {
+            for k in 0..n {
+                lock_op::<L, false, ALL_READ>(lock, clock, t, i + k, work, tally);
+            }
+        }
+        0 => {
+            for k in 0..n {
+                lock_op::<L, false, ALL_WRITE>(lock, clock, t, i + k, work, tally);
+            }
+        }
+        _ => {
+            for k in 0..n {
+                lock_op::<L, false, MIXED>(lock, clock, t, i + k, work, tally);
+            }
+        }
+    }
+}
+
+/// The per-op settings, copied out of the [`TrialSpec`] into the loop (by value: a lock's compiler
+/// barrier would otherwise make every op reload them through the spec's reference).
+#[derive(Clone, Copy)]
+struct Work {
+    cs_loops: u64,
+    think_loops: u64,
+    read_pct: u32,
+}
+
+impl Work {
+    fn of(spec: &TrialSpec) -> Work {
+        Work {
+            cs_loops: spec.cs_loops,
+            think_loops: spec.think_loops,
+            read_pct: spec.read_pct,
+        }
+    }
+}
+
+/// The `mutex`/`rw` operation on one lock.
+struct LockOp<'a, L> {
+    lock: Box<L>,
+    clock: &'a dyn Clock,
+    work: Work,
+}
+
+impl<L: LockUnderTest> Op for LockOp<'_, L> {
+    #[inline(always)]
+    fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
+        lock_op::<L, SAMPLE, MIXED>(&self.lock, self.clock, t, i, self.work, tally)
+    }
+    #[inline(always)]
+    fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
+        lock_batch(&*self.lock, self.clock, t, i, n, self.work, tally)
+    }
 }
 
 /// A trial of the `mutex` or `rw` workload on lock `L`.
 pub fn run_lock<L: LockUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
-    let lock = L::new();
-    let (cs, think, read_pct) = (spec.cs_loops, spec.think_loops, spec.read_pct);
-    run_trial(spec, clock, |t, i, sample| {
-        let start = if sample { clock.now_ns() } else { 0 };
-        let latency = if is_read(t, i, read_pct) {
-            lock.shared(|d| {
-                let held = if sample {
-                    Some(clock.now_ns() - start)
-                } else {
-                    None
-                };
-                std::hint::black_box(d.read(cs));
-                held
-            })
+    let op = LockOp {
+        lock: Box::new(L::new()),
+        clock,
+        work: Work::of(spec),
+    };
+    run_trial(spec, clock, op)
+}
+
+/// The `none` baseline's "lock": each thread's own copy of the data, no lock at all. Private to the
+/// runner, which gives every thread its own (see [`run_unlocked`]).
+#[repr(align(128))]
+struct OwnData(std::cell::UnsafeCell<Shared>);
+
+// SAFETY: `run_unlocked` is the only user: worker `t` only ever touches `slots[t]`, so no two threads
+// access one `OwnData`. The type is private, so nothing else can share one.
+unsafe impl Sync for OwnData {}
+
+impl LockUnderTest for OwnData {
+    fn new() -> Self {
+        OwnData(Default::default())
+    }
+    #[inline]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        // SAFETY: only the one worker that owns this slot calls this (see the `Sync` impl), and never
+        // re-entrantly, so this is the only reference to the data.
+        f(unsafe { &mut *self.0.get() })
+    }
+}
+
+/// A trial of the `mutex` or `rw` workload with no lock: the same loop and operation as [`run_lock`],
+/// each thread on its own copy of the data. What the harness itself costs (the `none` row).
+pub fn run_unlocked(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    struct UnlockedOp<'a> {
+        slots: Vec<OwnData>,
+        clock: &'a dyn Clock,
+        work: Work,
+    }
+    impl Op for UnlockedOp<'_> {
+        #[inline(always)]
+        fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
+            lock_op::<OwnData, SAMPLE, MIXED>(&self.slots[t], self.clock, t, i, self.work, tally)
+        }
+        #[inline(always)]
+        fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
+            lock_batch(&self.slots[t], self.clock, t, i, n, self.work, tally)
+        }
+    }
+    let op = UnlockedOp {
+        slots: (0..spec.threads).map(|_| OwnData::new()).collect(),
+        clock,
+        work: Work::of(spec),
+    };
+    run_trial(spec, clock, op)
+}
+
+/// The `none` baseline's reference count: nothing at all (the `refcount` loop's own cost).
+pub struct NoCount;
+
+impl RefCountUnderTest for NoCount {
+    fn new() -> Self {
+        NoCount
+    }
+    #[inline]
+    fn get(&self) {}
+    #[inline]
+    fn put(&self) {}
+}
+
+/// The `refcount` operation on one count: get, hold for cs, put, think.
+struct CountOp<'a, R> {
+    count: R,
+    clock: &'a dyn Clock,
+    work: Work,
+}
+
+impl<R: RefCountUnderTest> Op for CountOp<'_, R> {
+    #[inline(always)]
+    fn run<const SAMPLE: bool>(&self, _: usize, i: u64, tally: &mut Tally) -> u64 {
+        let start = if SAMPLE { self.clock.now_ns() } else { 0 };
+        self.count.get();
+        let latency = if SAMPLE {
+            self.clock.now_ns() - start
         } else {
-            lock.exclusive(|d| {
-                let held = if sample {
-                    Some(clock.now_ns() - start)
-                } else {
-                    None
-                };
-                d.write(cs);
-                held
-            })
+            0
         };
-        if think > 0 {
-            std::hint::black_box(spin_work(think, i));
+        if self.work.cs_loops > 0 {
+            tally.sink ^= spin_work(self.work.cs_loops, i);
+        }
+        self.count.put();
+        if self.work.think_loops > 0 {
+            tally.sink ^= spin_work(self.work.think_loops, i);
         }
         latency
-    })
+    }
 }
 
 /// A trial of the `refcount` workload on count `R`: get, hold for cs, put, think.
 pub fn run_refcount<R: RefCountUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
-    let count = R::new();
-    let (cs, think) = (spec.cs_loops, spec.think_loops);
-    run_trial(spec, clock, |_, i, sample| {
-        let start = if sample { clock.now_ns() } else { 0 };
-        count.get();
-        let latency = if sample {
-            Some(clock.now_ns() - start)
-        } else {
-            None
+    let op = CountOp {
+        count: R::new(),
+        clock,
+        work: Work::of(spec),
+    };
+    run_trial(spec, clock, op)
+}
+
+/// An RCU workload's operation on scheme `R`: `rcu-read` (`RETIRE` false: read lock, dereference the
+/// published object with `cs` of work on it, unlock; the latency is the time to get into the read side
+/// with the object in hand) or `call-rcu` (`RETIRE` true: publish a new object in the thread's own
+/// slot and retire the old one; the latency is the whole retire call). Then think.
+struct RcuOp<'a, R, const RETIRE: bool> {
+    rcu: Box<R>,
+    clock: &'a dyn Clock,
+    work: Work,
+}
+
+impl<R: RcuUnderTest, const RETIRE: bool> Op for RcuOp<'_, R, RETIRE> {
+    #[inline(always)]
+    fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
+        let start = if SAMPLE { self.clock.now_ns() } else { 0 };
+        let since = || {
+            if SAMPLE {
+                self.clock.now_ns() - start
+            } else {
+                0
+            }
         };
-        if cs > 0 {
-            std::hint::black_box(spin_work(cs, i));
-        }
-        count.put();
-        if think > 0 {
-            std::hint::black_box(spin_work(think, i));
+        let latency = if RETIRE {
+            self.rcu.retire(t, i);
+            since()
+        } else {
+            self.rcu.read(t, i, |d| {
+                let held = since();
+                tally.sink ^= d.read(self.work.cs_loops);
+                held
+            })
+        };
+        if self.work.think_loops > 0 {
+            tally.sink ^= spin_work(self.work.think_loops, i);
         }
         latency
-    })
+    }
+}
+
+/// A trial of an RCU workload on scheme `R`. After the window the scheme frees what it retired
+/// (untimed), so trials do not inherit each other's backlog.
+fn run_rcu<R: RcuUnderTest, const RETIRE: bool>(
+    spec: &TrialSpec,
+    clock: &dyn Clock,
+) -> TrialOutcome {
+    let op = RcuOp::<R, RETIRE> {
+        rcu: Box::new(R::new(spec.threads)),
+        clock,
+        work: Work::of(spec),
+    };
+    let out = run_trial(spec, clock, &op);
+    op.rcu.drain();
+    out
+}
+
+/// A trial of `rcu-read` on scheme `R`.
+pub fn run_rcu_read<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    run_rcu::<R, false>(spec, clock)
+}
+
+/// A trial of `call-rcu` on scheme `R`.
+pub fn run_call_rcu<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    run_rcu::<R, true>(spec, clock)
 }
 
 #[cfg(test)]
@@ -546,14 +908,108 @@ pub(crate) mod tests {
             warmup_ns: 5_000_000,
             ..spec(4)
         };
+        // Exclusion: MockLock asserts it inside every section.
         let out = run_lock::<MockLock>(&s, &clock);
         assert_eq!(out.per_thread_ops.len(), 4);
+        assert!(out.total_ops() > 0 && out.cpu_ns > 0);
+        // Counting: with no lock (no unfair lock starving a thread for the whole window, as std's
+        // mutex can on a loaded machine), every thread's ops are counted.
+        let out = run_unlocked(
+            &TrialSpec {
+                duration_ns: 200_000_000,
+                ..s
+            },
+            &clock,
+        );
         assert!(
             out.per_thread_ops.iter().all(|&n| n > 0),
             "{:?}",
             out.per_thread_ops
         );
-        assert!(out.cpu_ns > 0);
+    }
+
+    /// Issue 9 item 2: hand-overs are counted under the lock, in the window: one thread never hands
+    /// over to another; several threads on one lock do, at a rate in (0, 1]; reads are not counted.
+    #[test]
+    fn handovers_are_counted_under_the_lock() {
+        let clock = SystemClock::default();
+        let s = TrialSpec {
+            duration_ns: 50_000_000,
+            warmup_ns: 5_000_000,
+            ..spec(1)
+        };
+        let one = run_lock::<MockLock>(&s, &clock);
+        assert!(one.exclusive_ops > 0);
+        assert!(
+            one.handovers <= 1,
+            "only the very first op, if not in the warm-up"
+        );
+        assert!(one.handover_rate().unwrap() < 1e-4);
+        let four = run_lock::<MockLock>(
+            &TrialSpec {
+                threads: 4,
+                ..s.clone()
+            },
+            &clock,
+        );
+        let rate = four.handover_rate().unwrap();
+        assert!(rate > 0.0 && rate <= 1.0, "{rate}");
+        // Exclusive ops are every op of the window (within 1%: they are counted until the stop flag, a
+        // few /proc reads after the window's end).
+        let slack = 2 * PUBLISH_EVERY * 4 + four.total_ops() / 100;
+        assert!(
+            four.exclusive_ops.abs_diff(four.total_ops()) <= slack,
+            "{} vs {}",
+            four.exclusive_ops,
+            four.total_ops()
+        );
+        let reads = run_lock::<MockLock>(
+            &TrialSpec {
+                read_pct: 100,
+                ..s.clone()
+            },
+            &clock,
+        );
+        assert_eq!((reads.exclusive_ops, reads.handover_rate()), (0, None));
+        // `none`: each thread on its own data, so it never changes owner.
+        let none = run_unlocked(&TrialSpec { threads: 4, ..s }, &clock);
+        assert!(none.exclusive_ops > 0);
+        assert!(
+            none.handovers <= 4,
+            "at most each thread's first op (if it did not run in the warm-up): {}",
+            none.handovers
+        );
+    }
+
+    #[test]
+    fn sample_period_keeps_the_clock_under_one_percent() {
+        assert_eq!(sample_period(None), SAMPLE_EVERY);
+        assert_eq!(sample_period(Some(0.0)), SAMPLE_EVERY);
+        assert_eq!(sample_period(Some(2.5)), 4096, "fast ops: the cap");
+        assert_eq!(sample_period(Some(20.0)), 512, "500 -> 512");
+        assert_eq!(
+            sample_period(Some(10_000.0)),
+            PUBLISH_EVERY,
+            "slow ops: every batch"
+        );
+        for ns in [1.0, 3.0, 7.0, 50.0, 300.0, 1e4, 1e7] {
+            let p = sample_period(Some(ns));
+            assert!(p.is_power_of_two() && (PUBLISH_EVERY..=4096).contains(&p));
+            assert!(p.is_multiple_of(PUBLISH_EVERY), "a batch's first op");
+        }
+    }
+
+    #[test]
+    fn rss_is_read_and_grows_with_memory() {
+        let before = rss_kb().expect("this machine has /proc/self/status");
+        let mut v = vec![0u8; 64 << 20];
+        for b in v.iter_mut().step_by(4096) {
+            *b = 1; // touch every page
+        }
+        std::hint::black_box(&mut v);
+        let after = rss_kb().unwrap();
+        assert!(after >= before + 60 * 1024, "{before} -> {after} KiB");
+        drop(v);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::calibrate;
 use crate::cli::Plan;
 use crate::locks::Kind;
-use crate::metrics::{RowSpec, fill_scaling, summarize};
+use crate::metrics::{RowSpec, fill_limits, fill_scaling, summarize};
 use crate::report::{Report, table};
 use crate::runner::{Clock, TrialSpec, allowed_cpus};
 use crate::work::WorkCalibration;
@@ -35,13 +35,19 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
         let c = &report.calibration;
         writeln!(
             out,
-            "locklab {} on {} ({} logical CPUs): atomic RMW {:.1} ns, CAS {:.1} ns, line transfer {:.0} ns, futex wake {:.0} ns\n",
+            "locklab {} on {} ({} logical CPUs, kernel {})\nlimits: atomic RMW {:.1} ns, CAS {:.1} ns, line transfer {:.0} ns{}, futex wake {:.0} ns\n",
             report.locklab_version,
             report.machine.cpu_model,
             report.machine.logical_cpus,
+            report.machine.kernel,
             c.atomic_rmw_ns,
             c.cas_ns,
             c.line_transfer_ns,
+            if c.line_transfer_pinned || report.machine.logical_cpus < 2 {
+                ""
+            } else {
+                " (threads NOT pinned apart)"
+            },
             c.futex_wake_ns
         )?;
     }
@@ -58,6 +64,9 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
     } else {
         ProgressBar::hidden()
     };
+    // The default job (with the summary) prints the answer first and the tables after it; `bench` prints
+    // each workload's table as soon as it is measured.
+    let mut tables = String::new();
     for (workload, locks) in &plan.workloads {
         let first_row = report.results.len();
         for &threads in &plan.threads {
@@ -100,6 +109,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                     .results
                     .push(summarize(&rs, trials, &report.calibration));
                 fill_scaling(&mut report.results);
+                fill_limits(&mut report.results);
                 for e in &plan.exporters {
                     e.checkpoint(&report)?;
                 }
@@ -107,19 +117,25 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
         }
         if !plan.quiet {
             let rows: Vec<_> = report.results[first_row..].iter().collect();
-            bar.suspend(|| -> anyhow::Result<()> {
-                writeln!(out, "{}", table::render_block(&report, &rows))?;
-                Ok(())
-            })?;
+            let block = table::render_block(&report, &rows);
+            if plan.summary {
+                tables += &block;
+                tables.push('\n');
+            } else {
+                bar.suspend(|| -> anyhow::Result<()> {
+                    writeln!(out, "{block}")?;
+                    Ok(())
+                })?;
+            }
         }
     }
     bar.finish_and_clear();
+    if plan.summary && !plan.quiet {
+        write!(out, "{}\n{tables}", summary(&report))?;
+    }
     if let (false, Some(w)) = (plan.quiet, busy_warning(&report)) {
         // On stderr (stdout may hold an export). With --quiet the exports still carry `noise.busy`.
         eprintln!("{w}");
-    }
-    if plan.summary && !plan.quiet {
-        write!(out, "{}", summary(&report))?;
     }
     for e in &plan.exporters {
         e.finish(&report)?;
@@ -144,37 +160,59 @@ pub fn busy_warning(report: &Report) -> Option<String> {
     })
 }
 
-/// "Who wins where": per workload and thread count, our best lock against the best peer. Baselines
-/// (`atomic-count`: no lock at all) are in the tables but never win here.
+/// "Who wins where", one line per workload: at each thread count, the winner between our best lock and
+/// the best peer (median ops/s), and by how much (winner / loser). Baselines (`none`, `atomic-count`)
+/// are in the tables but never win here; the harness's own floor (`none`) is named once.
 pub fn summary(report: &Report) -> String {
-    let mut s = String::from("who wins where (median ops/s; ratio = our best / best peer)\n");
-    let mut keys: Vec<(String, usize)> = vec![];
+    let mut s = String::from(
+        "who wins where: at each thread count, our best lock vs the best peer (median ops/s; xR = winner / loser)\n",
+    );
+    let mut workloads: Vec<&str> = vec![];
     for r in &report.results {
-        let k = (r.workload.clone(), r.threads);
-        if !keys.contains(&k) {
-            keys.push(k);
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
         }
     }
-    for (w, t) in keys {
-        let rows = report
+    for w in workloads {
+        let mut threads: Vec<usize> = report
             .results
             .iter()
-            .filter(|r| r.workload == w && r.threads == t);
-        let best = |kind: Kind| {
-            rows.clone()
-                .filter(|r| crate::locks::find(&r.lock).is_some_and(|l| l.kind == kind))
-                .max_by(|a, b| a.ops_per_sec.median.total_cmp(&b.ops_per_sec.median))
-        };
-        if let (Some(o), Some(p)) = (best(Kind::Ours), best(Kind::Peer)) {
-            let ratio = o.ops_per_sec.median / p.ops_per_sec.median.max(1e-9);
-            let verdict = if ratio >= 1.0 { "ours" } else { "peer" };
-            s += &format!(
-                "  {w:<9}{t:>3} threads: {verdict:<5} {:<15}{:>14} vs {:<24}{:>14}  x{ratio:.2}\n",
-                o.lock,
-                table::group(o.ops_per_sec.median),
-                p.lock,
-                table::group(p.ops_per_sec.median)
-            );
+            .filter(|r| r.workload == w)
+            .map(|r| r.threads)
+            .collect();
+        threads.sort_unstable();
+        threads.dedup();
+        let mut cells = vec![];
+        for t in threads {
+            let rows = report
+                .results
+                .iter()
+                .filter(|r| r.workload == w && r.threads == t);
+            let best = |kind: Kind| {
+                rows.clone()
+                    .filter(|r| crate::locks::find(&r.lock).is_some_and(|l| l.kind == kind))
+                    .max_by(|a, b| a.ops_per_sec.median.total_cmp(&b.ops_per_sec.median))
+            };
+            if let (Some(o), Some(p)) = (best(Kind::Ours), best(Kind::Peer)) {
+                let (win, lose, who) = if o.ops_per_sec.median >= p.ops_per_sec.median {
+                    (o, p, "ours")
+                } else {
+                    (p, o, "peer")
+                };
+                let ratio = win.ops_per_sec.median / lose.ops_per_sec.median.max(1e-9);
+                let busy = if win.noise.busy || lose.noise.busy {
+                    " (busy)"
+                } else {
+                    ""
+                };
+                cells.push(format!(
+                    "{t} thr: {who} {} x{ratio:.2} over {}{busy}",
+                    win.lock, lose.lock
+                ));
+            }
+        }
+        if !cells.is_empty() {
+            s += &format!("  {w:<9}{}\n", cells.join("  |  "));
         }
     }
     s
@@ -212,8 +250,39 @@ mod tests {
             .lines()
             .find(|l| l.contains("refcount"))
             .expect("a refcount line");
-        assert!(line.contains("ours") && line.contains("lockref"), "{line}");
+        assert!(
+            line.contains("2 thr: ours lockref x1.50 over std-mutex-count"),
+            "{line}"
+        );
         assert!(!line.contains("atomic-count"), "{line}");
-        assert!(line.contains("x1.50"), "{line}");
+    }
+
+    /// Issue 9 item 8: one line per workload, a cell per thread count naming the winner and by how
+    /// much, whichever side wins.
+    #[test]
+    fn one_line_per_workload_names_each_winner() {
+        let mut rows = vec![];
+        for (lock, t, ops) in [
+            ("ticket", 1, 200e6),
+            ("spin-ticket", 1, 100e6),
+            ("ticket", 2, 10e6),
+            ("parking-lot-mutex", 2, 40e6),
+        ] {
+            let mut r = row(lock, ops);
+            r.workload = "mutex".into();
+            r.threads = t;
+            rows.push(r);
+        }
+        let s = summary(&Report {
+            results: rows,
+            ..Default::default()
+        });
+        let lines: Vec<&str> = s.lines().filter(|l| l.contains("mutex")).collect();
+        assert_eq!(lines.len(), 1, "{s}");
+        assert!(
+            lines[0].contains("1 thr: ours ticket x2.00 over spin-ticket")
+                && lines[0].contains("2 thr: peer parking-lot-mutex x4.00 over ticket"),
+            "{s}"
+        );
     }
 }

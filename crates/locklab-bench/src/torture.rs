@@ -13,6 +13,11 @@
 //!   notified returns: a lost wake-up shows as a difference, or as a thread that never finishes), and
 //!   timed waits return within [`TIMED_WAIT_SLACK`] of their timeout.
 //!
+//! - RCU (`rcu`, rcutorture's checks): readers record the age, in grace periods, of the object they
+//!   saw (the pipe histogram); an object more than 2 grace periods old, or one already "freed" (its
+//!   grace period over), seen inside a read-side section is a failure; after `rcu_barrier` every
+//!   retired object must have been freed (no lost callbacks). `busted-rcu`'s grace periods do not wait.
+//!
 //! A run that does not finish within its duration plus [`HANG_GRACE`] is a failure too (a deadlock or a
 //! lost wake-up): the report is printed and the process exits non-zero without joining.
 //!
@@ -152,6 +157,8 @@ pub struct Subject {
     finish: Option<CheckFn>,
     /// The run is over: wake whatever waits (condvar).
     stop: Option<CheckFn>,
+    /// RCU: readers' ages (in grace periods) of the objects they saw, 0, 1, 2, 3 or more.
+    pipe: Option<Arc<[AtomicU64; 4]>>,
 }
 
 /// A subject with one exclusive operation and `forget` (the rest unset).
@@ -163,6 +170,7 @@ fn exclusive_subject(name: &'static str, write: OpFn, forget: CheckFn) -> Subjec
         forget: Some(forget),
         finish: None,
         stop: None,
+        pipe: None,
     }
 }
 
@@ -278,6 +286,7 @@ fn seqlock_subject() -> Subject {
         forget: None,
         finish: None,
         stop: None,
+        pipe: None,
     }
 }
 
@@ -398,6 +407,7 @@ fn lockref_subject(busted: bool) -> Subject {
             }
         })),
         stop: None,
+        pipe: None,
     }
 }
 
@@ -506,6 +516,159 @@ fn condvar_subject(busted: bool) -> Subject {
             notify(&s.not_full, &s, true);
             Ok(())
         })),
+        pipe: None,
+    }
+}
+
+/// The domain RCU torture runs in (its own: no other reader holds up its grace periods).
+static TORTURE_RCU: locklab::rcu::RcuDomain = locklab::rcu::RcuDomain::new();
+
+/// An object published under RCU torture. Never freed (leaked: a broken RCU must not make the check
+/// itself undefined behaviour); "freed" is the `dead` mark, set where a real free would happen, and a
+/// dead object goes back to a pool that writers reuse (what an allocator would do), so memory stays
+/// bounded.
+struct RcuObj {
+    id: AtomicU64,
+    /// Completed grace periods when it was unpublished (`u64::MAX` while published).
+    retired_at: AtomicU64,
+    /// Its grace period is over: a real RCU user would have freed it now.
+    dead: AtomicBool,
+}
+
+/// rcutorture for our RCU (`rcu`), or for a busted one whose grace periods do not wait and whose
+/// callbacks run at once (`busted-rcu`), which the checks must catch.
+///
+/// Readers (even workers) take a read-side section, load the published object, work (or sleep, under
+/// `long-holds`), and check: the object is not dead, and at most 2 grace periods completed since it
+/// was unpublished (a reader's section can span only the grace period in progress when it began: ages
+/// 0 and 1 are normal, 2 is rcutorture's tolerance, more is a failure). Ages go into the pipe
+/// histogram. Writers (odd workers) publish a new object and retire the old one, by `synchronize` then
+/// marking it, or by `call_rcu` of the marking (alternately by worker). At the end `rcu_barrier` must
+/// have run every callback: every retired object is dead.
+fn rcu_subject(busted: bool) -> Subject {
+    struct State {
+        cur: std::sync::atomic::AtomicPtr<RcuObj>,
+        next_id: AtomicU64,
+        retired: AtomicU64,
+        killed: Arc<AtomicU64>,
+        /// The busted RCU's fake grace-period count.
+        fake_gp: AtomicU64,
+        /// Dead objects, ready for reuse.
+        pool: Arc<StdMutex<Vec<&'static RcuObj>>>,
+    }
+    fn leak(id: u64) -> *mut RcuObj {
+        Box::into_raw(Box::new(RcuObj {
+            id: AtomicU64::new(id),
+            retired_at: AtomicU64::new(u64::MAX),
+            dead: AtomicBool::new(false),
+        }))
+    }
+    fn fresh(st: &State) -> *mut RcuObj {
+        let id = st.next_id.fetch_add(1, Relaxed);
+        match st.pool.lock().unwrap().pop() {
+            Some(o) => {
+                o.id.store(id, Relaxed);
+                o.retired_at
+                    .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+                o.dead.store(false, std::sync::atomic::Ordering::SeqCst);
+                o as *const RcuObj as *mut RcuObj
+            }
+            None => leak(id),
+        }
+    }
+    let d = &TORTURE_RCU;
+    let st = Arc::new(State {
+        cur: std::sync::atomic::AtomicPtr::new(leak(0)),
+        next_id: AtomicU64::new(1),
+        retired: AtomicU64::new(0),
+        killed: Arc::new(AtomicU64::new(0)),
+        fake_gp: AtomicU64::new(0),
+        pool: Arc::new(StdMutex::new(vec![])),
+    });
+    let pipe: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let (st1, st2, st3, pipe2) = (st.clone(), st.clone(), st.clone(), pipe.clone());
+    let gps = move |st: &State| {
+        if busted {
+            st.fake_gp.load(Relaxed)
+        } else {
+            d.grace_periods()
+        }
+    };
+    Subject {
+        name: if busted { "busted-rcu" } else { "rcu" },
+        write: Box::new(move |op| {
+            let st = &*st1;
+            let new = fresh(st);
+            // SAFETY (of the deref below): objects are leaked, never freed.
+            let old = unsafe { &*st.cur.swap(new, std::sync::atomic::Ordering::AcqRel) };
+            old.retired_at
+                .store(gps(st), std::sync::atomic::Ordering::SeqCst);
+            st.retired.fetch_add(1, Relaxed);
+            let (killed, pool) = (st.killed.clone(), st.pool.clone());
+            let kill = move || {
+                old.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+                killed.fetch_add(1, Relaxed);
+                pool.lock().unwrap().push(old);
+            };
+            if busted {
+                // A grace period that does not wait: the object dies at once.
+                st.fake_gp.fetch_add(1, Relaxed);
+                kill();
+            } else if op.me % 4 == 1 {
+                d.synchronize();
+                kill();
+            } else {
+                d.call_rcu(kill);
+            }
+            Ok(())
+        }),
+        read: Some(Box::new(move |op| {
+            let st = &*st2;
+            let g = d.read_lock();
+            // SAFETY: objects are leaked, never freed.
+            let o = unsafe { &*st.cur.load(std::sync::atomic::Ordering::Acquire) };
+            let id = o.id.load(Relaxed);
+            match op.hold {
+                Some(t) => std::thread::sleep(t),
+                None => work(20),
+            }
+            let dead = o.dead.load(std::sync::atomic::Ordering::SeqCst);
+            let retired = o.retired_at.load(std::sync::atomic::Ordering::SeqCst);
+            let now = gps(st);
+            drop(g);
+            let age = if retired == u64::MAX {
+                0
+            } else {
+                now.saturating_sub(retired)
+            };
+            pipe2[age.min(3) as usize].fetch_add(1, Relaxed);
+            if dead {
+                return Err(format!(
+                    "reader saw object {id} freed under it (its grace period ended early)"
+                ));
+            }
+            if age > 2 {
+                return Err(format!(
+                    "reader held object {id} across {age} grace periods"
+                ));
+            }
+            Ok(())
+        })),
+        forget: None,
+        finish: Some(Box::new(move || {
+            if !busted {
+                d.rcu_barrier();
+            }
+            let (r, k) = (st3.retired.load(Relaxed), st3.killed.load(Relaxed));
+            if r != k {
+                return Err(format!(
+                    "{r} objects retired but {k} freed after rcu_barrier (lost callbacks)"
+                ));
+            }
+            Ok(())
+        })),
+        stop: None,
+        pipe: Some(pipe),
     }
 }
 
@@ -523,6 +686,7 @@ fn busted_unlock_early() -> Subject {
         forget: None,
         finish: None,
         stop: None,
+        pipe: None,
     }
 }
 
@@ -537,6 +701,7 @@ fn busted_rw() -> Subject {
         forget: None,
         finish: None,
         stop: None,
+        pipe: None,
     }
 }
 
@@ -576,6 +741,7 @@ fn busted_seqlock() -> Subject {
         forget: None,
         finish: None,
         stop: None,
+        pipe: None,
     }
 }
 
@@ -600,12 +766,14 @@ pub fn subject(name: &str) -> Option<Subject> {
         "busted-seqlock" => busted_seqlock(),
         "busted-lockref" => lockref_subject(true),
         "busted-condvar" => condvar_subject(true),
+        "rcu" => rcu_subject(false),
+        "busted-rcu" => rcu_subject(true),
         _ => return None,
     })
 }
 
 /// Our primitives, as `--lock all` runs them.
-pub const OURS: [&str; 12] = [
+pub const OURS: [&str; 13] = [
     "tas",
     "ticket",
     "mcs",
@@ -618,14 +786,16 @@ pub const OURS: [&str; 12] = [
     "seqlock",
     "lockref",
     "condvar",
+    "rcu",
 ];
 /// The deliberately broken locks, as `--lock busted` runs them.
-pub const BUSTED: [&str; 5] = [
+pub const BUSTED: [&str; 6] = [
     "busted-unlock-early",
     "busted-rw",
     "busted-seqlock",
     "busted-lockref",
     "busted-condvar",
+    "busted-rcu",
 ];
 
 /// One kind of operation's counts.
@@ -660,6 +830,10 @@ pub struct LockResult {
     pub late_ops: u64,
     /// Some thread never finished (deadlock or lost wake-up); the run stopped here.
     pub hung: bool,
+    /// RCU: how many reads saw an object aged 0, 1, 2, and 3 or more grace periods since it was
+    /// unpublished (rcutorture's pipe; more than 2 is a failure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipe: Option<[u64; 4]>,
     /// `true` when nothing failed.
     pub ok: bool,
 }
@@ -684,6 +858,9 @@ impl LockResult {
         if let Some(r) = &self.reads {
             s += "  ";
             s += &part("Reads", r);
+        }
+        if let Some(p) = &self.pipe {
+            s += &format!("  Pipe: {} {} {} {}", p[0], p[1], p[2], p[3]);
         }
         if self.other_failures > 0 {
             s += &format!("  Other: {} !!!", self.other_failures);
@@ -856,6 +1033,17 @@ fn worker(sh: Arc<Shared>, w: usize, seed: u64) {
     }
 }
 
+/// Joins `h` (its thread-local destructors included) by `deadline`: `Some(true)` joined, `Some(false)`
+/// it panicked, `None` still running (left behind: the run is reported hung).
+fn join_by(h: std::thread::JoinHandle<()>, deadline: Instant) -> Option<bool> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(h.join().is_ok());
+    });
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .ok()
+}
+
 /// Tortures one lock. If it hung (`hung` in the result), its threads are still running.
 pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
     let n = s.threads;
@@ -883,6 +1071,7 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
             .expect("spawn a torture worker")
     };
     let mut handles: Vec<_> = (0..n).map(|w| spawn(w, 0)).collect();
+    let mut retired = vec![];
     let start = Instant::now();
     let mut replaced = 0u64;
     let mut next_phase = start + PHASE;
@@ -897,13 +1086,13 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
                 sh.stutter.store(false, Relaxed);
             }
         }
-        // Churn: replace the workers that exited.
+        // Churn: replace the workers that exited. The old handle is joined at the end, not here: a
+        // worker counts as finished once its body returns, but its late operation (a thread-local
+        // destructor) may still be running, e.g. a condvar consumer waiting for a producer that only
+        // this loop would respawn (joining it here hung a CI run).
         for (w, h) in handles.iter_mut().enumerate() {
             if h.is_finished() && !sh.stop.load(Relaxed) {
-                let old = std::mem::replace(h, spawn(w, replaced + 1));
-                if old.join().is_err() {
-                    sh.fail(&sh.other_fail, format!("worker {w} panicked"));
-                }
+                retired.push((w, std::mem::replace(h, spawn(w, replaced + 1))));
                 replaced += 1;
             }
         }
@@ -914,20 +1103,17 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
     }
     let deadline = Instant::now() + HANG_GRACE;
     let mut hung = false;
-    for (w, h) in handles.into_iter().enumerate() {
-        while !h.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if !h.is_finished() {
-            hung = true;
-            sh.fail(
-                &sh.other_fail,
-                format!("worker {w} did not finish within {HANG_GRACE:?} of the end (deadlock or lost wake-up)"),
-            );
-            continue;
-        }
-        if h.join().is_err() {
-            sh.fail(&sh.other_fail, format!("worker {w} panicked"));
+    for (w, h) in retired.into_iter().chain(handles.into_iter().enumerate()) {
+        match join_by(h, deadline) {
+            Some(true) => {}
+            Some(false) => sh.fail(&sh.other_fail, format!("worker {w} panicked")),
+            None => {
+                hung = true;
+                sh.fail(
+                    &sh.other_fail,
+                    format!("worker {w} did not finish within {HANG_GRACE:?} of the end (deadlock or lost wake-up)"),
+                );
+            }
         }
     }
     if let (false, Some(finish)) = (hung, &sh.subject.finish)
@@ -963,6 +1149,11 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
         threads_replaced: replaced,
         late_ops: sh.late_ops.load(Relaxed),
         hung,
+        pipe: sh
+            .subject
+            .pipe
+            .as_ref()
+            .map(|p| std::array::from_fn(|i| p[i].load(Relaxed))),
         ok,
     }
 }
@@ -1115,6 +1306,7 @@ mod tests {
             threads_replaced: 0,
             late_ops: 0,
             hung: false,
+            pipe: None,
             ok: true,
         };
         assert!(

@@ -13,11 +13,24 @@ pub enum Workload {
     Rw,
     /// take a reference to a shared object and drop it.
     Refcount,
+    /// RCU read side: read lock, dereference of the published object, unlock.
+    #[serde(rename = "rcu-read")]
+    RcuRead,
+    /// each thread publishes a new object in its own slot and retires the old one (seed 004's
+    /// close(open()) shape: call_rcu on every op).
+    #[serde(rename = "call-rcu")]
+    CallRcu,
 }
 
 impl Workload {
     /// Every workload, in the order the default suite runs them.
-    pub const ALL: [Workload; 3] = [Workload::Mutex, Workload::Rw, Workload::Refcount];
+    pub const ALL: [Workload; 5] = [
+        Workload::Mutex,
+        Workload::Rw,
+        Workload::Refcount,
+        Workload::RcuRead,
+        Workload::CallRcu,
+    ];
 
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
@@ -25,6 +38,8 @@ impl Workload {
             Workload::Mutex => "mutex",
             Workload::Rw => "rw",
             Workload::Refcount => "refcount",
+            Workload::RcuRead => "rcu-read",
+            Workload::CallRcu => "call-rcu",
         }
     }
 
@@ -39,6 +54,12 @@ impl Workload {
             }
             Workload::Refcount => {
                 "take a reference to a shared object, hold it for --cs-ns, drop it"
+            }
+            Workload::RcuRead => {
+                "RCU read lock, dereference the published object (--cs-ns of work on it), unlock"
+            }
+            Workload::CallRcu => {
+                "publish a new object in the thread's own slot, retire the old one (call_rcu)"
             }
         }
     }

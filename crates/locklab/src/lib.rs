@@ -49,23 +49,26 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(not(loom))]
-pub mod brlock;
+// Families, as std's `sys/sync` groups them: `spin` (spinlocks and lockref), `sleep` (the mutex, its
+// condvar, and their OSQ and wait list), `rw` (the reader-writer locks and seqlock), `rcu`. The public
+// module paths stay flat (`locklab::mutex`, `locklab::rwsem`, ...): re-exported below.
 mod clock;
-pub mod condvar;
-pub mod lockref;
-pub mod mutex;
-mod osq;
-pub mod percpu_rwsem;
 mod primitive;
-pub mod rwsem;
-pub mod rwspinlock;
-pub mod seqlock;
+#[cfg(not(loom))]
+pub mod rcu;
+mod rw;
+mod sleep;
 pub mod spin;
 pub mod sys;
 #[cfg(not(loom))]
 mod thread_slot;
-mod wait_list;
+
+#[cfg(not(loom))]
+pub use rw::brlock;
+pub use rw::{percpu_rwsem, rwsem, rwspinlock, seqlock};
+pub use sleep::{condvar, mutex};
+use sleep::{osq, wait_list};
+pub use spin::lockref;
 
 #[cfg(all(test, not(loom)))]
 mod exit_tests;

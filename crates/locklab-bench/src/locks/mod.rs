@@ -10,8 +10,11 @@
 
 pub mod ours;
 pub mod peers;
+pub mod rcu;
 
-use crate::runner::{Clock, TrialOutcome, TrialSpec, run_lock, run_refcount};
+use crate::runner::{
+    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_lock, run_rcu_read, run_refcount,
+};
 use crate::workload::{Shared, Workload};
 
 /// A lock protecting a [`Shared`].
@@ -26,7 +29,7 @@ pub trait LockUnderTest: Send + Sync + 'static {
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R;
 
     /// Locks in shared mode, runs `f` on the data, unlocks. Exclusive locks take the exclusive mode.
-    #[inline]
+    #[inline(always)]
     fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
         self.exclusive(|s| f(s))
     }
@@ -40,6 +43,20 @@ pub trait RefCountUnderTest: Send + Sync + 'static {
     fn get(&self);
     /// Drops a reference.
     fn put(&self);
+}
+
+/// An RCU (or RCU-like) scheme: a published object that readers dereference, and per-thread slots
+/// whose old objects are retired after readers are done. Runs `rcu-read` and `call-rcu`.
+pub trait RcuUnderTest: Send + Sync + 'static {
+    /// A scheme with a published object and `threads` retire slots.
+    fn new(threads: usize) -> Self;
+    /// Read-side lock, dereference of the published object, `f` on it, unlock: read `i` of worker
+    /// `t` (QSBR uses them to announce a quiescent state now and then).
+    fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&crate::workload::Shared) -> R) -> R;
+    /// Publishes a new object (`v` in its first word) in slot `t` and retires the old one.
+    fn retire(&self, t: usize, v: u64);
+    /// Waits until every retired object has been freed (after the trial; not timed).
+    fn drain(&self) {}
 }
 
 /// Whose lock it is.
@@ -80,6 +97,10 @@ pub struct LockInfo {
     pub lock: Option<TrialFn>,
     /// Runner for the `refcount` workload, if it counts references.
     pub refcount: Option<TrialFn>,
+    /// Runner for `rcu-read`, if it is an RCU scheme.
+    pub rcu_read: Option<TrialFn>,
+    /// Runner for `call-rcu`, if it is an RCU scheme that retires objects.
+    pub call_rcu: Option<TrialFn>,
     /// Whether it has a real shared mode.
     pub shared_mode: bool,
 }
@@ -90,6 +111,8 @@ impl LockInfo {
         match w {
             Workload::Mutex | Workload::Rw => self.lock,
             Workload::Refcount => self.refcount,
+            Workload::RcuRead => self.rcu_read,
+            Workload::CallRcu => self.call_rcu,
         }
     }
 
@@ -107,6 +130,8 @@ pub fn lock<L: LockUnderTest>(name: &'static str, kind: Kind, summary: &'static 
         summary,
         lock: Some(run_lock::<L>),
         refcount: None,
+        rcu_read: None,
+        call_rcu: None,
         shared_mode: L::HAS_SHARED_MODE,
     }
 }
@@ -123,14 +148,52 @@ pub fn refcount<R: RefCountUnderTest>(
         summary,
         lock: None,
         refcount: Some(run_refcount::<R>),
+        rcu_read: None,
+        call_rcu: None,
         shared_mode: false,
     }
 }
 
-/// Every lock the lab knows: ours first, then the peers, in `locklab list` order.
+/// The name of the no-lock baseline: the same loop with no lock, each thread on its own data.
+pub const NONE: &str = "none";
+
+/// The `none` baseline: runs every workload with no lock at all (each thread on its own copy of the
+/// data; the refcount loop with no count), so it measures the harness's own cost. Every run measures it
+/// (the limits and `lock_ns` are built on it).
+pub fn none() -> LockInfo {
+    LockInfo {
+        name: NONE,
+        kind: Kind::Baseline,
+        summary: "no lock: the same loop on per-thread data (the harness's own cost; every run has it)",
+        lock: Some(crate::runner::run_unlocked),
+        refcount: Some(run_refcount::<crate::runner::NoCount>),
+        rcu_read: Some(run_rcu_read::<rcu::Unprotected>),
+        call_rcu: Some(run_call_rcu::<rcu::Unprotected>),
+        shared_mode: true,
+    }
+}
+
+/// Registry entry for an [`RcuUnderTest`].
+pub fn rcu<R: RcuUnderTest>(name: &'static str, kind: Kind, summary: &'static str) -> LockInfo {
+    LockInfo {
+        name,
+        kind,
+        summary,
+        lock: None,
+        refcount: None,
+        rcu_read: Some(run_rcu_read::<R>),
+        call_rcu: Some(run_call_rcu::<R>),
+        shared_mode: true,
+    }
+}
+
+/// Every lock the lab knows: the `none` baseline, ours, then the peers, in `locklab list` order.
 pub fn registry() -> Vec<LockInfo> {
-    let mut v = ours::entries();
+    let mut v = vec![none()];
+    v.extend(ours::entries());
+    v.extend(rcu::ours());
     v.extend(peers::entries());
+    v.extend(rcu::peers());
     v
 }
 
@@ -149,7 +212,7 @@ macro_rules! mutex_adapter {
             fn new() -> Self {
                 $adapter(<$m>::new(Default::default()))
             }
-            #[inline]
+            #[inline(always)]
             fn exclusive<R>(&self, f: impl FnOnce(&mut $crate::workload::Shared) -> R) -> R {
                 let mut g = self.0.lock();
                 f(&mut g)
@@ -169,12 +232,12 @@ macro_rules! rwlock_adapter {
             fn new() -> Self {
                 $adapter(<$m>::new(Default::default()))
             }
-            #[inline]
+            #[inline(always)]
             fn exclusive<R>(&self, f: impl FnOnce(&mut $crate::workload::Shared) -> R) -> R {
                 let mut g = self.0.write();
                 f(&mut g)
             }
-            #[inline]
+            #[inline(always)]
             fn shared<R>(&self, f: impl FnOnce(&$crate::workload::Shared) -> R) -> R {
                 let g = self.0.read();
                 f(&g)
@@ -193,11 +256,11 @@ macro_rules! count_under_lock {
             fn new() -> Self {
                 $adapter(<$m>::new(1))
             }
-            #[inline]
+            #[inline(always)]
             fn get(&self) {
                 *self.0.lock() += 1;
             }
-            #[inline]
+            #[inline(always)]
             fn put(&self) {
                 *self.0.lock() -= 1;
             }
@@ -238,14 +301,24 @@ mod tests {
         }
         for l in &reg {
             assert!(
-                l.lock.is_some() || l.refcount.is_some(),
+                l.lock.is_some()
+                    || l.refcount.is_some()
+                    || l.rcu_read.is_some()
+                    || l.call_rcu.is_some(),
                 "{} runs nothing",
                 l.name
             );
             let peer = l.kind == Kind::Peer;
-            let prefixed = ["std-", "parking-lot-", "spin-", "pthread-", "crossbeam-"]
-                .iter()
-                .any(|p| l.name.starts_with(p));
+            let prefixed = [
+                "std-",
+                "parking-lot-",
+                "spin-",
+                "pthread-",
+                "crossbeam-",
+                "arc-swap",
+            ]
+            .iter()
+            .any(|p| l.name.starts_with(p));
             assert_eq!(
                 peer, prefixed,
                 "{}: peers are prefixed with their crate, ours are bare",

@@ -24,11 +24,11 @@ impl super::LockUnderTest for Seq {
     fn new() -> Self {
         Seq(locklab::SeqLock::new(Shared::default()))
     }
-    #[inline]
+    #[inline(always)]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
         f(&mut self.0.write())
     }
-    #[inline]
+    #[inline(always)]
     fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
         f(&self.0.read())
     }
@@ -41,11 +41,11 @@ impl RefCountUnderTest for LockRefCount {
     fn new() -> Self {
         LockRefCount(locklab::LockRef::new(1))
     }
-    #[inline]
+    #[inline(always)]
     fn get(&self) {
         self.0.get();
     }
-    #[inline]
+    #[inline(always)]
     fn put(&self) {
         // The object's own reference keeps the count >= 1, so this always drops ours.
         let dropped = self.0.put_not_zero();
@@ -60,12 +60,12 @@ impl RefCountUnderTest for AtomicCount {
     fn new() -> Self {
         AtomicCount(AtomicI64::new(1))
     }
-    #[inline]
+    #[inline(always)]
     fn get(&self) {
         // Relaxed: a reference count publishes nothing on get.
         self.0.fetch_add(1, Ordering::Relaxed);
     }
-    #[inline]
+    #[inline(always)]
     fn put(&self) {
         // Release, as `Arc`'s drop: prior uses of the object happen-before the last put.
         self.0.fetch_sub(1, Ordering::Release);

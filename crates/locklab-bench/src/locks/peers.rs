@@ -11,7 +11,7 @@ impl LockUnderTest for StdMutex {
     fn new() -> Self {
         StdMutex(Default::default())
     }
-    #[inline]
+    #[inline(always)]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
         f(&mut self.0.lock().unwrap())
     }
@@ -24,11 +24,11 @@ impl LockUnderTest for StdRwLock {
     fn new() -> Self {
         StdRwLock(Default::default())
     }
-    #[inline]
+    #[inline(always)]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
         f(&mut self.0.write().unwrap())
     }
-    #[inline]
+    #[inline(always)]
     fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
         f(&self.0.read().unwrap())
     }
@@ -40,11 +40,11 @@ impl super::RefCountUnderTest for StdMutexCount {
     fn new() -> Self {
         StdMutexCount(std::sync::Mutex::new(1))
     }
-    #[inline]
+    #[inline(always)]
     fn get(&self) {
         *self.0.lock().unwrap() += 1;
     }
-    #[inline]
+    #[inline(always)]
     fn put(&self) {
         *self.0.lock().unwrap() -= 1;
     }
@@ -64,11 +64,11 @@ impl LockUnderTest for CrossbeamSharded {
     fn new() -> Self {
         CrossbeamSharded(Default::default())
     }
-    #[inline]
+    #[inline(always)]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
         f(&mut self.0.write().unwrap())
     }
-    #[inline]
+    #[inline(always)]
     fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
         f(&self.0.read().unwrap())
     }
@@ -92,7 +92,7 @@ impl LockUnderTest for PthreadMutex {
             data: Default::default(),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
         // SAFETY: `m` is an initialised, pinned (boxed) mutex; `data` is only touched between lock and
         // unlock, so the `&mut` is unique.
@@ -131,7 +131,7 @@ impl LockUnderTest for PthreadRwLock {
             data: Default::default(),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
         // SAFETY: initialised, pinned rwlock; exclusive mode makes the `&mut` unique.
         unsafe {
@@ -141,7 +141,7 @@ impl LockUnderTest for PthreadRwLock {
             r
         }
     }
-    #[inline]
+    #[inline(always)]
     fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
         // SAFETY: initialised, pinned rwlock; shared mode excludes writers while we read.
         unsafe {

@@ -3,7 +3,7 @@
 use crate::metrics::ResultRow;
 
 /// The header line's columns, in order.
-pub const COLUMNS: [&str; 30] = [
+pub const COLUMNS: [&str; 36] = [
     "workload",
     "lock",
     "threads",
@@ -34,6 +34,12 @@ pub const COLUMNS: [&str; 30] = [
     "noise_others_cpu_pct",
     "noise_steal_pct",
     "noise_busy",
+    "lock_ns",
+    "handover_basis",
+    "handover_ns_per_op",
+    "handover_ratio",
+    "handover_rate",
+    "rss_kb",
 ];
 
 fn quote(s: &str) -> String {
@@ -79,6 +85,23 @@ pub fn render(rows: &[ResultRow]) -> String {
             format!("{:.1}", r.noise.others_cpu_pct),
             format!("{:.1}", r.noise.steal_pct),
             r.noise.busy.to_string(),
+            r.lock_ns.map(|v| format!("{v:.3}")).unwrap_or_default(),
+            r.handover
+                .as_ref()
+                .map(|h| h.basis.clone())
+                .unwrap_or_default(),
+            r.handover
+                .as_ref()
+                .map(|h| format!("{:.3}", h.ns_per_op))
+                .unwrap_or_default(),
+            r.handover
+                .as_ref()
+                .map(|h| format!("{:.4}", h.ratio))
+                .unwrap_or_default(),
+            r.handover_rate
+                .map(|v| format!("{v:.4}"))
+                .unwrap_or_default(),
+            r.rss_kb.map(|v| v.to_string()).unwrap_or_default(),
         ];
         out += &cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
         out.push('\n');

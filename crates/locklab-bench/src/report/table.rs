@@ -68,8 +68,18 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<24}{:>8}{:>15} {:>8}{:>5}{:>7}{:>10}{:>7}{:>7}",
-        "lock", "threads", "ops/s", "(xN)", "lin", "idle%", "p99 acq", "fair", "limit"
+        "{:<24}{:>8}{:>15} {:>8}{:>5}{:>9}{:>7}{:>10}{:>7}{:>7}{:>7}",
+        "lock",
+        "threads",
+        "ops/s",
+        "(xN)",
+        "lin",
+        "lock ns",
+        "idle%",
+        "p99 acq",
+        "fair",
+        "hand%",
+        "limit"
     );
     let cpus = report.machine.logical_cpus.max(1);
     let mut locks: Vec<&str> = vec![];
@@ -90,17 +100,24 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
                     r.noise.others_cpu_pct.max(r.noise.steal_pct)
                 );
             }
+            let lock_ns = r.lock_ns.map(|v| format!("{v:.1}")).unwrap_or_default();
+            let hand = r
+                .handover_rate
+                .map(|v| format!("{:.0}%", 100.0 * v))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{:<24}{:>8}{:>15} {:>8}{:>5}{:>6.0}%{:>10}{:>7.2}{:>7.2}{}",
+                "{:<24}{:>8}{:>15} {:>8}{:>5}{:>9}{:>6.0}%{:>10}{:>7.2}{:>7}{:>7.2}{}",
                 r.lock,
                 r.threads,
                 group(r.ops_per_sec.median),
                 scaling,
                 r.threads.min(cpus),
+                lock_ns,
                 r.idle_pct,
                 ns(r.acquire_ns.p99),
                 r.jain_fairness,
+                hand,
                 r.limit.ratio,
                 mark
             );

@@ -1,7 +1,9 @@
-//! The spinlock family: test-and-test-and-set, ticket, MCS and queued spinlocks.
+//! The spinlock family: test-and-test-and-set, ticket, MCS and queued spinlocks, and the lockref
+//! built on the ticket lock.
 //!
-//! All four implement [`lock_api::RawMutex`]; the crate root has the `lock_api::Mutex` aliases.
+//! The four locks implement [`lock_api::RawMutex`]; the crate root has the `lock_api::Mutex` aliases.
 
+pub mod lockref;
 pub mod mcs;
 pub mod qspinlock;
 pub mod tas;

@@ -186,6 +186,29 @@ pub fn membarrier() -> bool {
     }
 }
 
+/// Gives the calling thread the CPU affinity of the process's main thread. A helper thread inherits
+/// the affinity of whichever thread spawned it: one spawned by a thread pinned to one CPU would share
+/// that CPU with it. Returns whether the kernel accepted it (no-op under Miri).
+///
+/// ```
+/// std::thread::spawn(|| locklab::sys::use_process_affinity()).join().unwrap();
+/// ```
+pub fn use_process_affinity() -> bool {
+    #[cfg(miri)]
+    {
+        false
+    }
+    #[cfg(not(miri))]
+    // SAFETY: `set` is a valid, zeroed cpu_set_t of the size passed; getpid and the affinity calls
+    // have no other memory arguments.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        let size = core::mem::size_of::<libc::cpu_set_t>();
+        libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0
+            && libc::sched_setaffinity(0, size, &set) == 0
+    }
+}
+
 /// The kernel's id of the calling thread (`gettid(2)`).
 ///
 /// ```

@@ -661,6 +661,8 @@ mod overflow_tests {
     #[test]
     fn every_increment_aborts_at_the_bound() {
         let exe = std::env::current_exe().unwrap();
+        // This module's test path without the crate name: where `child` is, wherever the file moves.
+        let child = format!("{}::child", module_path!().split_once("::").unwrap().1);
         for case in [
             "get",
             "get_locked",
@@ -671,7 +673,7 @@ mod overflow_tests {
             "arc_clone",
         ] {
             let out = Command::new(&exe)
-                .args(["--exact", "lockref::overflow_tests::child", "--nocapture"])
+                .args(["--exact", &child, "--nocapture"])
                 .env(CASE, case)
                 .output()
                 .unwrap();

@@ -173,8 +173,9 @@ pub fn fast_readers() -> bool {
     mode::fast()
 }
 
+/// Whether `membarrier` carries the readers' fences, decided once per process (shared with `rcu`).
 #[cfg(not(loom))]
-mod mode {
+pub(crate) mod mode {
     use core::sync::atomic::{AtomicU8, Ordering};
 
     const UNKNOWN: u8 = 0;
@@ -183,7 +184,7 @@ mod mode {
     static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
     #[inline(always)]
-    pub(super) fn fast() -> bool {
+    pub(crate) fn fast() -> bool {
         // Relaxed: the value is a fact about the kernel, and each thread that finds it unknown derives
         // it itself (registering first) before relying on it.
         match MODE.load(Ordering::Relaxed) {

@@ -1,0 +1,413 @@
+//! RCU schemes for the `rcu-read` and `call-rcu` workloads: ours (`rcu-memb`, and the one-shared-queue
+//! `call-rcu-shared` arm that seed 004 contrasts), the peers (`crossbeam-epoch`, `arc-swap`), and the
+//! `none` baseline's unprotected object.
+//!
+//! Every scheme publishes one object (a [`Shared`] line) that readers dereference, and one slot per
+//! thread whose object `retire` replaces: the old object is freed once no reader can hold it, by each
+//! scheme's own mechanism.
+
+use super::{Kind, LockInfo, RcuUnderTest, rcu};
+use crate::workload::Shared;
+use crossbeam_utils::CachePadded;
+use locklab::rcu::{RcuCell, RcuDomain};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+
+/// The lab's own domain, so the lab's grace periods never wait for unrelated readers.
+static LAB: RcuDomain = RcuDomain::new();
+
+fn object(v: u64) -> Shared {
+    let mut s = Shared::default();
+    s.words[0] = v;
+    s
+}
+
+/// `none`: the object read with no protection at all (it is never replaced while readers run), and
+/// per-thread slots whose old object is freed at once (only its own thread ever sees a slot).
+pub struct Unprotected {
+    obj: Shared,
+    slots: Vec<CachePadded<OwnSlot>>,
+}
+
+/// One thread's slot in [`Unprotected`]: touched only by that thread.
+struct OwnSlot(UnsafeCell<Box<Shared>>);
+
+// SAFETY: the runner gives worker `t` slot `t` and no other (`retire(t, _)` is called by worker `t`
+// only), so no two threads access one slot. Private to this module.
+unsafe impl Sync for OwnSlot {}
+
+impl RcuUnderTest for Unprotected {
+    fn new(threads: usize) -> Self {
+        Unprotected {
+            obj: object(1),
+            slots: (0..threads)
+                .map(|_| CachePadded::new(OwnSlot(UnsafeCell::new(Box::new(object(0))))))
+                .collect(),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        f(&self.obj)
+    }
+    #[inline(always)]
+    fn retire(&self, t: usize, v: u64) {
+        // SAFETY: slot `t` belongs to the calling worker alone (see the `Sync` impl).
+        let slot = unsafe { &mut *self.slots[t].0.get() };
+        // A new allocation and the old one freed, as every scheme's retire does (just at once).
+        drop(std::mem::replace(slot, Box::new(object(v))));
+    }
+}
+
+/// Per-thread slots of raw pointers, each holding a `Box<Shared>` (ours and the shared-queue arm).
+struct Slots(Vec<CachePadded<AtomicPtr<Shared>>>);
+
+impl Slots {
+    fn new(threads: usize) -> Self {
+        Slots(
+            (0..threads)
+                .map(|_| CachePadded::new(AtomicPtr::new(Box::into_raw(Box::new(object(0))))))
+                .collect(),
+        )
+    }
+    /// Publishes a new object in slot `t`; returns the old one, now unpublished, as an address.
+    #[inline(always)]
+    fn swap(&self, t: usize, v: u64) -> usize {
+        let new = Box::into_raw(Box::new(object(v)));
+        // AcqRel: publishes the new object; takes ownership of the old one.
+        self.0[t].swap(new, Ordering::AcqRel) as usize
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        for s in &mut self.0 {
+            // SAFETY: the current objects came from `Box::into_raw` and are no longer shared (`&mut`).
+            drop(unsafe { Box::from_raw(*s.get_mut()) });
+        }
+    }
+}
+
+/// Frees an object retired by [`Slots::swap`].
+///
+/// # Safety
+/// `addr` came from `Slots::swap` and a grace period has passed since (no reader holds it).
+unsafe fn free(addr: usize) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(addr as *mut Shared) });
+}
+
+/// The object both of our memb arms publish, read under a read-side section of [`LAB`].
+struct Published(RcuCell<Shared>);
+
+impl Published {
+    fn new() -> Self {
+        Published(RcuCell::with_domain(object(1), &LAB))
+    }
+    #[inline(always)]
+    fn read<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
+        let g = LAB.read_lock();
+        f(self.0.load(&g))
+    }
+}
+
+/// `rcu-memb`: our memb-flavour RCU; retire is `defer_drop` (call_rcu of the free) on the thread's own
+/// segmented list.
+pub struct MembRcu {
+    obj: Published,
+    slots: Slots,
+}
+
+impl RcuUnderTest for MembRcu {
+    fn new(threads: usize) -> Self {
+        MembRcu {
+            obj: Published::new(),
+            slots: Slots::new(threads),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        self.obj.read(f)
+    }
+    #[inline(always)]
+    fn retire(&self, t: usize, v: u64) {
+        let old = self.slots.swap(t, v);
+        // SAFETY: `old` came from `Box::into_raw` in `swap` and was unpublished by it: ours alone.
+        // `defer_drop` (call_rcu with a drop, no closure allocation) frees it after a grace period.
+        LAB.defer_drop(unsafe { Box::from_raw(old as *mut Shared) });
+    }
+    fn drain(&self) {
+        LAB.rcu_barrier();
+    }
+}
+
+/// `call-rcu-shared`: the same read side, but retire goes through one process-wide queue, as in
+/// liburcu's default `call_rcu` and the kernel before seed 004's fix: a CAS on a shared head, a shared
+/// counter increment and a full fence per call; one worker runs the grace periods and frees.
+pub struct SharedQueueRcu {
+    obj: Published,
+    slots: Slots,
+}
+
+struct Node {
+    next: *mut Node,
+    obj: usize,
+}
+
+static QUEUE: AtomicPtr<Node> = AtomicPtr::new(std::ptr::null_mut());
+static QUEUED: AtomicU64 = AtomicU64::new(0);
+static FREED: AtomicU64 = AtomicU64::new(0);
+static WORKER_IDLE: AtomicU32 = AtomicU32::new(0);
+static WORKER: Once = Once::new();
+
+fn shared_worker() {
+    loop {
+        // Acquire pairs with the pushers' Release CAS: the nodes are fully written.
+        let mut head = QUEUE.swap(std::ptr::null_mut(), Ordering::Acquire);
+        if head.is_null() {
+            WORKER_IDLE.store(1, Ordering::SeqCst);
+            if QUEUE.load(Ordering::SeqCst).is_null() {
+                locklab::sys::futex_wait(
+                    &WORKER_IDLE,
+                    1,
+                    Some(std::time::Duration::from_millis(10)),
+                );
+            }
+            WORKER_IDLE.store(0, Ordering::SeqCst);
+            continue;
+        }
+        LAB.synchronize();
+        while !head.is_null() {
+            // SAFETY: every node came from `Box::into_raw` in `retire` and was taken off the queue
+            // by the swap above; its object was unpublished before it was queued, and the grace
+            // period above has passed.
+            let node = unsafe { Box::from_raw(head) };
+            unsafe { free(node.obj) };
+            head = node.next;
+            FREED.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+impl RcuUnderTest for SharedQueueRcu {
+    fn new(threads: usize) -> Self {
+        WORKER.call_once(|| {
+            std::thread::Builder::new()
+                .name("lab-shared-call-rcu".into())
+                .spawn(|| {
+                    locklab::sys::use_process_affinity(); // not the pinned spawner's single CPU
+                    shared_worker()
+                })
+                .expect("spawn the shared call_rcu worker");
+        });
+        SharedQueueRcu {
+            obj: Published::new(),
+            slots: Slots::new(threads),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        self.obj.read(f)
+    }
+    #[inline(always)]
+    fn retire(&self, t: usize, v: u64) {
+        let old = self.slots.swap(t, v);
+        let node = Box::into_raw(Box::new(Node {
+            next: std::ptr::null_mut(),
+            obj: old,
+        }));
+        let mut head = QUEUE.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is ours until the CAS below publishes it.
+            unsafe { (*node).next = head };
+            // Release: publishes the node's fields to the worker's Acquire swap.
+            match QUEUE.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        QUEUED.fetch_add(1, Ordering::Relaxed);
+        // The full fence liburcu's enqueue pays before it looks at the worker's futex.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if WORKER_IDLE.load(Ordering::Relaxed) != 0 {
+            WORKER_IDLE.store(0, Ordering::Relaxed);
+            locklab::sys::futex_wake(&WORKER_IDLE, 1);
+        }
+    }
+    fn drain(&self) {
+        // Acquire pairs with the worker's Release increments.
+        while FREED.load(Ordering::Acquire) < QUEUED.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+/// `crossbeam-epoch`: pin, load, unpin; retire is `swap` + `defer_destroy`.
+pub struct Epoch {
+    obj: crossbeam_epoch::Atomic<Shared>,
+    slots: Vec<CachePadded<crossbeam_epoch::Atomic<Shared>>>,
+}
+
+impl RcuUnderTest for Epoch {
+    fn new(threads: usize) -> Self {
+        Epoch {
+            obj: crossbeam_epoch::Atomic::new(object(1)),
+            slots: (0..threads)
+                .map(|_| CachePadded::new(crossbeam_epoch::Atomic::new(object(0))))
+                .collect(),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        let g = crossbeam_epoch::pin();
+        let p = self.obj.load(Ordering::Acquire, &g);
+        // SAFETY: `obj` is never replaced or freed while the scheme lives; `g` pins the epoch.
+        f(unsafe { p.deref() })
+    }
+    #[inline(always)]
+    fn retire(&self, t: usize, v: u64) {
+        let g = crossbeam_epoch::pin();
+        let old = self.slots[t].swap(crossbeam_epoch::Owned::new(object(v)), Ordering::AcqRel, &g);
+        // SAFETY: `old` was unpublished by the swap; crossbeam frees it once no pinned thread can
+        // hold it.
+        unsafe { g.defer_destroy(old) };
+    }
+    fn drain(&self) {
+        for _ in 0..4 {
+            crossbeam_epoch::pin().flush();
+        }
+    }
+}
+
+impl Drop for Epoch {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no thread holds a reference into the scheme any more.
+        unsafe {
+            let g = crossbeam_epoch::unprotected();
+            drop(self.obj.load(Ordering::Relaxed, g).into_owned());
+            for s in &self.slots {
+                drop(s.load(Ordering::Relaxed, g).into_owned());
+            }
+        }
+    }
+}
+
+/// `arc-swap`: `load` (a debt slot, no RMW on the Arc in the common case); retire is `store` of a new
+/// `Arc` (the old one is freed when its last holder lets go).
+pub struct ArcSwapped {
+    obj: arc_swap::ArcSwap<Shared>,
+    slots: Vec<CachePadded<arc_swap::ArcSwap<Shared>>>,
+}
+
+impl RcuUnderTest for ArcSwapped {
+    fn new(threads: usize) -> Self {
+        ArcSwapped {
+            obj: arc_swap::ArcSwap::from_pointee(object(1)),
+            slots: (0..threads)
+                .map(|_| CachePadded::new(arc_swap::ArcSwap::from_pointee(object(0))))
+                .collect(),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        let g = self.obj.load();
+        f(&g)
+    }
+    #[inline(always)]
+    fn retire(&self, t: usize, v: u64) {
+        self.slots[t].store(Arc::new(object(v)));
+    }
+}
+
+/// The QSBR domain of the `rcu-qsbr` rows (read-only: no grace period ever runs in it).
+static QSBR: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+
+/// `rcu-qsbr` (`rcu-read` only): our QSBR flavour. Reads cost nothing; each worker registers on its
+/// first read and announces a quiescent state every [`QS_EVERY`] reads (a load and a compare while no
+/// grace period waits).
+pub struct QsbrRcu {
+    obj: Box<Shared>,
+    threads: Vec<CachePadded<QsSlot>>,
+}
+
+/// How often an `rcu-qsbr` reader announces a quiescent state.
+pub const QS_EVERY: u64 = 256;
+
+/// Worker `t`'s QSBR registration (made on its first read).
+struct QsSlot(UnsafeCell<Option<locklab::rcu::QsbrThread>>);
+
+// SAFETY: worker `t` is the only thread that touches slot `t` while the trial runs (`read(t, ..)` is
+// called by worker `t` only); after the trial the scheme is dropped on another thread, when every
+// worker has exited (the runner joins them first): the registration (a `!Send` handle, because its
+// record is its thread's) is then only unregistered, which is a store to a record no thread uses.
+unsafe impl Sync for QsSlot {}
+// SAFETY: as above: the scheme moves between threads only while no worker runs.
+unsafe impl Send for QsSlot {}
+
+impl RcuUnderTest for QsbrRcu {
+    fn new(threads: usize) -> Self {
+        QsbrRcu {
+            obj: Box::new(object(1)),
+            threads: (0..threads)
+                .map(|_| CachePadded::new(QsSlot(UnsafeCell::new(None))))
+                .collect(),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        // SAFETY: slot `t` belongs to the calling worker alone (see the `Sync` impl).
+        let me = unsafe { &mut *self.threads[t].0.get() };
+        let me = me.get_or_insert_with(|| QSBR.register());
+        let r = {
+            let _g = me.read_lock();
+            f(&self.obj) // never replaced: the read side's cost is what is measured
+        };
+        if i.is_multiple_of(QS_EVERY) {
+            me.quiescent_state();
+        }
+        r
+    }
+    fn retire(&self, _: usize, _: u64) {
+        unreachable!("rcu-qsbr runs rcu-read only")
+    }
+}
+
+/// Our RCU schemes.
+pub fn ours() -> Vec<LockInfo> {
+    vec![
+        LockInfo {
+            call_rcu: None,
+            ..rcu::<QsbrRcu>(
+                "rcu-qsbr",
+                Kind::Ours,
+                "our RCU, QSBR flavour (rcu-read only): read lock/unlock are no code; a quiescent state every 256 reads",
+            )
+        },
+        rcu::<MembRcu>(
+            "rcu-memb",
+            Kind::Ours,
+            "our RCU, memb flavour: read = two plain stores, no fence; retire = call_rcu on the thread's own segmented list",
+        ),
+        rcu::<SharedQueueRcu>(
+            "call-rcu-shared",
+            Kind::Baseline,
+            "our read side, but call_rcu through one shared queue + shared counter + full fence (seed 004's base arm)",
+        ),
+    ]
+}
+
+/// Peers' RCU-like schemes.
+pub fn peers() -> Vec<LockInfo> {
+    vec![
+        rcu::<Epoch>(
+            "crossbeam-epoch",
+            Kind::Peer,
+            "crossbeam-epoch: pin/load to read, swap + defer_destroy to retire",
+        ),
+        rcu::<ArcSwapped>(
+            "arc-swap",
+            Kind::Peer,
+            "arc-swap: load (debt slots) to read, store of a new Arc to retire",
+        ),
+    ]
+}

@@ -1,0 +1,402 @@
+//! SRCU: sleepable RCU, one domain per use, readers that may block.
+//!
+//! # Algorithm (the kernel's srcutree, per thread instead of per CPU)
+//! A [`SrcuDomain`] has an index `idx` (0 or 1, the low bit of a counter) and per-thread records with
+//! four counters: `locks[0..2]` and `unlocks[0..2]`, each written only by its thread.
+//! - **Read lock**: `i = idx`; `locks[i] += 1` (own counter, plain load + store); full fence. The guard
+//!   remembers `i`.
+//! - **Read unlock**: full fence; `unlocks[i] += 1` on the record of the thread that unlocks (the sums
+//!   are what count, so a guard may move to another thread and unlock there: it is `Send`).
+//! - **Grace period** (under `gp_lock`): wait until index `!idx` is drained (sum of its unlocks, fence,
+//!   sum of its locks: equal), flip `idx`, wait until the old index is drained.
+//!
+//! # Why two waits
+//! A reader that loaded `idx` before a flip may increment the old index after the writer's scan of it.
+//! Draining the other index first, then flipping, then draining the old one waits out every reader that
+//! began before the grace period: a reader that read the old `idx` is counted in it (the fences order
+//! its increment before its section and the writer's sums), and one that read the new `idx` after the
+//! flip began after the grace period started. Sums of unlocks are read before sums of locks (fenced), so
+//! a reader running meanwhile can only make the index look busier, never drained too early.
+//!
+//! # Invariants
+//! 1. A record's counters are written only by the thread that holds the record.
+//! 2. For each index: sum(unlocks) <= sum(locks), equal when no reader holds that index.
+//! 3. Records are never freed (type-stable), reused only when their thread has exited.
+//!
+//! # Orderings
+//! SeqCst fences on both sides (Dekker's pattern between a reader's increment and the writer's sums).
+//! The readers' fence is the price of sleeping readers (as in the kernel); memb's asymmetric fence
+//! would make a blocked reader's `membarrier` IPI-free but not cheaper to reason about.
+
+use super::registry::{Pooled, Registry};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::cell::Cell;
+use std::sync::Mutex as StdMutex;
+use std::time::Duration;
+
+#[repr(align(128))]
+struct SrcuRecord {
+    locks: [AtomicU64; 2],
+    unlocks: [AtomicU64; 2],
+    in_use: AtomicBool,
+}
+
+impl Pooled for SrcuRecord {
+    fn in_use(&self) -> &AtomicBool {
+        &self.in_use
+    }
+}
+
+/// An SRCU domain: readers may sleep inside their sections; grace periods wait only for this domain's
+/// readers.
+///
+/// ```
+/// use locklab::rcu::SrcuDomain;
+/// static D: SrcuDomain = SrcuDomain::new();
+/// let g = D.read_lock();
+/// std::thread::sleep(std::time::Duration::from_millis(1)); // readers may block
+/// drop(g);
+/// D.synchronize();
+/// ```
+pub struct SrcuDomain {
+    idx: AtomicU64,
+    records: Registry<SrcuRecord>,
+    gp_lock: StdMutex<()>,
+    completed: AtomicU64,
+}
+
+impl Default for SrcuDomain {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The calling thread's SRCU record per domain (few domains per thread: a short list).
+struct Held(std::cell::RefCell<Vec<(usize, &'static SrcuRecord)>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        LAST.set((0, 0));
+        for (_, r) in self.0.borrow().iter() {
+            // Release: the next holder's Acquire claim sees our last counter updates.
+            r.in_use.store(false, Ordering::Release);
+        }
+    }
+}
+
+std::thread_local! {
+    static HELD: Held = const { Held(std::cell::RefCell::new(Vec::new())) };
+    static LAST: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+impl SrcuDomain {
+    /// A new domain.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// assert_eq!(D.grace_periods(), 0);
+    /// ```
+    pub const fn new() -> Self {
+        SrcuDomain {
+            idx: AtomicU64::new(0),
+            records: Registry::new(),
+            gp_lock: StdMutex::new(()),
+            completed: AtomicU64::new(0),
+        }
+    }
+
+    fn claim(&self) -> &'static SrcuRecord {
+        self.records.claim(|| SrcuRecord {
+            locks: [AtomicU64::new(0), AtomicU64::new(0)],
+            unlocks: [AtomicU64::new(0), AtomicU64::new(0)],
+            in_use: AtomicBool::new(true),
+        })
+    }
+
+    /// Runs `f` on this thread's record (a one-off record, returned after, in a late thread-local
+    /// destructor).
+    #[inline]
+    fn with_record<R>(&'static self, f: impl FnOnce(&'static SrcuRecord) -> R) -> R {
+        let me = self as *const SrcuDomain as usize;
+        let (d, r) = LAST.get();
+        if d == me {
+            // SAFETY: stored below from a `&'static SrcuRecord` this thread holds; cleared by
+            // `Held`'s destructor before the thread gives its records back.
+            return f(unsafe { &*(r as *const SrcuRecord) });
+        }
+        let held = HELD.try_with(|h| {
+            let found = h.0.borrow().iter().find(|(d, _)| *d == me).map(|&(_, r)| r);
+            let r = found.unwrap_or_else(|| {
+                let r = self.claim();
+                h.0.borrow_mut().push((me, r));
+                r
+            });
+            LAST.set((me, r as *const SrcuRecord as usize));
+            r
+        });
+        match held {
+            Ok(r) => f(r),
+            Err(_) => {
+                // Counts are sums: a one-off record works as well as the thread's own.
+                let r = self.claim();
+                let out = f(r);
+                // Release: the next holder's Acquire claim sees our counter updates.
+                r.in_use.store(false, Ordering::Release);
+                out
+            }
+        }
+    }
+
+    /// Enters a read-side section; it may block, and the guard may move to another thread.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let g = D.read_lock();
+    /// std::thread::spawn(move || drop(g)).join().unwrap(); // unlocked elsewhere
+    /// D.synchronize();
+    /// ```
+    pub fn read_lock(&'static self) -> SrcuReadGuard {
+        self.read_lock_stalled(|| {})
+    }
+
+    /// `read_lock` with `stall` run between loading the index and counting in it (the window the
+    /// first of a grace period's two waits exists for; tests force it).
+    #[inline(always)]
+    fn read_lock_stalled(&'static self, stall: impl FnOnce()) -> SrcuReadGuard {
+        // Relaxed: a stale index is fine (module docs: the two waits cover it).
+        let i = (self.idx.load(Ordering::Relaxed) & 1) as usize;
+        stall();
+        self.with_record(|r| {
+            // Relaxed load: our own counter (invariant 1).
+            let c = r.locks[i].load(Ordering::Relaxed);
+            r.locks[i].store(c + 1, Ordering::Relaxed);
+        });
+        // Orders the increment before the section's loads (pairs with the writer's fence between its
+        // sums).
+        fence(Ordering::SeqCst);
+        SrcuReadGuard {
+            domain: self,
+            idx: i,
+        }
+    }
+
+    fn sums(&self, i: usize) -> (u64, u64) {
+        let recs = self.records.snapshot();
+        let unlocks: u64 = recs
+            .iter()
+            .map(|r| r.unlocks[i].load(Ordering::Relaxed))
+            .sum();
+        // Unlocks before locks (module docs); pairs with the readers' fences.
+        fence(Ordering::SeqCst);
+        let locks: u64 = recs
+            .iter()
+            .map(|r| r.locks[i].load(Ordering::Relaxed))
+            .sum();
+        (locks, unlocks)
+    }
+
+    fn wait_drained(&self, i: usize) {
+        let mut spins = 0u32;
+        loop {
+            let (l, u) = self.sums(i);
+            if l == u {
+                return;
+            }
+            spins += 1;
+            if spins < 100 {
+                std::thread::yield_now();
+            } else {
+                // Readers may sleep for long: poll at 1 ms.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Waits until every read-side section of this domain that began before the call has ended.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// D.synchronize();
+    /// assert_eq!(D.grace_periods(), 1);
+    /// ```
+    pub fn synchronize(&'static self) {
+        let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Orders the caller's unpublish before the scans (pairs with the readers' fences).
+        fence(Ordering::SeqCst);
+        let cur = self.idx.load(Ordering::Relaxed);
+        self.wait_drained(((cur + 1) & 1) as usize);
+        self.idx.store(cur + 1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.wait_drained((cur & 1) as usize);
+        // Orders the readers' sections (before their unlock increments) before what the caller does.
+        fence(Ordering::SeqCst);
+        self.completed.fetch_add(1, Ordering::Release);
+    }
+
+    /// Grace periods completed.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// assert_eq!(D.grace_periods(), 0);
+    /// ```
+    pub fn grace_periods(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+    }
+}
+
+/// An SRCU read-side section (the index it counted in). `Send`: it may be unlocked on another thread.
+///
+/// ```
+/// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+/// let g = D.read_lock();
+/// assert!(g.index() < 2);
+/// ```
+#[must_use = "the read-side section ends when the guard drops"]
+pub struct SrcuReadGuard {
+    domain: &'static SrcuDomain,
+    idx: usize,
+}
+
+impl SrcuReadGuard {
+    /// The index (0 or 1) this section counted in.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let a = D.read_lock().index();
+    /// D.synchronize(); // flips the index
+    /// assert_ne!(D.read_lock().index(), a);
+    /// ```
+    pub fn index(&self) -> usize {
+        self.idx
+    }
+}
+
+impl Drop for SrcuReadGuard {
+    fn drop(&mut self) {
+        // Orders the section's loads before the unlock count (pairs with the writer's sums).
+        fence(Ordering::SeqCst);
+        let i = self.idx;
+        self.domain.with_record(|r| {
+            // Relaxed load: our own counter (invariant 1).
+            let c = r.unlocks[i].load(Ordering::Relaxed);
+            r.unlocks[i].store(c + 1, Ordering::Relaxed);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicPtr;
+
+    /// A grace period waits for a sleeping reader that began before it, and the index flips.
+    #[test]
+    fn synchronize_waits_for_a_sleeping_reader() {
+        static D: SrcuDomain = SrcuDomain::new();
+        let inside = AtomicBool::new(false);
+        let released = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let g = D.read_lock();
+                inside.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(if cfg!(miri) { 5 } else { 100 }));
+                released.store(true, Ordering::SeqCst);
+                drop(g);
+            });
+            while !inside.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            D.synchronize();
+            assert!(
+                released.load(Ordering::SeqCst),
+                "the grace period ended under the reader"
+            );
+        });
+    }
+
+    /// The reason for the first wait: a reader stalled between loading the index and counting in it
+    /// while a whole grace period ran is counted in the old index after that grace period's scan; the
+    /// next grace period must still wait for it (it drains the other index before flipping).
+    #[test]
+    fn a_reader_stalled_across_a_flip_holds_the_next_grace_period() {
+        static D: SrcuDomain = SrcuDomain::new();
+        let g = D.read_lock_stalled(|| D.synchronize()); // a full grace period inside the window
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let writer = std::thread::spawn(move || {
+            D.synchronize();
+            d2.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(if cfg!(miri) { 5 } else { 50 }));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "the grace period ended under a reader counted after the previous flip"
+        );
+        drop(g);
+        writer.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+    }
+
+    /// rcutorture's check: readers never see their object retired, readers sleep sometimes and
+    /// some guards are unlocked on another thread.
+    #[test]
+    fn no_reader_outlives_its_grace_period() {
+        static D: SrcuDomain = SrcuDomain::new();
+        struct Obj {
+            dead: AtomicBool,
+        }
+        const N: usize = if cfg!(miri) { 4 } else { 300 };
+        let cur = AtomicPtr::new(Box::into_raw(Box::new(Obj {
+            dead: AtomicBool::new(false),
+        })));
+        let stop = AtomicBool::new(false);
+        let mut retired = vec![];
+        std::thread::scope(|s| {
+            for k in 0..3 {
+                let (cur, stop) = (&cur, &stop);
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        n += 1;
+                        let g = D.read_lock();
+                        // SAFETY: objects are freed only at the end of the test (they are marked meanwhile).
+                        let o = unsafe { &*cur.load(Ordering::Acquire) };
+                        if n.is_multiple_of(64) {
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                        assert!(!o.dead.load(Ordering::SeqCst), "retired under a reader");
+                        if k == 0 && n.is_multiple_of(16) {
+                            std::thread::spawn(move || drop(g)).join().unwrap();
+                        } else {
+                            drop(g);
+                        }
+                    }
+                });
+            }
+            for _ in 0..N {
+                let old = cur.swap(
+                    Box::into_raw(Box::new(Obj {
+                        dead: AtomicBool::new(false),
+                    })),
+                    Ordering::AcqRel,
+                );
+                D.synchronize();
+                // SAFETY: kept until the end of the test (see above).
+                unsafe { &*old }.dead.store(true, Ordering::SeqCst);
+                retired.push(old as usize);
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        retired.push(cur.load(Ordering::Relaxed) as usize);
+        for p in retired {
+            // SAFETY: every object came from `Box::into_raw`, once each, and every reader has exited.
+            drop(unsafe { Box::from_raw(p as *mut Obj) });
+        }
+        assert_eq!(D.grace_periods(), N as u64);
+        // Every lock has its unlock, in both indexes.
+        for i in 0..2 {
+            let (l, u) = D.sums(i);
+            assert_eq!(l, u, "index {i}");
+        }
+    }
+}
