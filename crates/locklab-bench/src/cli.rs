@@ -351,6 +351,9 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
                     all.join(", ")
                 ));
             };
+            if let Some(u) = l.unavailable {
+                return usage(format!("--locks: '{name}' is unavailable: {}", u.why));
+            }
             if !l.supports(workload) {
                 return usage(format!(
                     "--locks: '{name}' does not run the {workload} workload (locks that do: {})",
@@ -393,7 +396,7 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
 }
 
 /// The default suite: every workload, every lock that runs it, 1, 2 and 2 x CPUs threads, short
-/// windows (160 ms; about 1 min 45 s on 2 CPUs), then the "who wins where" summary.
+/// windows (130 ms; about 1 min 45 s on 2 CPUs with six workloads), then the "who wins where" summary.
 pub fn plan_default(cpus: usize) -> Plan {
     let registry = locks::registry();
     Plan {
@@ -410,7 +413,7 @@ pub fn plan_default(cpus: usize) -> Plan {
         cs_ns: 0,
         think_ns: 0,
         read_pct: 90,
-        duration_ms: 160,
+        duration_ms: 130,
         warmup_ms: 30,
         repeats: 3,
         pin: true,

@@ -20,13 +20,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .map(|w| w.name())
                     .collect();
                 runs.sort_unstable();
-                println!(
-                    "{:<26}{:<10}{}  [{}]",
-                    l.name,
-                    l.kind.name(),
-                    l.summary,
-                    runs.join(",")
-                );
+                let runs = match l.unavailable {
+                    Some(u) => format!("unavailable: {}", u.why),
+                    None => runs.join(","),
+                };
+                println!("{:<26}{:<10}{}  [{runs}]", l.name, l.kind.name(), l.summary);
             }
             for w in Workload::ALL {
                 println!("{:<26}{:<10}{}", w.name(), "load", w.summary());

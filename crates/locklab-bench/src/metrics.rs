@@ -199,6 +199,12 @@ pub struct ResultRow {
     /// what the retired objects waiting for their grace period cost.
     #[serde(default)]
     pub rss_kb: Option<u64>,
+    /// `rcu-update` only: the readers' throughput (every thread but thread 0) in the median repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads_per_sec: Option<f64>,
+    /// `rcu-update` only: the updater's throughput (thread 0) in the median repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updates_per_sec: Option<f64>,
     /// How busy the machine was (absent in reports from before it existed).
     #[serde(default)]
     pub noise: Noise,
@@ -206,8 +212,10 @@ pub struct ResultRow {
 
 impl ResultRow {
     /// locktorture's mark: the busiest thread did more than twice the work of the idlest.
+    /// Not for `rcu-update`, whose updater and readers do different operations.
     pub fn unfair(&self) -> bool {
-        self.per_thread_ops.max > 2 * self.per_thread_ops.min
+        self.workload != Workload::RcuUpdate.name()
+            && self.per_thread_ops.max > 2 * self.per_thread_ops.min
     }
 }
 
@@ -258,7 +266,12 @@ pub fn handover_model(
     handover_rate: Option<f64>,
     cal: &Calibration,
 ) -> Option<(String, f64)> {
-    if spec.threads < 2 || matches!(spec.workload, Workload::RcuRead | Workload::CallRcu) {
+    if spec.threads < 2
+        || matches!(
+            spec.workload,
+            Workload::RcuRead | Workload::CallRcu | Workload::RcuUpdate
+        )
+    {
         return None;
     }
     let read = (spec.workload == Workload::Rw).then_some(spec.read_pct);
@@ -355,6 +368,10 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
             .map(|(basis, ns)| Limit::new(basis, ns, ns_per_op)),
         handover_rate,
         rss_kb: med.rss_kb,
+        reads_per_sec: (spec.workload == Workload::RcuUpdate)
+            .then(|| med.per_thread_ops.iter().skip(1).sum::<u64>() as f64 / wall_s),
+        updates_per_sec: (spec.workload == Workload::RcuUpdate)
+            .then(|| med.per_thread_ops.first().copied().unwrap_or(0) as f64 / wall_s),
     }
 }
 
@@ -427,6 +444,12 @@ pub fn fill_scaling(rows: &mut [ResultRow]) {
         .map(|r| (r.workload.clone(), r.lock.clone(), r.ops_per_sec.median))
         .collect();
     for r in rows.iter_mut() {
+        // `rcu-update` changes what the threads do with their number (1 thread: the updater alone;
+        // more: readers beside it), so a ratio to 1 thread is not a scaling.
+        if r.workload == Workload::RcuUpdate.name() {
+            r.scaling = None;
+            continue;
+        }
         r.scaling = base
             .iter()
             .find(|(w, l, _)| *w == r.workload && *l == r.lock)

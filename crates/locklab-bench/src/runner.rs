@@ -676,17 +676,25 @@ pub fn run_refcount<R: RefCountUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -
     run_trial(spec, clock, op)
 }
 
-/// An RCU workload's operation on scheme `R`: `rcu-read` (`RETIRE` false: read lock, dereference the
-/// published object with `cs` of work on it, unlock; the latency is the time to get into the read side
-/// with the object in hand) or `call-rcu` (`RETIRE` true: publish a new object in the thread's own
-/// slot and retire the old one; the latency is the whole retire call). Then think.
-struct RcuOp<'a, R, const RETIRE: bool> {
+/// [`RcuOp`]'s `MODE`: every op a read-side section (`rcu-read`).
+const RCU_READ: u8 = 0;
+/// Every op a retire of the thread's own slot (`call-rcu`).
+const RCU_RETIRE: u8 = 1;
+/// Thread 0 updates the published object, the others read it (`rcu-update`).
+const RCU_UPDATE: u8 = 2;
+
+/// An RCU workload's operation on scheme `R`: `rcu-read` (read lock, dereference the published object
+/// with `cs` of work on it, unlock; the latency is the time to get into the read side with the object
+/// in hand), `call-rcu` (publish a new object in the thread's own slot and retire the old one; the
+/// latency is the whole retire call) or `rcu-update` (thread 0 replaces the published object and
+/// retires the old one, timed as a retire; the others read as in `rcu-read`). Then think.
+struct RcuOp<'a, R, const MODE: u8> {
     rcu: Box<R>,
     clock: &'a dyn Clock,
     work: Work,
 }
 
-impl<R: RcuUnderTest, const RETIRE: bool> Op for RcuOp<'_, R, RETIRE> {
+impl<R: RcuUnderTest, const MODE: u8> Op for RcuOp<'_, R, MODE> {
     #[inline(always)]
     fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
         let start = if SAMPLE { self.clock.now_ns() } else { 0 };
@@ -697,8 +705,11 @@ impl<R: RcuUnderTest, const RETIRE: bool> Op for RcuOp<'_, R, RETIRE> {
                 0
             }
         };
-        let latency = if RETIRE {
+        let latency = if MODE == RCU_RETIRE {
             self.rcu.retire(t, i);
+            since()
+        } else if MODE == RCU_UPDATE && t == 0 {
+            self.rcu.update(i);
             since()
         } else {
             self.rcu.read(t, i, |d| {
@@ -716,11 +727,8 @@ impl<R: RcuUnderTest, const RETIRE: bool> Op for RcuOp<'_, R, RETIRE> {
 
 /// A trial of an RCU workload on scheme `R`. After the window the scheme frees what it retired
 /// (untimed), so trials do not inherit each other's backlog.
-fn run_rcu<R: RcuUnderTest, const RETIRE: bool>(
-    spec: &TrialSpec,
-    clock: &dyn Clock,
-) -> TrialOutcome {
-    let op = RcuOp::<R, RETIRE> {
+fn run_rcu<R: RcuUnderTest, const MODE: u8>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    let op = RcuOp::<R, MODE> {
         rcu: Box::new(R::new(spec.threads)),
         clock,
         work: Work::of(spec),
@@ -732,12 +740,17 @@ fn run_rcu<R: RcuUnderTest, const RETIRE: bool>(
 
 /// A trial of `rcu-read` on scheme `R`.
 pub fn run_rcu_read<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
-    run_rcu::<R, false>(spec, clock)
+    run_rcu::<R, RCU_READ>(spec, clock)
 }
 
 /// A trial of `call-rcu` on scheme `R`.
 pub fn run_call_rcu<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
-    run_rcu::<R, true>(spec, clock)
+    run_rcu::<R, RCU_RETIRE>(spec, clock)
+}
+
+/// A trial of `rcu-update` on scheme `R`: thread 0 updates, the others read.
+pub fn run_rcu_update<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    run_rcu::<R, RCU_UPDATE>(spec, clock)
 }
 
 #[cfg(test)]

@@ -117,8 +117,18 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
         }
         if !plan.quiet {
             let rows: Vec<_> = report.results[first_row..].iter().collect();
-            let block = table::render_block(&report, &rows);
+            let mut block = table::render_block(&report, &rows);
             if plan.summary {
+                // The default job runs every lock: say which ones this build cannot run.
+                let missing: Vec<_> = crate::locks::registry()
+                    .into_iter()
+                    .filter_map(|l| l.unavailable.map(|u| (l.name, u)))
+                    .filter(|(_, u)| u.workloads.contains(workload))
+                    .collect();
+                if let Some((_, u)) = missing.first() {
+                    let names: Vec<_> = missing.iter().map(|(n, _)| *n).collect();
+                    block += &format!("unavailable here: {} ({})\n", names.join(", "), u.why);
+                }
                 tables += &block;
                 tables.push('\n');
             } else {
@@ -212,7 +222,7 @@ pub fn summary(report: &Report) -> String {
             }
         }
         if !cells.is_empty() {
-            s += &format!("  {w:<9}{}\n", cells.join("  |  "));
+            s += &format!("  {w:<11}{}\n", cells.join("  |  "));
         }
     }
     s

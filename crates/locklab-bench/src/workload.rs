@@ -20,16 +20,21 @@ pub enum Workload {
     /// close(open()) shape: call_rcu on every op).
     #[serde(rename = "call-rcu")]
     CallRcu,
+    /// one updater (thread 0) replaces the one published object and retires the old one with call_rcu,
+    /// while every other thread reads it; reads/s and updates/s reported apart.
+    #[serde(rename = "rcu-update")]
+    RcuUpdate,
 }
 
 impl Workload {
     /// Every workload, in the order the default suite runs them.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Mutex,
         Workload::Rw,
         Workload::Refcount,
         Workload::RcuRead,
         Workload::CallRcu,
+        Workload::RcuUpdate,
     ];
 
     /// The name used on the command line and in results.
@@ -40,6 +45,7 @@ impl Workload {
             Workload::Refcount => "refcount",
             Workload::RcuRead => "rcu-read",
             Workload::CallRcu => "call-rcu",
+            Workload::RcuUpdate => "rcu-update",
         }
     }
 
@@ -60,6 +66,9 @@ impl Workload {
             }
             Workload::CallRcu => {
                 "publish a new object in the thread's own slot, retire the old one (call_rcu)"
+            }
+            Workload::RcuUpdate => {
+                "thread 0 replaces the published object and retires the old one (call_rcu); the others read it"
             }
         }
     }

@@ -327,7 +327,7 @@ fn every_bad_input_is_one_clear_line_and_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["bench", "--workload", "nope"],
-            "unknown workload 'nope' (valid: mutex, rw, refcount, rcu-read, call-rcu)",
+            "unknown workload 'nope' (valid: mutex, rw, refcount, rcu-read, call-rcu, rcu-update)",
         ),
         (
             &["bench", "--workload", "mutex", "--locks", "nolock"],
@@ -522,7 +522,13 @@ fn torture_passes_our_locks() {
 /// memory for `call-rcu`.
 #[test]
 fn rcu_workloads_run_every_scheme() {
-    for w in ["rcu-read", "call-rcu"] {
+    // liburcu's rows run where the build found liburcu (CI installs it); elsewhere they must say
+    // they are unavailable.
+    let (_, list, _) = run(&["list"]);
+    let liburcu = !list
+        .lines()
+        .any(|l| l.starts_with("liburcu-memb") && l.contains("unavailable"));
+    for w in ["rcu-read", "call-rcu", "rcu-update"] {
         let (code, out, err) = run(&[
             "bench",
             "--workload",
@@ -543,13 +549,20 @@ fn rcu_workloads_run_every_scheme() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let rows = v["results"].as_array().unwrap();
         let locks: Vec<&str> = rows.iter().map(|r| r["lock"].as_str().unwrap()).collect();
-        for l in [
+        let mut expect = vec![
             "none",
             "rcu-memb",
             "call-rcu-shared",
             "crossbeam-epoch",
             "arc-swap",
-        ] {
+        ];
+        if liburcu {
+            expect.push("liburcu-memb");
+        }
+        if liburcu && w == "rcu-read" {
+            expect.push("liburcu-qsbr");
+        }
+        for l in expect {
             assert_eq!(
                 locks.iter().filter(|x| **x == l).count(),
                 2,
@@ -557,13 +570,30 @@ fn rcu_workloads_run_every_scheme() {
             );
         }
         for r in rows {
-            assert!(r["ops_per_sec"]["median"].as_f64().unwrap() > 0.0, "{r}");
+            let ops = r["ops_per_sec"]["median"].as_f64().unwrap();
+            assert!(ops > 0.0, "{r}");
             assert!(r["rss_kb"].as_u64().unwrap() > 0, "{r}");
             assert!(
                 r["handover"].is_null(),
                 "no line-transfer model for RCU: {r}"
             );
+            if w == "rcu-update" {
+                // Thread 0 updates, the others read: the split adds up to the total, and there are
+                // reads only with a second thread.
+                let reads = r["reads_per_sec"].as_f64().unwrap();
+                let updates = r["updates_per_sec"].as_f64().unwrap();
+                assert!(updates > 0.0, "{r}");
+                assert!(((reads + updates) / ops - 1.0).abs() < 1e-6, "{r}");
+                assert_eq!(reads > 0.0, r["threads"] == 2, "{r}");
+            } else {
+                assert!(r["reads_per_sec"].is_null(), "{r}");
+            }
         }
+    }
+    if !liburcu {
+        let (code, _, err) = run(&["bench", "--workload", "rcu-read", "--locks", "liburcu-memb"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("unavailable"), "{err}");
     }
 }
 

@@ -8,12 +8,14 @@
 //! generic over the trait, so every lock's loop is compiled for that lock, with no dynamic dispatch in
 //! the measured path.
 
+pub mod liburcu;
 pub mod ours;
 pub mod peers;
 pub mod rcu;
 
 use crate::runner::{
-    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_lock, run_rcu_read, run_refcount,
+    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_lock, run_rcu_read, run_rcu_update,
+    run_refcount,
 };
 use crate::workload::{Shared, Workload};
 
@@ -55,6 +57,9 @@ pub trait RcuUnderTest: Send + Sync + 'static {
     fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&crate::workload::Shared) -> R) -> R;
     /// Publishes a new object (`v` in its first word) in slot `t` and retires the old one.
     fn retire(&self, t: usize, v: u64);
+    /// Replaces the published object that [`read`](Self::read) dereferences with a new one (`v` in
+    /// its first word) and retires the old one, while readers run (`rcu-update`; called by one thread).
+    fn update(&self, v: u64);
     /// Waits until every retired object has been freed (after the trial; not timed).
     fn drain(&self) {}
 }
@@ -101,8 +106,38 @@ pub struct LockInfo {
     pub rcu_read: Option<TrialFn>,
     /// Runner for `call-rcu`, if it is an RCU scheme that retires objects.
     pub call_rcu: Option<TrialFn>,
+    /// Runner for `rcu-update`, if it is an RCU scheme that can replace the object readers read.
+    pub rcu_update: Option<TrialFn>,
     /// Whether it has a real shared mode.
     pub shared_mode: bool,
+    /// Why it cannot run in this build (a peer whose library was not found when the lab was built),
+    /// and which workloads it would run; its runners are then all `None`.
+    pub unavailable: Option<Unavailable>,
+}
+
+/// A lock the lab knows but cannot run in this build.
+#[derive(Clone, Copy, Debug)]
+pub struct Unavailable {
+    /// One line: what is missing and how to get it.
+    pub why: &'static str,
+    /// The workloads it runs when available.
+    pub workloads: &'static [Workload],
+}
+
+/// Registry entry for a peer missing from this build: listed, never run.
+pub fn unavailable(name: &'static str, summary: &'static str, u: Unavailable) -> LockInfo {
+    LockInfo {
+        name,
+        kind: Kind::Peer,
+        summary,
+        lock: None,
+        refcount: None,
+        rcu_read: None,
+        call_rcu: None,
+        rcu_update: None,
+        shared_mode: true,
+        unavailable: Some(u),
+    }
 }
 
 impl LockInfo {
@@ -113,6 +148,7 @@ impl LockInfo {
             Workload::Refcount => self.refcount,
             Workload::RcuRead => self.rcu_read,
             Workload::CallRcu => self.call_rcu,
+            Workload::RcuUpdate => self.rcu_update,
         }
     }
 
@@ -132,7 +168,9 @@ pub fn lock<L: LockUnderTest>(name: &'static str, kind: Kind, summary: &'static 
         refcount: None,
         rcu_read: None,
         call_rcu: None,
+        rcu_update: None,
         shared_mode: L::HAS_SHARED_MODE,
+        unavailable: None,
     }
 }
 
@@ -150,7 +188,9 @@ pub fn refcount<R: RefCountUnderTest>(
         refcount: Some(run_refcount::<R>),
         rcu_read: None,
         call_rcu: None,
+        rcu_update: None,
         shared_mode: false,
+        unavailable: None,
     }
 }
 
@@ -169,7 +209,9 @@ pub fn none() -> LockInfo {
         refcount: Some(run_refcount::<crate::runner::NoCount>),
         rcu_read: Some(run_rcu_read::<rcu::Unprotected>),
         call_rcu: Some(run_call_rcu::<rcu::Unprotected>),
+        rcu_update: Some(run_rcu_update::<rcu::Unprotected>),
         shared_mode: true,
+        unavailable: None,
     }
 }
 
@@ -183,7 +225,9 @@ pub fn rcu<R: RcuUnderTest>(name: &'static str, kind: Kind, summary: &'static st
         refcount: None,
         rcu_read: Some(run_rcu_read::<R>),
         call_rcu: Some(run_call_rcu::<R>),
+        rcu_update: Some(run_rcu_update::<R>),
         shared_mode: true,
+        unavailable: None,
     }
 }
 
@@ -194,6 +238,7 @@ pub fn registry() -> Vec<LockInfo> {
     v.extend(rcu::ours());
     v.extend(peers::entries());
     v.extend(rcu::peers());
+    v.extend(liburcu::peers());
     v
 }
 
@@ -304,7 +349,9 @@ mod tests {
                 l.lock.is_some()
                     || l.refcount.is_some()
                     || l.rcu_read.is_some()
-                    || l.call_rcu.is_some(),
+                    || l.call_rcu.is_some()
+                    || l.rcu_update.is_some()
+                    || l.unavailable.is_some(),
                 "{} runs nothing",
                 l.name
             );
@@ -316,6 +363,7 @@ mod tests {
                 "pthread-",
                 "crossbeam-",
                 "arc-swap",
+                "liburcu-",
             ]
             .iter()
             .any(|p| l.name.starts_with(p));

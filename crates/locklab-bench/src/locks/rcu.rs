@@ -17,7 +17,8 @@ use std::sync::{Arc, Once};
 /// The lab's own domain, so the lab's grace periods never wait for unrelated readers.
 static LAB: RcuDomain = RcuDomain::new();
 
-fn object(v: u64) -> Shared {
+/// A fresh object with `v` in its first word.
+pub(crate) fn object(v: u64) -> Shared {
     let mut s = Shared::default();
     s.words[0] = v;
     s
@@ -56,6 +57,12 @@ impl RcuUnderTest for Unprotected {
         let slot = unsafe { &mut *self.slots[t].0.get() };
         // A new allocation and the old one freed, as every scheme's retire does (just at once).
         drop(std::mem::replace(slot, Box::new(object(v))));
+    }
+    #[inline(always)]
+    fn update(&self, v: u64) {
+        // No protection, so the published object is never replaced: the updater (thread 0) does its
+        // allocation and free on its own slot, as in `call-rcu`.
+        self.retire(0, v);
     }
 }
 
@@ -136,6 +143,10 @@ impl RcuUnderTest for MembRcu {
         // `defer_drop` (call_rcu with a drop, no closure allocation) frees it after a grace period.
         LAB.defer_drop(unsafe { Box::from_raw(old as *mut Shared) });
     }
+    #[inline(always)]
+    fn update(&self, v: u64) {
+        self.obj.0.store_deferred(object(v));
+    }
     fn drain(&self) {
         LAB.rcu_barrier();
     }
@@ -145,7 +156,9 @@ impl RcuUnderTest for MembRcu {
 /// liburcu's default `call_rcu` and the kernel before seed 004's fix: a CAS on a shared head, a shared
 /// counter increment and a full fence per call; one worker runs the grace periods and frees.
 pub struct SharedQueueRcu {
-    obj: Published,
+    /// The published object (a `Box<Shared>`), read under a [`LAB`] read-side section; raw rather than
+    /// an [`RcuCell`] because `update` retires the old object through the shared queue.
+    obj: AtomicPtr<Shared>,
     slots: Slots,
 }
 
@@ -201,44 +214,71 @@ impl RcuUnderTest for SharedQueueRcu {
                 .expect("spawn the shared call_rcu worker");
         });
         SharedQueueRcu {
-            obj: Published::new(),
+            obj: AtomicPtr::new(Box::into_raw(Box::new(object(1)))),
             slots: Slots::new(threads),
         }
     }
     #[inline(always)]
     fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
-        self.obj.read(f)
+        let _g = LAB.read_lock();
+        // Acquire: pairs with `update`'s AcqRel swap (the object's contents are visible).
+        let p = self.obj.load(Ordering::Acquire);
+        // SAFETY: `p` was published and is freed only after a grace period of `LAB` (the shared queue's
+        // worker synchronizes before freeing), which waits for this read-side section.
+        f(unsafe { &*p })
     }
     #[inline(always)]
     fn retire(&self, t: usize, v: u64) {
-        let old = self.slots.swap(t, v);
-        let node = Box::into_raw(Box::new(Node {
-            next: std::ptr::null_mut(),
-            obj: old,
-        }));
-        let mut head = QUEUE.load(Ordering::Relaxed);
-        loop {
-            // SAFETY: `node` is ours until the CAS below publishes it.
-            unsafe { (*node).next = head };
-            // Release: publishes the node's fields to the worker's Acquire swap.
-            match QUEUE.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(h) => head = h,
-            }
-        }
-        QUEUED.fetch_add(1, Ordering::Relaxed);
-        // The full fence liburcu's enqueue pays before it looks at the worker's futex.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if WORKER_IDLE.load(Ordering::Relaxed) != 0 {
-            WORKER_IDLE.store(0, Ordering::Relaxed);
-            locklab::sys::futex_wake(&WORKER_IDLE, 1);
-        }
+        enqueue(self.slots.swap(t, v));
+    }
+    #[inline(always)]
+    fn update(&self, v: u64) {
+        // AcqRel: publishes the new object; takes the old one, now unpublished.
+        let old = self
+            .obj
+            .swap(Box::into_raw(Box::new(object(v))), Ordering::AcqRel);
+        enqueue(old as usize);
     }
     fn drain(&self) {
         // Acquire pairs with the worker's Release increments.
         while FREED.load(Ordering::Acquire) < QUEUED.load(Ordering::Relaxed) {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
+    }
+}
+
+impl Drop for SharedQueueRcu {
+    fn drop(&mut self) {
+        // SAFETY: the current object came from `Box::into_raw` and was never retired; `&mut self`.
+        drop(unsafe { Box::from_raw(*self.obj.get_mut()) });
+    }
+}
+
+/// Queues the unpublished object at `old` (from `Box::into_raw`) on the one shared queue: a CAS on
+/// the shared head, a shared counter increment and a full fence, then a wake of the worker if it
+/// sleeps.
+#[inline(always)]
+fn enqueue(old: usize) {
+    let node = Box::into_raw(Box::new(Node {
+        next: std::ptr::null_mut(),
+        obj: old,
+    }));
+    let mut head = QUEUE.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: `node` is ours until the CAS below publishes it.
+        unsafe { (*node).next = head };
+        // Release: publishes the node's fields to the worker's Acquire swap.
+        match QUEUE.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(h) => head = h,
+        }
+    }
+    QUEUED.fetch_add(1, Ordering::Relaxed);
+    // The full fence liburcu's enqueue pays before it looks at the worker's futex.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if WORKER_IDLE.load(Ordering::Relaxed) != 0 {
+        WORKER_IDLE.store(0, Ordering::Relaxed);
+        locklab::sys::futex_wake(&WORKER_IDLE, 1);
     }
 }
 
@@ -270,6 +310,15 @@ impl RcuUnderTest for Epoch {
         let old = self.slots[t].swap(crossbeam_epoch::Owned::new(object(v)), Ordering::AcqRel, &g);
         // SAFETY: `old` was unpublished by the swap; crossbeam frees it once no pinned thread can
         // hold it.
+        unsafe { g.defer_destroy(old) };
+    }
+    #[inline(always)]
+    fn update(&self, v: u64) {
+        let g = crossbeam_epoch::pin();
+        let old = self
+            .obj
+            .swap(crossbeam_epoch::Owned::new(object(v)), Ordering::AcqRel, &g);
+        // SAFETY: as in `retire`.
         unsafe { g.defer_destroy(old) };
     }
     fn drain(&self) {
@@ -316,6 +365,10 @@ impl RcuUnderTest for ArcSwapped {
     #[inline(always)]
     fn retire(&self, t: usize, v: u64) {
         self.slots[t].store(Arc::new(object(v)));
+    }
+    #[inline(always)]
+    fn update(&self, v: u64) {
+        self.obj.store(Arc::new(object(v)));
     }
 }
 
@@ -370,6 +423,9 @@ impl RcuUnderTest for QsbrRcu {
     fn retire(&self, _: usize, _: u64) {
         unreachable!("rcu-qsbr runs rcu-read only")
     }
+    fn update(&self, _: u64) {
+        unreachable!("rcu-qsbr runs rcu-read only")
+    }
 }
 
 /// Our RCU schemes.
@@ -377,6 +433,7 @@ pub fn ours() -> Vec<LockInfo> {
     vec![
         LockInfo {
             call_rcu: None,
+            rcu_update: None,
             ..rcu::<QsbrRcu>(
                 "rcu-qsbr",
                 Kind::Ours,

@@ -3,7 +3,7 @@
 use crate::metrics::ResultRow;
 
 /// The header line's columns, in order.
-pub const COLUMNS: [&str; 36] = [
+pub const COLUMNS: [&str; 38] = [
     "workload",
     "lock",
     "threads",
@@ -40,6 +40,8 @@ pub const COLUMNS: [&str; 36] = [
     "handover_ratio",
     "handover_rate",
     "rss_kb",
+    "reads_per_sec",
+    "updates_per_sec",
 ];
 
 fn quote(s: &str) -> String {
@@ -102,6 +104,12 @@ pub fn render(rows: &[ResultRow]) -> String {
                 .map(|v| format!("{v:.4}"))
                 .unwrap_or_default(),
             r.rss_kb.map(|v| v.to_string()).unwrap_or_default(),
+            r.reads_per_sec
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_default(),
+            r.updates_per_sec
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_default(),
         ];
         out += &cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
         out.push('\n');

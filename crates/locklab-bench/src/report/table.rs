@@ -100,6 +100,9 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
                     r.noise.others_cpu_pct.max(r.noise.steal_pct)
                 );
             }
+            if let (Some(rd), Some(up)) = (r.reads_per_sec, r.updates_per_sec) {
+                mark += &format!("  reads {} upd {}", group(rd), group(up));
+            }
             let lock_ns = r.lock_ns.map(|v| format!("{v:.1}")).unwrap_or_default();
             let hand = r
                 .handover_rate
