@@ -42,6 +42,19 @@ pub enum Command {
         #[arg(long, value_name = "PCT", allow_hyphen_values = true)]
         fail_if_slower: Option<String>,
     },
+    /// A seed's experiment on this machine: the seed's table with its figures beside ours, and a
+    /// verdict (built so far: 004).
+    Reproduce {
+        /// 000, 001, 002, 003, 004 or all.
+        #[arg(value_name = "SEED", default_value = "all")]
+        seed: String,
+        /// Short windows (about 10 s a seed).
+        #[arg(long)]
+        quick: bool,
+        /// Also write the reproductions and their lab rows as JSON here (`-`: standard output).
+        #[arg(long, value_name = "F")]
+        json: Option<String>,
+    },
 }
 
 /// `locklab torture` options.
@@ -137,6 +150,9 @@ pub struct BenchArgs {
     /// Percent of operations in shared mode (`rw` only; default 90).
     #[arg(long, value_name = "P", allow_hyphen_values = true)]
     pub read_pct: Option<String>,
+    /// Updater threads (`rcu-update` only; default 1): threads 0..N update, the rest read.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub writers: Option<String>,
     /// Measurement window per repeat, ms.
     #[arg(
         long,
@@ -191,6 +207,8 @@ pub struct Plan {
     pub think_ns: u64,
     /// read percent for `rw`
     pub read_pct: u32,
+    /// updater threads for `rcu-update` (capped at each row's threads)
+    pub writers: usize,
     /// window, ms
     pub duration_ms: u64,
     /// warm-up, ms
@@ -379,12 +397,22 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
         (Some(_), w) => return usage(format!("--read-pct applies only to --workload rw, not {w}")),
         (None, _) => 0,
     };
+    let writers = match (&a.writers, workload) {
+        (Some(n), Workload::RcuUpdate) => number("writers", n, 1, MAX_THREADS as u64)? as usize,
+        (None, _) => 1,
+        (Some(_), w) => {
+            return usage(format!(
+                "--writers applies only to --workload rcu-update, not {w}"
+            ));
+        }
+    };
     Ok(Plan {
         workloads: vec![(workload, chosen)],
         threads,
         cs_ns: number("cs-ns", &a.cs_ns, 0, MAX_WORK_NS)?,
         think_ns: number("think-ns", &a.think_ns, 0, MAX_WORK_NS)?,
         read_pct,
+        writers,
         duration_ms: number("duration-ms", &a.duration_ms, 1, MAX_DURATION_MS)?,
         warmup_ms: number("warmup-ms", &a.warmup_ms, 0, MAX_DURATION_MS)?,
         repeats: number("repeats", &a.repeats, 1, MAX_REPEATS as u64)? as usize,
@@ -413,6 +441,7 @@ pub fn plan_default(cpus: usize) -> Plan {
         cs_ns: 0,
         think_ns: 0,
         read_pct: 90,
+        writers: 1,
         duration_ms: 130,
         warmup_ms: 30,
         repeats: 3,

@@ -14,6 +14,7 @@ pub mod compare;
 pub mod locks;
 pub mod metrics;
 pub mod report;
+pub mod reproduce;
 pub mod runner;
 pub mod suite;
 pub mod torture;

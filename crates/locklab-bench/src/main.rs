@@ -101,6 +101,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
+        Some(Command::Reproduce { seed, quick, json }) => {
+            let seeds = locklab_bench::reproduce::seeds(&seed)?;
+            let to_stdout = json.as_deref() == Some("-");
+            let r =
+                locklab_bench::reproduce::run(&seeds, quick, to_stdout, &SystemClock::default())?;
+            let text = serde_json::to_string_pretty(&r)? + "\n";
+            match json.as_deref() {
+                Some("-") => print!("{text}"),
+                Some(f) => {
+                    std::fs::write(f, text).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?
+                }
+                None => {}
+            }
+        }
         Some(Command::Torture(args)) => {
             let plan = plan_torture(&args, cpus)?;
             if !locklab_bench::torture::run(&plan)? {

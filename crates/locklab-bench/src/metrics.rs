@@ -155,6 +155,9 @@ pub struct ResultRow {
     pub think_ns: u64,
     /// percent shared-mode ops (`rw` only)
     pub read_pct: Option<u32>,
+    /// updater threads (`rcu-update` only; the other threads read)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writers: Option<usize>,
     /// window per repeat, ms
     pub duration_ms: u64,
     /// repeats
@@ -199,10 +202,10 @@ pub struct ResultRow {
     /// what the retired objects waiting for their grace period cost.
     #[serde(default)]
     pub rss_kb: Option<u64>,
-    /// `rcu-update` only: the readers' throughput (every thread but thread 0) in the median repeat.
+    /// `rcu-update` only: the readers' throughput (threads `writers..`) in the median repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads_per_sec: Option<f64>,
-    /// `rcu-update` only: the updater's throughput (thread 0) in the median repeat.
+    /// `rcu-update` only: the updaters' throughput (threads `0..writers`) in the median repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updates_per_sec: Option<f64>,
     /// How busy the machine was (absent in reports from before it existed).
@@ -242,6 +245,8 @@ pub struct RowSpec {
     pub think_ns: u64,
     /// read percent (rw)
     pub read_pct: u32,
+    /// updater threads (rcu-update)
+    pub writers: usize,
     /// window, ms
     pub duration_ms: u64,
     /// logical CPUs available
@@ -324,6 +329,7 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
         cs_ns: spec.cs_ns,
         think_ns: spec.think_ns,
         read_pct: (spec.workload == Workload::Rw).then_some(spec.read_pct),
+        writers: (spec.workload == Workload::RcuUpdate).then_some(spec.writers),
         duration_ms: spec.duration_ms,
         repeats: trials.len(),
         ops_per_sec: Spread {
@@ -368,10 +374,14 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
             .map(|(basis, ns)| Limit::new(basis, ns, ns_per_op)),
         handover_rate,
         rss_kb: med.rss_kb,
-        reads_per_sec: (spec.workload == Workload::RcuUpdate)
-            .then(|| med.per_thread_ops.iter().skip(1).sum::<u64>() as f64 / wall_s),
-        updates_per_sec: (spec.workload == Workload::RcuUpdate)
-            .then(|| med.per_thread_ops.first().copied().unwrap_or(0) as f64 / wall_s),
+        reads_per_sec: (spec.workload == Workload::RcuUpdate).then(|| {
+            let reads: u64 = med.per_thread_ops.iter().skip(spec.writers).sum();
+            reads as f64 / wall_s
+        }),
+        updates_per_sec: (spec.workload == Workload::RcuUpdate).then(|| {
+            let updates: u64 = med.per_thread_ops.iter().take(spec.writers).sum();
+            updates as f64 / wall_s
+        }),
     }
 }
 
@@ -509,6 +519,7 @@ mod tests {
             cs_ns: 0,
             think_ns: 0,
             read_pct: 0,
+            writers: 1,
             duration_ms: 500,
             cpus: 2,
         }

@@ -73,6 +73,8 @@ pub struct TrialSpec {
     pub think_loops: u64,
     /// Percent of operations that take the shared mode (`rw` only; 0 otherwise).
     pub read_pct: u32,
+    /// `rcu-update`: threads `0..writers` update, the others read (ignored by other workloads).
+    pub writers: usize,
     /// Warm-up before the window.
     pub warmup_ns: u64,
     /// The measurement window.
@@ -130,6 +132,9 @@ impl TrialOutcome {
 const WARMUP: u8 = 0;
 const MEASURE: u8 = 1;
 const STOP: u8 = 2;
+/// After the window, before STOP: the workers keep running (the CPU and /proc reads still see a busy
+/// process) but no longer count exclusive operations or sample, so those counts cover the window.
+const DRAIN: u8 = 3;
 
 #[repr(align(128))]
 #[derive(Default)]
@@ -390,6 +395,7 @@ fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> TrialOutcome {
             .map(|c| c.0.load(Ordering::Relaxed))
             .collect();
         let t1 = clock.now_ns();
+        phase.store(DRAIN, Ordering::Relaxed);
         let rss_kb = rss_kb();
         let u1 = usage();
         let s1 = system_cpu();
@@ -538,6 +544,7 @@ struct Work {
     cs_loops: u64,
     think_loops: u64,
     read_pct: u32,
+    writers: usize,
 }
 
 impl Work {
@@ -546,6 +553,7 @@ impl Work {
             cs_loops: spec.cs_loops,
             think_loops: spec.think_loops,
             read_pct: spec.read_pct,
+            writers: spec.writers,
         }
     }
 }
@@ -680,14 +688,14 @@ pub fn run_refcount<R: RefCountUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -
 const RCU_READ: u8 = 0;
 /// Every op a retire of the thread's own slot (`call-rcu`).
 const RCU_RETIRE: u8 = 1;
-/// Thread 0 updates the published object, the others read it (`rcu-update`).
+/// Threads `0..writers` update the published object, the others read it (`rcu-update`).
 const RCU_UPDATE: u8 = 2;
 
 /// An RCU workload's operation on scheme `R`: `rcu-read` (read lock, dereference the published object
 /// with `cs` of work on it, unlock; the latency is the time to get into the read side with the object
 /// in hand), `call-rcu` (publish a new object in the thread's own slot and retire the old one; the
-/// latency is the whole retire call) or `rcu-update` (thread 0 replaces the published object and
-/// retires the old one, timed as a retire; the others read as in `rcu-read`). Then think.
+/// latency is the whole retire call) or `rcu-update` (threads `0..writers` replace the published
+/// object and retire the old one, timed as a retire; the others read as in `rcu-read`). Then think.
 struct RcuOp<'a, R, const MODE: u8> {
     rcu: Box<R>,
     clock: &'a dyn Clock,
@@ -708,8 +716,8 @@ impl<R: RcuUnderTest, const MODE: u8> Op for RcuOp<'_, R, MODE> {
         let latency = if MODE == RCU_RETIRE {
             self.rcu.retire(t, i);
             since()
-        } else if MODE == RCU_UPDATE && t == 0 {
-            self.rcu.update(i);
+        } else if MODE == RCU_UPDATE && t < self.work.writers {
+            self.rcu.update(t, i);
             since()
         } else {
             self.rcu.read(t, i, |d| {
@@ -748,7 +756,7 @@ pub fn run_call_rcu<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> Tri
     run_rcu::<R, RCU_RETIRE>(spec, clock)
 }
 
-/// A trial of `rcu-update` on scheme `R`: thread 0 updates, the others read.
+/// A trial of `rcu-update` on scheme `R`: threads `0..writers` update, the others read.
 pub fn run_rcu_update<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
     run_rcu::<R, RCU_UPDATE>(spec, clock)
 }
@@ -816,6 +824,7 @@ pub(crate) mod tests {
             cs_loops: 10,
             think_loops: 10,
             read_pct: 0,
+            writers: 1,
             warmup_ns: 1_000,
             duration_ns: 1_000_000_000,
             cpus: vec![],

@@ -79,6 +79,8 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                 } else {
                     0
                 },
+                // More updaters than threads: every thread updates.
+                writers: plan.writers.min(threads),
                 warmup_ns: plan.warmup_ms * 1_000_000,
                 duration_ns: plan.duration_ms * 1_000_000,
                 cpus: if plan.pin { cpus.clone() } else { vec![] },
@@ -102,6 +104,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                     cs_ns: plan.cs_ns,
                     think_ns: plan.think_ns,
                     read_pct: plan.read_pct,
+                    writers: spec.writers,
                     duration_ms: plan.duration_ms,
                     cpus: cpus.len(),
                 };

@@ -370,6 +370,14 @@ fn every_bad_input_is_one_clear_line_and_exit_2() {
             "--read-pct: 101 is out of range",
         ),
         (
+            &["bench", "--workload", "rcu-update", "--writers", "0"],
+            "--writers: 0 is out of range",
+        ),
+        (
+            &["bench", "--workload", "mutex", "--writers", "2"],
+            "--writers applies only to --workload rcu-update, not mutex",
+        ),
+        (
             &["bench", "--workload", "mutex", "--read-pct", "50"],
             "--read-pct applies only to --workload rw",
         ),
@@ -590,6 +598,37 @@ fn rcu_workloads_run_every_scheme() {
             }
         }
     }
+    // Two updaters at 3 threads: updates/s is threads 0 and 1, reads/s thread 2.
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "rcu-update",
+        "--locks",
+        "rcu-memb",
+        "--writers",
+        "2",
+        "--threads",
+        "1,3",
+        "--duration-ms",
+        "30",
+        "--repeats",
+        "1",
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for r in v["results"].as_array().unwrap() {
+        let three = r["threads"] == 3;
+        assert_eq!(
+            r["writers"],
+            if three { 2 } else { 1 },
+            "capped at threads: {r}"
+        );
+        assert_eq!(r["reads_per_sec"].as_f64().unwrap() > 0.0, three, "{r}");
+        assert!(r["scaling"].is_null(), "no scaling for rcu-update: {r}");
+    }
     if !liburcu {
         let (code, _, err) = run(&["bench", "--workload", "rcu-read", "--locks", "liburcu-memb"]);
         assert_eq!(code, 2, "{err}");
@@ -730,4 +769,55 @@ fn a_run_on_a_busy_machine_says_so() {
     assert!(n["others_cpu_pct"].as_f64().unwrap() > 25.0, "{n}");
     assert!(err.contains("measured on a busy machine"), "{err}");
     assert!(err.contains("busy("), "the table marks the row: {err}");
+}
+
+/// Issue 11: `reproduce 004` prints the seed's table with its figures beside ours and a verdict
+/// computed from them, and writes it all as JSON; a seed not built yet is one clear line.
+#[test]
+fn reproduce_004_prints_the_seeds_table_and_a_verdict() {
+    let (code, out, err) = run(&["reproduce", "004", "--quick", "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = &v["reproductions"][0];
+    assert_eq!(r["seed"], "004");
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["procs"], 1);
+    assert_eq!(
+        rows[0]["seed"][0], 595238.0,
+        "the seed's tput-base at 1 proc"
+    );
+    for row in rows {
+        let arms: Vec<&str> = row["ours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a[0].as_str().unwrap())
+            .collect();
+        assert!(arms.starts_with(&["base", "rcu"]), "{row}");
+        for a in row["ours"].as_array().unwrap() {
+            assert!(a[1].as_f64().unwrap() > 0.0, "{row}");
+        }
+    }
+    let verdict = r["verdict"].as_str().unwrap();
+    assert_eq!(
+        verdict.starts_with("reproduced"),
+        r["reproduced"].as_bool().unwrap(),
+        "{verdict}"
+    );
+    assert!(verdict.contains("rcu/base x"), "{verdict}");
+    assert!(
+        v["results"].as_array().unwrap().len() >= 4,
+        "the lab rows behind it"
+    );
+
+    let (code, out, _) = run(&["reproduce", "004", "--quick"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("procs") && out.contains("tput-base") && out.contains("tput-rcu"));
+    assert!(out.contains("595,238 (x1.00)"), "the seed's figures: {out}");
+    assert!(out.contains("verdict: "), "{out}");
+
+    let (code, _, err) = run(&["reproduce", "001"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not built yet"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }

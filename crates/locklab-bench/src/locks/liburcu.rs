@@ -142,7 +142,7 @@ mod built {
             unsafe { ll_memb_call_rcu(old.cast::<RcuHead>(), free_obj) };
         }
         #[inline(always)]
-        fn update(&self, v: u64) {
+        fn update(&self, _t: usize, v: u64) {
             // AcqRel: publishes the new object to readers' Acquire loads; takes the old one.
             let old = self.obj.swap(new_obj(v), Ordering::AcqRel);
             // SAFETY: as in `retire`: unpublished by the swap, handed to call_rcu once.
@@ -205,7 +205,7 @@ mod built {
         fn retire(&self, _: usize, _: u64) {
             unreachable!("liburcu-qsbr runs rcu-read only")
         }
-        fn update(&self, _: u64) {
+        fn update(&self, _: usize, _: u64) {
             unreachable!("liburcu-qsbr runs rcu-read only")
         }
     }

@@ -57,9 +57,10 @@ pub trait RcuUnderTest: Send + Sync + 'static {
     fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&crate::workload::Shared) -> R) -> R;
     /// Publishes a new object (`v` in its first word) in slot `t` and retires the old one.
     fn retire(&self, t: usize, v: u64);
-    /// Replaces the published object that [`read`](Self::read) dereferences with a new one (`v` in
-    /// its first word) and retires the old one, while readers run (`rcu-update`; called by one thread).
-    fn update(&self, v: u64);
+    /// Worker `t` (one of the updaters) replaces the published object that [`read`](Self::read)
+    /// dereferences with a new one (`v` in its first word) and retires the old one, while readers run
+    /// (`rcu-update`; several updaters may call it at once).
+    fn update(&self, t: usize, v: u64);
     /// Waits until every retired object has been freed (after the trial; not timed).
     fn drain(&self) {}
 }

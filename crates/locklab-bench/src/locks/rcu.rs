@@ -59,10 +59,11 @@ impl RcuUnderTest for Unprotected {
         drop(std::mem::replace(slot, Box::new(object(v))));
     }
     #[inline(always)]
-    fn update(&self, v: u64) {
-        // No protection, so the published object is never replaced: the updater (thread 0) does its
-        // allocation and free on its own slot, as in `call-rcu`.
-        self.retire(0, v);
+    fn update(&self, t: usize, v: u64) {
+        // No protection, so the published object is never replaced: each updater does its
+        // allocation and free on its own slot, as in `call-rcu` (slot `t`: two updaters sharing one
+        // slot would free each other's objects).
+        self.retire(t, v);
     }
 }
 
@@ -144,7 +145,7 @@ impl RcuUnderTest for MembRcu {
         LAB.defer_drop(unsafe { Box::from_raw(old as *mut Shared) });
     }
     #[inline(always)]
-    fn update(&self, v: u64) {
+    fn update(&self, _t: usize, v: u64) {
         self.obj.0.store_deferred(object(v));
     }
     fn drain(&self) {
@@ -232,7 +233,7 @@ impl RcuUnderTest for SharedQueueRcu {
         enqueue(self.slots.swap(t, v));
     }
     #[inline(always)]
-    fn update(&self, v: u64) {
+    fn update(&self, _t: usize, v: u64) {
         // AcqRel: publishes the new object; takes the old one, now unpublished.
         let old = self
             .obj
@@ -313,7 +314,7 @@ impl RcuUnderTest for Epoch {
         unsafe { g.defer_destroy(old) };
     }
     #[inline(always)]
-    fn update(&self, v: u64) {
+    fn update(&self, _t: usize, v: u64) {
         let g = crossbeam_epoch::pin();
         let old = self
             .obj
@@ -367,7 +368,7 @@ impl RcuUnderTest for ArcSwapped {
         self.slots[t].store(Arc::new(object(v)));
     }
     #[inline(always)]
-    fn update(&self, v: u64) {
+    fn update(&self, _t: usize, v: u64) {
         self.obj.store(Arc::new(object(v)));
     }
 }
@@ -423,7 +424,7 @@ impl RcuUnderTest for QsbrRcu {
     fn retire(&self, _: usize, _: u64) {
         unreachable!("rcu-qsbr runs rcu-read only")
     }
-    fn update(&self, _: u64) {
+    fn update(&self, _: usize, _: u64) {
         unreachable!("rcu-qsbr runs rcu-read only")
     }
 }

@@ -3,7 +3,7 @@
 use crate::metrics::ResultRow;
 
 /// The header line's columns, in order.
-pub const COLUMNS: [&str; 38] = [
+pub const COLUMNS: [&str; 39] = [
     "workload",
     "lock",
     "threads",
@@ -42,6 +42,7 @@ pub const COLUMNS: [&str; 38] = [
     "rss_kb",
     "reads_per_sec",
     "updates_per_sec",
+    "writers",
 ];
 
 fn quote(s: &str) -> String {
@@ -110,6 +111,7 @@ pub fn render(rows: &[ResultRow]) -> String {
             r.updates_per_sec
                 .map(|v| format!("{v:.1}"))
                 .unwrap_or_default(),
+            r.writers.map(|v| v.to_string()).unwrap_or_default(),
         ];
         out += &cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
         out.push('\n');
