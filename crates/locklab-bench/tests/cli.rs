@@ -780,7 +780,7 @@ fn reproduce_004_prints_the_seeds_table_and_a_verdict() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let r = &v["reproductions"][0];
     assert_eq!(r["seed"], "004");
-    let rows = r["rows"].as_array().unwrap();
+    let rows = r["figures"]["rows"].as_array().unwrap();
     assert_eq!(rows[0]["procs"], 1);
     assert_eq!(
         rows[0]["seed"][0], 595238.0,
@@ -820,4 +820,40 @@ fn reproduce_004_prints_the_seeds_table_and_a_verdict() {
     assert_eq!(code, 2);
     assert!(err.contains("not built yet"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Issue 11: `reproduce 002` measures five arms at 1 and 2 threads and derives each lock's share of a
+/// stat() from them; the JSON's shares are the subtractions of its own arms.
+#[test]
+fn reproduce_002_measures_shares_by_subtraction() {
+    let (code, out, err) = run(&["reproduce", "002", "--quick", "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = &v["reproductions"][0];
+    assert_eq!(r["seed"], "002");
+    let arms = r["figures"]["arms"].as_array().unwrap();
+    assert_eq!(arms.len(), 5);
+    let ns = |i: usize, t: usize| arms[i]["ns_per_op"][t].as_f64().unwrap();
+    for a in arms {
+        for t in 0..2 {
+            let v = a["ns_per_op"][t].as_f64().unwrap();
+            assert!(v > 1.0 && v < 100_000.0, "{a}");
+        }
+    }
+    let sh = &r["figures"]["shares"];
+    let brlock_1 = 100.0 * (ns(1, 0) - ns(3, 0)) / ns(1, 0);
+    assert!(
+        (sh["brlock_1"].as_f64().unwrap() - brlock_1).abs() < 1e-6,
+        "{sh}"
+    );
+    let lockref_2 = 100.0 * (ns(1, 1) - ns(4, 1)) / ns(1, 1);
+    assert!(
+        (sh["lockref_2"].as_f64().unwrap() - lockref_2).abs() < 1e-6,
+        "{sh}"
+    );
+    assert_eq!(
+        r["verdict"].as_str().unwrap().starts_with("reproduced"),
+        r["reproduced"].as_bool().unwrap()
+    );
+    assert!(r["table"].as_str().unwrap().contains("brlock + lockref"));
 }

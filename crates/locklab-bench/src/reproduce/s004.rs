@@ -1,11 +1,13 @@
-//! `locklab reproduce`: a seed's experiment on this machine, printed in the seed's own table shape with
-//! the seed's published figures beside ours, and a verdict computed from the two.
+//! Seed 004 (McKenney/Piggin 2009): call_rcu scaled once the grace-period machinery left its enqueue
+//! path. Each thread creates an object in its own table slot and retires the old one through call_rcu
+//! (the seed's close(open()): a `struct file` freed after a grace period): the lab's `call-rcu` workload
+//! over the base arm (`call-rcu-shared`: a shared queue, a shared counter and a full fence on every
+//! enqueue), ours (`rcu-memb`), liburcu and crossbeam-epoch, plus the real close(open()) as a reference.
 //!
-//! Built so far: seed 004 (McKenney/Piggin 2009, call_rcu scalability). The other seeds' experiments
-//! (000 write path, 001 btrfs metadata, 002 path lookup, 003 i_rwsem) are not built yet: asking for
-//! one is a clear error, and `all` runs the ones that exist and names the ones that do not.
+//! `figures`: `{"rows": [{"procs", "ours": [[arm, ops/s], ...], "seed": [tput-base, tput-rcu] | null}]}`.
 
-use crate::cli::{Plan, UsageError};
+use super::Reproduction;
+use crate::cli::Plan;
 use crate::locks::{self, LockInfo};
 use crate::metrics::ResultRow;
 use crate::report::Report;
@@ -13,30 +15,6 @@ use crate::runner::{Clock, allowed_cpus};
 use crate::workload::Workload;
 use serde::Serialize;
 use std::time::{Duration, Instant};
-
-/// The seeds `reproduce` knows, and whether their experiment exists yet.
-pub const SEEDS: [(&str, bool); 5] = [
-    ("000", false),
-    ("001", false),
-    ("002", false),
-    ("003", false),
-    ("004", true),
-];
-
-/// One reproduction's result (the `reproductions` entries of `--json`).
-#[derive(Debug, Serialize)]
-pub struct Reproduction {
-    /// `004`
-    pub seed: String,
-    /// What the seed measured.
-    pub title: String,
-    /// The seed's table, with ours beside it: one entry per thread count.
-    pub rows: Vec<SeedRow>,
-    /// `true` when every claim of the seed held here.
-    pub reproduced: bool,
-    /// One line: the seed's claims, our figures for each, and what differs.
-    pub verdict: String,
-}
 
 /// One thread count of seed 004's table.
 #[derive(Debug, Serialize)]
@@ -47,38 +25,6 @@ pub struct SeedRow {
     pub ours: Vec<(String, f64)>,
     /// The seed's figures at this count, if it published any: (tput-base, tput-rcu).
     pub seed: Option<(f64, f64)>,
-}
-
-/// What `--json` writes.
-#[derive(Debug, Serialize)]
-pub struct ReproduceReport {
-    /// The run's machine, limits and every lab row measured for the reproductions.
-    #[serde(flatten)]
-    pub lab: Report,
-    /// One entry per seed run.
-    pub reproductions: Vec<Reproduction>,
-}
-
-/// Parses the seed argument: one seed or `all`.
-pub fn seeds(arg: &str) -> Result<Vec<&'static str>, UsageError> {
-    if arg == "all" {
-        return Ok(SEEDS.iter().filter(|s| s.1).map(|s| s.0).collect());
-    }
-    match SEEDS.iter().find(|s| s.0 == arg) {
-        Some((s, true)) => Ok(vec![s]),
-        Some((s, false)) => Err(UsageError(format!(
-            "reproduce: seed {s}'s experiment is not built yet (built: {})",
-            built().join(", ")
-        ))),
-        None => Err(UsageError(format!(
-            "reproduce: unknown seed '{arg}' (valid: {}, all)",
-            SEEDS.map(|s| s.0).join(", ")
-        ))),
-    }
-}
-
-fn built() -> Vec<&'static str> {
-    SEEDS.iter().filter(|s| s.1).map(|s| s.0).collect()
 }
 
 /// Seed 004's published table (2 sockets x 8 Opteron cores, close(open()) on tmpfs): procs,
@@ -99,43 +45,10 @@ const ARMS_004: [(&str, &str); 4] = [
     ("crossbeam", "crossbeam-epoch"),
 ];
 
-/// Runs the asked seeds; prints each table and verdict; returns them with the lab rows.
-pub fn run(
-    which: &[&str],
-    quick: bool,
-    quiet: bool,
-    clock: &dyn Clock,
-) -> anyhow::Result<ReproduceReport> {
-    let mut lab: Option<Report> = None;
-    let mut out = vec![];
-    for seed in which {
-        let (report, r) = match *seed {
-            "004" => seed_004(quick, clock)?,
-            s => unreachable!("seed {s} passed `seeds` but has no experiment"),
-        };
-        if !quiet {
-            print!("{}", render(&r));
-        }
-        match &mut lab {
-            None => lab = Some(report),
-            Some(l) => l.results.extend(report.results),
-        }
-        out.push(r);
-    }
-    if !quiet && which.len() < SEEDS.len() {
-        let missing: Vec<_> = SEEDS.iter().filter(|s| !s.1).map(|s| s.0).collect();
-        println!("not built yet: seeds {}", missing.join(", "));
-    }
-    Ok(ReproduceReport {
-        lab: lab.expect("at least one seed"),
-        reproductions: out,
-    })
-}
-
 /// Seed 004: each thread creates an object in its own table slot and retires the old one through
 /// call_rcu (the close(open()) of the seed: a `struct file` freed after a grace period). Threads 1 up
 /// to the CPUs (the seed went to 8 on 16 cores; more threads than CPUs is not the seed's experiment).
-fn seed_004(quick: bool, clock: &dyn Clock) -> anyhow::Result<(Report, Reproduction)> {
+pub fn run(quick: bool, clock: &dyn Clock) -> anyhow::Result<(Report, Reproduction)> {
     let cpus = allowed_cpus().len().max(1);
     let threads: Vec<usize> = [1, 2, 4, 8]
         .into_iter()
@@ -193,12 +106,14 @@ fn seed_004(quick: bool, clock: &dyn Clock) -> anyhow::Result<(Report, Reproduct
         });
     }
     let (reproduced, verdict) = verdict_004(&rows);
+    let title = "McKenney/Piggin 2009: call_rcu scales once grace-period work leaves its enqueue path (close(open()) per thread)";
     Ok((
         report,
         Reproduction {
             seed: "004".into(),
-            title: "McKenney/Piggin 2009: call_rcu scales once grace-period work leaves its enqueue path (close(open()) per thread)".into(),
-            rows,
+            title: title.into(),
+            table: render(title, &rows),
+            figures: serde_json::json!({ "rows": rows }),
             reproduced,
             verdict,
         },
@@ -315,13 +230,12 @@ pub fn kernel_close_open(t: usize, window: Duration) -> Option<f64> {
     Some(total as f64 / secs)
 }
 
-/// The seed's table shape with our columns and the seed's beside them, then the verdict.
-pub fn render(r: &Reproduction) -> String {
+/// The seed's table shape with our columns and the seed's beside them.
+pub fn render(title: &str, rows: &[SeedRow]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "seed {}: {}", r.seed, r.title);
-    let arms: Vec<&str> = r
-        .rows
+    let _ = writeln!(s, "seed 004: {title}");
+    let arms: Vec<&str> = rows
         .first()
         .map(|row| row.ours.iter().map(|(a, _)| a.as_str()).collect())
         .unwrap_or_default();
@@ -336,12 +250,11 @@ pub fn render(r: &Reproduction) -> String {
     }
     let _ = write!(head, "   | seed: {:>18}{:>18}", "tput-base", "tput-rcu");
     let _ = writeln!(s, "{head}");
-    let first: Vec<f64> = r
-        .rows
+    let first: Vec<f64> = rows
         .first()
         .map(|row| row.ours.iter().map(|x| x.1).collect())
         .unwrap_or_default();
-    for row in &r.rows {
+    for row in rows {
         let _ = write!(s, "{:<6}", row.procs);
         for (i, (_, v)) in row.ours.iter().enumerate() {
             let x = first
@@ -369,7 +282,6 @@ pub fn render(r: &Reproduction) -> String {
         }
         s.push('\n');
     }
-    let _ = writeln!(s, "verdict: {}\n", r.verdict);
     s
 }
 
@@ -402,14 +314,6 @@ mod tests {
         assert!(!ok && text.contains("NOT faster"), "{text}");
         let (ok, text) = verdict_004(&[row(1, 10.0, 12.0), row(2, 20.0, 13.0)]);
         assert!(!ok && text.contains("worse than the base"), "{text}");
-    }
-
-    #[test]
-    fn seed_arguments() {
-        assert_eq!(seeds("004").unwrap(), vec!["004"]);
-        assert_eq!(seeds("all").unwrap(), vec!["004"]);
-        assert!(seeds("000").unwrap_err().0.contains("not built yet"));
-        assert!(seeds("9").unwrap_err().0.contains("unknown seed '9'"));
     }
 
     #[test]

@@ -1,0 +1,128 @@
+//! `locklab reproduce`: a seed's experiment on this machine, printed in the seed's own table shape with
+//! the seed's published figures beside ours, and a verdict computed from the two.
+//!
+//! Built so far: seed 002 ([`s002`]: Torvalds 2013, a stat()-like path lookup with its mount lock and
+//! dentry reference) and seed 004 ([`s004`]: McKenney/Piggin 2009, call_rcu scalability). The other
+//! seeds' experiments (000 write path, 001 btrfs metadata, 003 i_rwsem) are not built yet: asking for
+//! one is a clear error, and `all` runs the ones that exist and names the ones that do not.
+
+pub mod s002;
+pub mod s004;
+
+use crate::cli::UsageError;
+use crate::report::Report;
+use crate::runner::Clock;
+use serde::Serialize;
+
+/// The seeds `reproduce` knows, and whether their experiment exists yet.
+pub const SEEDS: [(&str, bool); 5] = [
+    ("000", false),
+    ("001", false),
+    ("002", true),
+    ("003", false),
+    ("004", true),
+];
+
+/// One reproduction's result (the `reproductions` entries of `--json`).
+#[derive(Debug, Serialize)]
+pub struct Reproduction {
+    /// `004`
+    pub seed: String,
+    /// What the seed measured.
+    pub title: String,
+    /// The seed's figures and ours, in the seed's shape (see each seed's module).
+    pub figures: serde_json::Value,
+    /// The table as printed.
+    pub table: String,
+    /// `true` when every claim of the seed held here.
+    pub reproduced: bool,
+    /// One line: the seed's claims, our figures for each, and what differs.
+    pub verdict: String,
+}
+
+/// What `--json` writes.
+#[derive(Debug, Serialize)]
+pub struct ReproduceReport {
+    /// The run's machine, limits and the lab rows measured for the reproductions (seed 004's).
+    #[serde(flatten)]
+    pub lab: Report,
+    /// One entry per seed run.
+    pub reproductions: Vec<Reproduction>,
+}
+
+/// Parses the seed argument: one seed or `all`.
+pub fn seeds(arg: &str) -> Result<Vec<&'static str>, UsageError> {
+    if arg == "all" {
+        return Ok(built());
+    }
+    match SEEDS.iter().find(|s| s.0 == arg) {
+        Some((s, true)) => Ok(vec![s]),
+        Some((s, false)) => Err(UsageError(format!(
+            "reproduce: seed {s}'s experiment is not built yet (built: {})",
+            built().join(", ")
+        ))),
+        None => Err(UsageError(format!(
+            "reproduce: unknown seed '{arg}' (valid: {}, all)",
+            SEEDS.map(|s| s.0).join(", ")
+        ))),
+    }
+}
+
+fn built() -> Vec<&'static str> {
+    SEEDS.iter().filter(|s| s.1).map(|s| s.0).collect()
+}
+
+/// Runs the asked seeds; prints each table and verdict (unless `quiet`); returns them with the lab
+/// rows.
+pub fn run(
+    which: &[&str],
+    quick: bool,
+    quiet: bool,
+    clock: &dyn Clock,
+) -> anyhow::Result<ReproduceReport> {
+    let mut lab = Report {
+        locklab_version: env!("CARGO_PKG_VERSION").to_string(),
+        machine: crate::calibrate::machine(),
+        calibration: Default::default(),
+        results: vec![],
+    };
+    let mut out = vec![];
+    for seed in which {
+        let r = match *seed {
+            "002" => s002::run(quick, clock),
+            "004" => {
+                let (report, r) = s004::run(quick, clock)?;
+                lab.calibration = report.calibration;
+                lab.results.extend(report.results);
+                r
+            }
+            s => unreachable!("seed {s} passed `seeds` but has no experiment"),
+        };
+        if !quiet {
+            print!("{}", r.table);
+            println!("verdict: {}\n", r.verdict);
+        }
+        out.push(r);
+    }
+    if !quiet && which.len() < SEEDS.len() {
+        let missing: Vec<_> = SEEDS.iter().filter(|s| !s.1).map(|s| s.0).collect();
+        println!("not built yet: seeds {}", missing.join(", "));
+    }
+    Ok(ReproduceReport {
+        lab,
+        reproductions: out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_arguments() {
+        assert_eq!(seeds("004").unwrap(), vec!["004"]);
+        assert_eq!(seeds("all").unwrap(), vec!["002", "004"]);
+        assert!(seeds("000").unwrap_err().0.contains("not built yet"));
+        assert!(seeds("9").unwrap_err().0.contains("unknown seed '9'"));
+    }
+}
