@@ -56,6 +56,11 @@ mod clock;
 mod primitive;
 #[cfg(not(loom))]
 pub mod rcu;
+/// Under loom only the RCU flavours' protocol builds (the domains need thread-locals and futexes);
+/// the models run it.
+#[cfg(loom)]
+#[path = "rcu/protocol.rs"]
+pub(crate) mod rcu_protocol;
 mod rw;
 mod sleep;
 pub mod spin;

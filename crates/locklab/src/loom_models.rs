@@ -29,10 +29,13 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_with_preemptions(1, f)
+}
+
+/// `model` with at least `bound` preemptions (for the models whose bug needs more than one).
+fn model_with_preemptions(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(1);
-    }
+    b.preemption_bound = Some(b.preemption_bound.unwrap_or(1).max(bound));
     // Spin-waits are yields under loom, and each is a branch: allow long waits.
     b.max_branches = std::env::var("LOOM_MAX_BRANCHES")
         .ok()
@@ -624,4 +627,216 @@ fn rwsem_timeout_removal() {
         let _t = s.0.try_write().expect("free after everyone left");
         unsafe { s.0.write_unlock() };
     });
+}
+
+/// RCU models: one reader and one writer over two objects. The writer unpublishes object 0 (publishes
+/// 1), runs a grace period of the flavour's protocol (`rcu/protocol.rs`, the code the domains run),
+/// then "frees" object 0 by writing into it. The reader reads whichever object it loaded inside its
+/// read-side section. Loom reports the free racing with the read (the cells are loom `UnsafeCell`s),
+/// and the reader asserts it never sees a freed value: a grace period that ends before a reader that
+/// could hold the old object has left fails both.
+mod rcu {
+    use super::{model, model_with_preemptions};
+    use crate::rcu_protocol as p;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+    use loom::thread;
+
+    const FREED: usize = usize::MAX;
+
+    /// The published pointer (an index) and the objects.
+    struct Objects {
+        published: AtomicUsize,
+        objs: [UnsafeCell<usize>; 3],
+    }
+
+    // SAFETY: the cells are only accessed as the RCU protocol under test allows; loom checks it.
+    unsafe impl Sync for Objects {}
+
+    impl Objects {
+        fn new() -> Arc<Self> {
+            Arc::new(Objects {
+                published: AtomicUsize::new(0),
+                objs: [UnsafeCell::new(0), UnsafeCell::new(1), UnsafeCell::new(2)],
+            })
+        }
+        /// The reader's dereference: load the published index, read the object.
+        fn read(&self) {
+            // Acquire: rcu_dereference (pairs with the writer's Release publication).
+            let i = self.published.load(Ordering::Acquire);
+            // The reader may be delayed between the dereference and the use (a cell access is not a
+            // scheduling point for loom; this makes the writer's whole grace period fit here).
+            thread::yield_now();
+            let v = self.objs[i].with(|v| unsafe { *v });
+            assert_ne!(v, FREED, "a reader saw object {i} after its grace period");
+        }
+        /// The writer's update up to the grace period: publish object `k` (unpublishing `k - 1`).
+        fn publish(&self, k: usize) {
+            self.published.store(k, Ordering::Release);
+        }
+        /// The writer's free of object `k`, after a grace period since it was unpublished.
+        fn free(&self, k: usize) {
+            self.objs[k].with_mut(|v| unsafe { *v = FREED });
+        }
+        fn unpublish_old(&self) {
+            self.publish(1);
+        }
+        fn free_old(&self) {
+            self.free(0);
+        }
+    }
+
+    fn full_fence() {
+        fence(Ordering::SeqCst);
+    }
+
+    /// memb: a reader (nested sections) against a grace period (fences are the SeqCst fallback, as
+    /// the domain uses where `membarrier` is refused).
+    #[test]
+    fn rcu_memb_grace_period_waits_for_readers() {
+        model(|| {
+            let o = Objects::new();
+            let gp = Arc::new(AtomicU64::new(1));
+            let ctr = Arc::new(AtomicU64::new(0));
+            let r = {
+                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
+                thread::spawn(move || {
+                    p::memb_enter(&ctr, &gp, full_fence);
+                    p::memb_enter(&ctr, &gp, full_fence);
+                    o.read();
+                    assert!(!p::memb_exit(&ctr, full_fence), "still nested");
+                    o.read();
+                    assert!(p::memb_exit(&ctr, full_fence), "outermost");
+                })
+            };
+            o.unpublish_old();
+            p::memb_grace_period(&gp, full_fence, |g| {
+                while p::memb_blocks(&ctr, g) {
+                    thread::yield_now();
+                }
+            });
+            o.free_old();
+            r.join().unwrap();
+        });
+    }
+
+    /// Shared grace periods: two writers each unpublish an object and call the batched grace
+    /// period, which may return without running one of its own (two completed since the call
+    /// began); a reader's section may overlap either. Each writer then frees its object.
+    #[test]
+    fn rcu_memb_shared_grace_periods_still_wait() {
+        model(|| {
+            let o = Objects::new();
+            let gp = Arc::new(AtomicU64::new(1));
+            let ctr = Arc::new(AtomicU64::new(0));
+            let completed = Arc::new(AtomicU64::new(0));
+            let lock = Arc::new(loom::sync::Mutex::new(()));
+            let synchronize = {
+                let (gp, ctr, completed, lock) =
+                    (gp.clone(), ctr.clone(), completed.clone(), lock.clone());
+                move || {
+                    p::shared_grace_period(
+                        &completed,
+                        || lock.lock().unwrap(),
+                        || {
+                            p::memb_grace_period(&gp, full_fence, |g| {
+                                while p::memb_blocks(&ctr, g) {
+                                    thread::yield_now();
+                                }
+                            })
+                        },
+                    )
+                }
+            };
+            let r = {
+                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
+                thread::spawn(move || {
+                    p::memb_enter(&ctr, &gp, full_fence);
+                    o.read();
+                    p::memb_exit(&ctr, full_fence);
+                })
+            };
+            let w = {
+                let (o, synchronize) = (o.clone(), synchronize.clone());
+                thread::spawn(move || {
+                    o.publish(1);
+                    synchronize();
+                    o.free(0);
+                })
+            };
+            // A second writer that needs no object of its own: its call may share or run a grace
+            // period; it frees nothing, so any early return is checked through the first writer.
+            synchronize();
+            synchronize();
+            w.join().unwrap();
+            r.join().unwrap();
+            assert!(completed.load(Ordering::Relaxed) >= 1);
+        });
+    }
+
+    /// QSBR: a registered reader reads, announces a quiescent state, reads again, goes offline.
+    #[test]
+    fn rcu_qsbr_grace_period_waits_for_quiescent_states() {
+        model(|| {
+            let o = Objects::new();
+            let gp = Arc::new(AtomicU64::new(1));
+            // Registered and online before the writer starts (as `register` does).
+            let ctr = Arc::new(AtomicU64::new(1));
+            let r = {
+                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
+                thread::spawn(move || {
+                    o.read();
+                    p::qsbr_announce(&ctr, gp.load(Ordering::Relaxed)); // quiescent state
+                    o.read();
+                    p::qsbr_announce(&ctr, 0); // offline
+                })
+            };
+            o.unpublish_old();
+            p::qsbr_grace_period(&gp, |g| {
+                while p::qsbr_blocks(&ctr, g) {
+                    thread::yield_now();
+                }
+            });
+            o.free_old();
+            r.join().unwrap();
+        });
+    }
+
+    /// SRCU: the reader may load the index, stall, and count in it after a whole grace period flipped
+    /// it; two grace periods run (each frees the object the one before unpublished), so a reader
+    /// counted in the stale index during the second one is what its first wait is for. That bug
+    /// needs two preemptions to show (checked: without the first wait this model fails at 2, not 1).
+    #[test]
+    fn rcu_srcu_index_flip_waits_for_readers() {
+        model_with_preemptions(2, || {
+            let o = Objects::new();
+            let idx = Arc::new(AtomicU64::new(0));
+            let mine = Arc::new(p::SrcuCounters::new());
+            let r = {
+                let (o, idx, mine) = (o.clone(), idx.clone(), mine.clone());
+                thread::spawn(move || {
+                    let i = p::srcu_index(&idx);
+                    thread::yield_now(); // stalled between the index and the count
+                    p::srcu_enter(&mine, i);
+                    o.read();
+                    p::srcu_exit(&mine, i);
+                })
+            };
+            let gp = || {
+                p::srcu_grace_period(&idx, |i| {
+                    while !p::srcu_drained(std::iter::once(&*mine), i) {
+                        thread::yield_now();
+                    }
+                })
+            };
+            for k in 1..3 {
+                o.publish(k);
+                gp();
+                o.free(k - 1);
+            }
+            r.join().unwrap();
+            assert_eq!(idx.load(Ordering::Relaxed), 2, "the index flipped twice");
+        });
+    }
 }

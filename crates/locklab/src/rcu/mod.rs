@@ -1,7 +1,9 @@
 //! Userspace RCU, memb flavour: read-side critical sections that cost two plain stores and no fence,
 //! and grace periods that wait for every reader that might still see an old version.
 //!
-//! Status (issue 10, in progress): this module has the memb flavour ([`RcuDomain`], [`RcuReadGuard`]),
+//! The flavours' protocol steps are in `protocol.rs`, shared by the domains and the loom models.
+//!
+//! Status (issue 10): this module has the memb flavour ([`RcuDomain`], [`RcuReadGuard`]),
 //! batched [`RcuDomain::synchronize`], the safe [`RcuCell`], and [`RcuDomain::call_rcu`] with
 //! per-thread segmented callback lists, flood control and [`RcuDomain::rcu_barrier`] (see the
 //! `callback` module's docs), and the QSBR flavour ([`QsbrDomain`], whose read side is free and
@@ -25,6 +27,9 @@
 //! - **Grace period** (one writer at a time, under `gp_lock`): a heavy fence (`membarrier`, which
 //!   turns every reader's compiler fence into a full fence), `gp += 1 << NEST_BITS`, then wait until
 //!   every record is idle (nesting 0) or holds the new `gp`, then a heavy fence again.
+//! - **Sharing** (`synchronize`): a full fence, note the completed count, take `gp_lock`; if two grace
+//!   periods completed meanwhile, the second began after the call (and after its fence) and waited
+//!   for every reader the caller must wait for: return without running one.
 //!
 //! # Why that is enough
 //! Take a reader section R and a grace period G that begins after the writer unpublished a pointer.
@@ -60,6 +65,7 @@
 
 mod callback;
 mod cell;
+pub(crate) mod protocol;
 mod qsbr;
 mod registry;
 mod srcu;
@@ -77,10 +83,8 @@ use std::cell::RefCell;
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
-/// Low bits of a record's `ctr` that count the nesting depth.
-pub const NEST_BITS: u32 = 16;
-const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
-const GP_UNIT: u64 = 1 << NEST_BITS;
+pub use protocol::NEST_BITS;
+use protocol::NEST_MASK;
 
 /// One thread's reader record. Cache-line sized so that readers never share a line.
 #[repr(align(128))]
@@ -302,22 +306,8 @@ impl RcuDomain {
     #[inline]
     pub fn read_lock(&'static self) -> RcuReadGuard {
         let (rec, one_off) = self.record();
-        // Relaxed: our own word (invariant 1).
-        let c = rec.ctr.load(Ordering::Relaxed);
-        if c & NEST_MASK == 0 {
-            // Relaxed load: any recent value is correct (module docs); the store publishes our
-            // section to grace periods through the fence below.
-            let gp = self.gp.load(Ordering::Relaxed);
-            rec.ctr.store(gp, Ordering::Relaxed);
-            // Orders the store above before the section's loads (pairs with the writer's heavy fence).
-            light_fence();
-        } else {
-            assert!(
-                c & NEST_MASK < NEST_MASK,
-                "locklab::rcu: read-side sections nested {NEST_MASK} deep"
-            );
-            rec.ctr.store(c + 1, Ordering::Relaxed);
-        }
+        // Our own word (invariant 1); the protocol's steps and their fences: `protocol.rs`.
+        protocol::memb_enter(&rec.ctr, &self.gp, light_fence);
         RcuReadGuard {
             domain: self,
             rec,
@@ -365,24 +355,14 @@ impl RcuDomain {
         self.synchronize_inner();
     }
 
-    /// A grace period, shared with concurrent callers (no checks, not counted as a call).
+    /// A grace period, shared with concurrent callers (no checks, not counted as a call): see
+    /// `protocol::shared_grace_period` for the sharing, `protocol::memb_grace_period` for the rest.
     fn synchronize_inner(&'static self) {
-        // Acquire pairs with the Release increment below: if two grace periods completed after this
-        // load, one of them started after our call and covers every reader we must wait for.
-        let seen = self.completed.load(Ordering::Acquire);
-        let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
-        if self.completed.load(Ordering::Acquire) >= seen + 2 {
-            return;
-        }
-        heavy_fence();
-        // Relaxed: ordered for readers by the heavy fences around it; only writers (serialised by
-        // `gp_lock`) write it.
-        let gp = self.gp.load(Ordering::Relaxed) + GP_UNIT;
-        self.gp.store(gp, Ordering::Relaxed);
-        self.wait_for_readers(gp);
-        heavy_fence();
-        // Release: see the Acquire above.
-        self.completed.fetch_add(1, Ordering::Release);
+        protocol::shared_grace_period(
+            &self.completed,
+            || self.gp_lock.lock().unwrap_or_else(|e| e.into_inner()),
+            || protocol::memb_grace_period(&self.gp, heavy_fence, |gp| self.wait_for_readers(gp)),
+        );
     }
 
     /// Like [`synchronize`](Self::synchronize); in this flavour a grace period is already a pair of
@@ -434,9 +414,7 @@ impl RcuDomain {
 
     /// Whether `r` might still be in a section that began before grace period `gp`.
     fn blocks(r: &Record, gp: u64) -> bool {
-        // Relaxed: the heavy fence before the scan (or the one in the sleep path) orders it.
-        let c = r.ctr.load(Ordering::Relaxed);
-        c & NEST_MASK != 0 && c & !NEST_MASK < gp & !NEST_MASK
+        protocol::memb_blocks(&r.ctr, gp)
     }
 
     /// Waits until no record blocks `gp`: spins, then sleeps on `waiting` (woken by an outermost
@@ -486,13 +464,8 @@ impl RcuReadGuard {
 impl Drop for RcuReadGuard {
     #[inline]
     fn drop(&mut self) {
-        // Orders the section's loads before the store below (pairs with the writer's heavy fence).
-        light_fence();
-        // Relaxed: our own word (invariant 1).
-        let c = self.rec.ctr.load(Ordering::Relaxed);
-        debug_assert!(c & NEST_MASK != 0);
-        self.rec.ctr.store(c - 1, Ordering::Relaxed);
-        if c & NEST_MASK == 1 {
+        // Our own word (invariant 1): light fence, one level less.
+        if protocol::memb_exit(&self.rec.ctr, light_fence) {
             // Orders the store above before the `waiting` load (the writer's sleep path).
             light_fence();
             // Relaxed: see `wait_for_readers`.

@@ -122,15 +122,8 @@ impl QsbrDomain {
     /// ```
     pub fn synchronize(&'static self) {
         let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Pairs with the readers' fences around their announcements: our unpublish before the new
-        // `gp`, their sections before their announcement.
-        fence(Ordering::SeqCst);
-        let gp = self.gp.load(Ordering::Relaxed) + 1;
-        self.gp.store(gp, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        self.wait_for(gp);
-        // Orders the readers' sections (before their announcements) before what the caller does next.
-        fence(Ordering::SeqCst);
+        // Serialised by `gp_lock`; the steps and their fences: `protocol.rs`.
+        super::protocol::qsbr_grace_period(&self.gp, |gp| self.wait_for(gp));
         self.completed.fetch_add(1, Ordering::Release);
     }
 
@@ -159,8 +152,7 @@ impl QsbrDomain {
     }
 
     fn blocks(r: &QsbrRecord, gp: u64) -> bool {
-        let c = r.ctr.load(Ordering::Relaxed);
-        c != 0 && c != gp
+        super::protocol::qsbr_blocks(&r.ctr, gp)
     }
 
     fn wait_for(&self, gp: u64) {
@@ -221,11 +213,8 @@ pub struct QsbrThread {
 impl QsbrThread {
     /// Stores `v` as our announcement, fenced both sides, and wakes a waiting writer.
     fn announce(&self, v: u64) {
-        // Orders our read-side accesses before the announcement (pairs with the writer's fences).
-        fence(Ordering::SeqCst);
-        self.rec.ctr.store(v, Ordering::Relaxed);
-        // Orders the announcement before the `waiting` load and before our next reads.
-        fence(Ordering::SeqCst);
+        // Fenced on both sides (`protocol.rs`); the second fence also orders the `waiting` load.
+        super::protocol::qsbr_announce(&self.rec.ctr, v);
         if self.domain.waiting.load(Ordering::Relaxed) != 0 {
             self.domain.waiting.store(0, Ordering::Relaxed);
             crate::sys::futex_wake(&self.domain.waiting, 1);

@@ -28,16 +28,17 @@
 //! The readers' fence is the price of sleeping readers (as in the kernel); memb's asymmetric fence
 //! would make a blocked reader's `membarrier` IPI-free but not cheaper to reason about.
 
+use super::protocol::{self, SrcuCounters};
 use super::registry::{Pooled, Registry};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::cell::Cell;
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
 #[repr(align(128))]
 struct SrcuRecord {
-    locks: [AtomicU64; 2],
-    unlocks: [AtomicU64; 2],
+    /// `locks[i]`, `unlocks[i]` (invariant 1).
+    ctrs: SrcuCounters,
     in_use: AtomicBool,
 }
 
@@ -107,8 +108,7 @@ impl SrcuDomain {
 
     fn claim(&self) -> &'static SrcuRecord {
         self.records.claim(|| SrcuRecord {
-            locks: [AtomicU64::new(0), AtomicU64::new(0)],
-            unlocks: [AtomicU64::new(0), AtomicU64::new(0)],
+            ctrs: SrcuCounters::new(),
             in_use: AtomicBool::new(true),
         })
     }
@@ -163,43 +163,27 @@ impl SrcuDomain {
     /// first of a grace period's two waits exists for; tests force it).
     #[inline(always)]
     fn read_lock_stalled(&'static self, stall: impl FnOnce()) -> SrcuReadGuard {
-        // Relaxed: a stale index is fine (module docs: the two waits cover it).
-        let i = (self.idx.load(Ordering::Relaxed) & 1) as usize;
+        // A stale index is fine (module docs: the two waits cover it).
+        let i = protocol::srcu_index(&self.idx);
         stall();
-        self.with_record(|r| {
-            // Relaxed load: our own counter (invariant 1).
-            let c = r.locks[i].load(Ordering::Relaxed);
-            r.locks[i].store(c + 1, Ordering::Relaxed);
-        });
-        // Orders the increment before the section's loads (pairs with the writer's fence between its
-        // sums).
-        fence(Ordering::SeqCst);
+        // Count in index `i` on our own counters (invariant 1), then a full fence (`protocol.rs`).
+        self.with_record(|r| protocol::srcu_enter(&r.ctrs, i));
         SrcuReadGuard {
             domain: self,
             idx: i,
         }
     }
 
-    fn sums(&self, i: usize) -> (u64, u64) {
+    /// Whether index `i` has no reader (`protocol::srcu_drained`: unlocks, fence, locks).
+    fn drained(&self, i: usize) -> bool {
         let recs = self.records.snapshot();
-        let unlocks: u64 = recs
-            .iter()
-            .map(|r| r.unlocks[i].load(Ordering::Relaxed))
-            .sum();
-        // Unlocks before locks (module docs); pairs with the readers' fences.
-        fence(Ordering::SeqCst);
-        let locks: u64 = recs
-            .iter()
-            .map(|r| r.locks[i].load(Ordering::Relaxed))
-            .sum();
-        (locks, unlocks)
+        protocol::srcu_drained(recs.iter().map(|r| &r.ctrs), i)
     }
 
     fn wait_drained(&self, i: usize) {
         let mut spins = 0u32;
         loop {
-            let (l, u) = self.sums(i);
-            if l == u {
+            if self.drained(i) {
                 return;
             }
             spins += 1;
@@ -221,15 +205,8 @@ impl SrcuDomain {
     /// ```
     pub fn synchronize(&'static self) {
         let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Orders the caller's unpublish before the scans (pairs with the readers' fences).
-        fence(Ordering::SeqCst);
-        let cur = self.idx.load(Ordering::Relaxed);
-        self.wait_drained(((cur + 1) & 1) as usize);
-        self.idx.store(cur + 1, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        self.wait_drained((cur & 1) as usize);
-        // Orders the readers' sections (before their unlock increments) before what the caller does.
-        fence(Ordering::SeqCst);
+        // Serialised by `gp_lock`: drain the other index, flip, drain the old one (`protocol.rs`).
+        protocol::srcu_grace_period(&self.idx, |i| self.wait_drained(i));
         self.completed.fetch_add(1, Ordering::Release);
     }
 
@@ -273,14 +250,9 @@ impl SrcuReadGuard {
 
 impl Drop for SrcuReadGuard {
     fn drop(&mut self) {
-        // Orders the section's loads before the unlock count (pairs with the writer's sums).
-        fence(Ordering::SeqCst);
+        // A full fence, then the unlock count on our own counters (invariant 1; `protocol.rs`).
         let i = self.idx;
-        self.domain.with_record(|r| {
-            // Relaxed load: our own counter (invariant 1).
-            let c = r.unlocks[i].load(Ordering::Relaxed);
-            r.unlocks[i].store(c + 1, Ordering::Relaxed);
-        });
+        self.domain.with_record(|r| protocol::srcu_exit(&r.ctrs, i));
     }
 }
 
@@ -395,8 +367,7 @@ mod tests {
         assert_eq!(D.grace_periods(), N as u64);
         // Every lock has its unlock, in both indexes.
         for i in 0..2 {
-            let (l, u) = D.sums(i);
-            assert_eq!(l, u, "index {i}");
+            assert!(D.drained(i), "index {i}");
         }
     }
 }

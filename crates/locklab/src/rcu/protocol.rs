@@ -1,0 +1,229 @@
+//! The RCU flavours' protocols, apart from their bookkeeping (records, thread-locals, futexes): the
+//! steps that make a grace period wait for every reader it must, written over the `primitive` shim's
+//! atomics so that the loom models (`src/loom_models.rs`) run exactly this code. The domains in
+//! `mod.rs`, `qsbr.rs` and `srcu.rs` call these functions; each flavour's module docs explain why
+//! the steps are enough, and each fence here names its pair.
+//!
+//! The waits are passed in as closures (`wait_until`: spin, sleep and warn in the domains; a yield
+//! loop under loom), as are the memb flavour's asymmetric fences (`membarrier` and compiler fences in
+//! the domain; SeqCst fences under loom, which is the domain's documented fallback).
+
+use crate::primitive::{AtomicU64, Ordering, fence};
+
+/// Low bits of a memb record's `ctr` that count the nesting depth.
+pub const NEST_BITS: u32 = 16;
+/// The nesting field of a memb `ctr`.
+pub(crate) const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
+/// One grace period in memb's `gp` (above the nesting field).
+pub(crate) const GP_UNIT: u64 = 1 << NEST_BITS;
+
+// ----- memb ------------------------------------------------------------------------------------------
+
+/// memb read lock on the thread's own `ctr`: the outermost copies `gp` (whose nesting field is 1),
+/// then `light_fence`; a nested one adds 1.
+#[inline(always)]
+pub(crate) fn memb_enter(ctr: &AtomicU64, gp: &AtomicU64, light_fence: impl Fn()) {
+    // Relaxed: our own word (written only by this thread).
+    let c = ctr.load(Ordering::Relaxed);
+    if c & NEST_MASK == 0 {
+        // Relaxed load: any recent value is correct (a stale one is older, so a grace period waits
+        // for us all the same); the store publishes our section to grace periods through the fence.
+        let g = gp.load(Ordering::Relaxed);
+        ctr.store(g, Ordering::Relaxed);
+        // Orders the store before the section's loads (pairs with the writer's first heavy fence).
+        light_fence();
+    } else {
+        assert!(
+            c & NEST_MASK < NEST_MASK,
+            "locklab::rcu: read-side sections nested {NEST_MASK} deep"
+        );
+        ctr.store(c + 1, Ordering::Relaxed);
+    }
+}
+
+/// memb read unlock: `light_fence`, then one level less. `true` if that ended the outermost section.
+#[inline(always)]
+pub(crate) fn memb_exit(ctr: &AtomicU64, light_fence: impl Fn()) -> bool {
+    // Orders the section's loads before the store (pairs with the writer's heavy fences).
+    light_fence();
+    // Relaxed: our own word.
+    let c = ctr.load(Ordering::Relaxed);
+    debug_assert!(c & NEST_MASK != 0, "locklab::rcu: unbalanced read unlock");
+    ctr.store(c - 1, Ordering::Relaxed);
+    c & NEST_MASK == 1
+}
+
+/// Whether a memb record holding `ctr` might be in a section that began before grace period `gp`:
+/// nested, with an older snapshot (`gp` only grows, so an old snapshot never looks current).
+#[inline]
+pub(crate) fn memb_blocks(ctr: &AtomicU64, gp: u64) -> bool {
+    // Relaxed: the heavy fence before the scan (or the one in the sleep path) orders it.
+    let c = ctr.load(Ordering::Relaxed);
+    c & NEST_MASK != 0 && c & !NEST_MASK < gp & !NEST_MASK
+}
+
+/// One memb grace period (the caller serialises them): heavy fence, `gp += 1`, wait until no record
+/// blocks the new value (`wait_until(gp)` returns when none does), heavy fence.
+pub(crate) fn memb_grace_period(gp: &AtomicU64, heavy_fence: impl Fn(), wait_until: impl Fn(u64)) {
+    // Pairs with every reader's light fence: our unpublish is visible to sections that start after
+    // it, and sections that started before it are visible to the scan.
+    heavy_fence();
+    // Relaxed: only writers (serialised by the caller) write it; readers are ordered by the fences.
+    let g = gp.load(Ordering::Relaxed) + GP_UNIT;
+    gp.store(g, Ordering::Relaxed);
+    wait_until(g);
+    // Orders the readers' sections (before their unlock stores, seen by the scan) before whatever
+    // the caller does next (frees the old object).
+    heavy_fence();
+}
+
+/// A grace period shared with concurrent callers: `lock` serialises grace periods (its guard is held
+/// until the end), `grace_period` runs one, `completed` counts them. A caller that finds two grace
+/// periods completed since it arrived returns without running its own: the second of them started
+/// after the call began, so it waited for every reader the caller must wait for.
+pub(crate) fn shared_grace_period<G>(
+    completed: &AtomicU64,
+    lock: impl FnOnce() -> G,
+    grace_period: impl FnOnce(),
+) {
+    // Orders the caller's unpublish before its look at `completed` (pairs with the first fence of
+    // the grace period that may serve it): if this load sees a grace period not yet completed, that
+    // grace period's successor starts after the unpublish and its scan covers every reader that
+    // could hold the old version. Without it a caller could return on a grace period that never saw
+    // its unpublish (the loom model `rcu_memb_shared_grace_periods_still_wait` found this).
+    fence(Ordering::SeqCst);
+    // Acquire pairs with the Release increment below: the grace periods counted here ended (and
+    // their final fences ran) before we go on.
+    let seen = completed.load(Ordering::Acquire);
+    let _guard = lock();
+    if completed.load(Ordering::Acquire) >= seen + 2 {
+        return;
+    }
+    grace_period();
+    // Release: see the Acquire above.
+    completed.fetch_add(1, Ordering::Release);
+}
+
+// ----- QSBR ------------------------------------------------------------------------------------------
+
+/// QSBR announcement: `ctr = v` (the current `gp`: a quiescent state or coming online; 0: offline),
+/// fenced on both sides.
+#[inline]
+pub(crate) fn qsbr_announce(ctr: &AtomicU64, v: u64) {
+    // Orders our read-side accesses before the announcement (pairs with the writer's fences).
+    fence(Ordering::SeqCst);
+    ctr.store(v, Ordering::Relaxed);
+    // Orders the announcement before our next reads (and the caller's `waiting` load).
+    fence(Ordering::SeqCst);
+}
+
+/// Whether a QSBR record holding `ctr` holds grace period `gp` up: online, last announced earlier.
+#[inline]
+pub(crate) fn qsbr_blocks(ctr: &AtomicU64, gp: u64) -> bool {
+    let c = ctr.load(Ordering::Relaxed);
+    c != 0 && c != gp
+}
+
+/// One QSBR grace period (serialised by the caller): fence, `gp += 1`, fence, wait until no record
+/// blocks it, fence.
+pub(crate) fn qsbr_grace_period(gp: &AtomicU64, wait_until: impl Fn(u64)) {
+    // Pairs with the readers' fences around their announcements: our unpublish before the new `gp`.
+    fence(Ordering::SeqCst);
+    let g = gp.load(Ordering::Relaxed) + 1;
+    gp.store(g, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    wait_until(g);
+    // Orders the readers' sections (before their announcements) before what the caller does next.
+    fence(Ordering::SeqCst);
+}
+
+// ----- SRCU ------------------------------------------------------------------------------------------
+
+/// A thread's SRCU counters: `locks[i]` and `unlocks[i]` for the two indexes, each written only by the
+/// thread that holds them.
+pub(crate) struct SrcuCounters {
+    pub(crate) locks: [AtomicU64; 2],
+    pub(crate) unlocks: [AtomicU64; 2],
+}
+
+impl SrcuCounters {
+    /// All zero (const outside loom, whose atomics are built at run time).
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        SrcuCounters {
+            locks: [const { AtomicU64::new(0) }; 2],
+            unlocks: [const { AtomicU64::new(0) }; 2],
+        }
+    }
+
+    /// All zero.
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        SrcuCounters {
+            locks: [AtomicU64::new(0), AtomicU64::new(0)],
+            unlocks: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+}
+
+/// `*c += 1` on a counter only this thread writes: a plain load and store.
+#[inline(always)]
+fn bump(c: &AtomicU64) {
+    // Relaxed load: our own counter.
+    let v = c.load(Ordering::Relaxed);
+    c.store(v + 1, Ordering::Relaxed);
+}
+
+/// The index a new SRCU reader counts in.
+#[inline(always)]
+pub(crate) fn srcu_index(idx: &AtomicU64) -> usize {
+    // Relaxed: a stale index is fine (srcu.rs: the grace period's two waits cover it).
+    (idx.load(Ordering::Relaxed) & 1) as usize
+}
+
+/// SRCU read lock, after [`srcu_index`]: count in index `i` on the thread's own counters, then a full
+/// fence.
+#[inline(always)]
+pub(crate) fn srcu_enter(mine: &SrcuCounters, i: usize) {
+    bump(&mine.locks[i]);
+    // Orders the increment before the section's loads (pairs with the writer's fence between sums).
+    fence(Ordering::SeqCst);
+}
+
+/// SRCU read unlock of a section counted in index `i`, on the unlocking thread's own counters.
+#[inline(always)]
+pub(crate) fn srcu_exit(mine: &SrcuCounters, i: usize) {
+    // Orders the section's loads before the unlock count (pairs with the writer's sums).
+    fence(Ordering::SeqCst);
+    bump(&mine.unlocks[i]);
+}
+
+/// Whether index `i` has no reader, over every record's counters: unlocks summed first, a fence, then
+/// locks (a reader counting meanwhile can only make the index look busier).
+pub(crate) fn srcu_drained<'a>(
+    records: impl Iterator<Item = &'a SrcuCounters> + Clone,
+    i: usize,
+) -> bool {
+    let unlocks: u64 = records
+        .clone()
+        .map(|r| r.unlocks[i].load(Ordering::Relaxed))
+        .sum();
+    // Unlocks before locks; pairs with the readers' fences.
+    fence(Ordering::SeqCst);
+    let locks: u64 = records.map(|r| r.locks[i].load(Ordering::Relaxed)).sum();
+    locks == unlocks
+}
+
+/// One SRCU grace period (serialised by the caller): wait until the other index drains, flip, wait
+/// until the old index drains (`wait_drained(i)` returns once index `i` has no reader).
+pub(crate) fn srcu_grace_period(idx: &AtomicU64, wait_drained: impl Fn(usize)) {
+    // Orders the caller's unpublish before the scans (pairs with the readers' fences).
+    fence(Ordering::SeqCst);
+    let cur = idx.load(Ordering::Relaxed);
+    wait_drained(((cur + 1) & 1) as usize);
+    idx.store(cur + 1, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    wait_drained((cur & 1) as usize);
+    // Orders the readers' sections (before their unlock counts) before what the caller does next.
+    fence(Ordering::SeqCst);
+}
