@@ -8,6 +8,7 @@
  * What the lab calls, once per operation, through the FFI:
  *   ll_memb_read_lock / ll_memb_read_unlock   the read-side section (registers the thread first)
  *   ll_memb_call_rcu                          liburcu's call_rcu (its default, process-wide queue)
+ *   ll_memb_synchronize                       synchronize_rcu (the rcu-sync workload)
  *   ll_memb_barrier                           rcu_barrier (after a trial, untimed)
  * A thread registers on its first call and unregisters when it exits (a pthread key destructor),
  * so a grace period never waits for a thread that is gone.
@@ -63,6 +64,12 @@ void ll_memb_call_rcu(struct rcu_head *head, void (*func)(struct rcu_head *))
 {
 	ensure_registered();
 	urcu_memb_call_rcu(head, func);
+}
+
+void ll_memb_synchronize(void)
+{
+	ensure_registered();
+	urcu_memb_synchronize_rcu();
 }
 
 void ll_memb_barrier(void)

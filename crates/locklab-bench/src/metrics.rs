@@ -202,6 +202,13 @@ pub struct ResultRow {
     /// what the retired objects waiting for their grace period cost.
     #[serde(default)]
     pub rss_kb: Option<u64>,
+    /// `rcu-sync` only: grace periods the scheme's domain ran in the median repeat (warm-up
+    /// included), if it counts them; compare with `sync_calls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_periods: Option<u64>,
+    /// `rcu-sync` only: `synchronize` calls in the same span (the grace periods served them all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_calls: Option<u64>,
     /// `rcu-update` only: the readers' throughput (threads `writers..`) in the median repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads_per_sec: Option<f64>,
@@ -274,7 +281,7 @@ pub fn handover_model(
     if spec.threads < 2
         || matches!(
             spec.workload,
-            Workload::RcuRead | Workload::CallRcu | Workload::RcuUpdate
+            Workload::RcuRead | Workload::CallRcu | Workload::RcuUpdate | Workload::RcuSync
         )
     {
         return None;
@@ -374,6 +381,8 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
             .map(|(basis, ns)| Limit::new(basis, ns, ns_per_op)),
         handover_rate,
         rss_kb: med.rss_kb,
+        grace_periods: med.sync_counts.map(|c| c.0),
+        sync_calls: med.sync_counts.map(|c| c.1),
         reads_per_sec: (spec.workload == Workload::RcuUpdate).then(|| {
             let reads: u64 = med.per_thread_ops.iter().skip(spec.writers).sum();
             reads as f64 / wall_s
@@ -490,6 +499,7 @@ mod tests {
             exclusive_ops: 0,
             handovers: 0,
             rss_kb: None,
+            sync_counts: None,
         }
     }
 

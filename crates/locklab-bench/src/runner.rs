@@ -109,6 +109,9 @@ pub struct TrialOutcome {
     pub handovers: u64,
     /// The process's resident memory at the window's end, KiB (`None` without `/proc/self/status`).
     pub rss_kb: Option<u64>,
+    /// `rcu-sync`: (grace periods, synchronize calls) the scheme's domain counted over the trial
+    /// (warm-up included), if it counts them.
+    pub sync_counts: Option<(u64, u64)>,
 }
 
 impl TrialOutcome {
@@ -440,6 +443,7 @@ pub(crate) fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Tri
             exclusive_ops,
             handovers,
             rss_kb,
+            sync_counts: None,
         }
     })
 }
@@ -708,12 +712,15 @@ const RCU_READ: u8 = 0;
 const RCU_RETIRE: u8 = 1;
 /// Threads `0..writers` update the published object, the others read it (`rcu-update`).
 const RCU_UPDATE: u8 = 2;
+/// Every op a `synchronize` (`rcu-sync`).
+const RCU_SYNC: u8 = 3;
 
 /// An RCU workload's operation on scheme `R`: `rcu-read` (read lock, dereference the published object
 /// with `cs` of work on it, unlock; the latency is the time to get into the read side with the object
 /// in hand), `call-rcu` (publish a new object in the thread's own slot and retire the old one; the
-/// latency is the whole retire call) or `rcu-update` (threads `0..writers` replace the published
-/// object and retire the old one, timed as a retire; the others read as in `rcu-read`). Then think.
+/// latency is the whole retire call), `rcu-update` (threads `0..writers` replace the published
+/// object and retire the old one, timed as a retire; the others read as in `rcu-read`) or `rcu-sync`
+/// (a blocking grace period, timed whole). Then think.
 struct RcuOp<'a, R, const MODE: u8> {
     rcu: Box<R>,
     clock: &'a dyn Clock,
@@ -731,7 +738,10 @@ impl<R: RcuUnderTest, const MODE: u8> Op for RcuOp<'_, R, MODE> {
                 0
             }
         };
-        let latency = if MODE == RCU_RETIRE {
+        let latency = if MODE == RCU_SYNC {
+            self.rcu.synchronize();
+            since()
+        } else if MODE == RCU_RETIRE {
             self.rcu.retire(t, i);
             since()
         } else if MODE == RCU_UPDATE && t < self.work.writers {
@@ -759,8 +769,16 @@ fn run_rcu<R: RcuUnderTest, const MODE: u8>(spec: &TrialSpec, clock: &dyn Clock)
         clock,
         work: Work::of(spec),
     };
-    let out = run_trial(spec, clock, &op);
+    let before = if MODE == RCU_SYNC {
+        op.rcu.sync_counts()
+    } else {
+        None
+    };
+    let mut out = run_trial(spec, clock, &op);
     op.rcu.drain();
+    if let (Some((g0, c0)), Some((g1, c1))) = (before, op.rcu.sync_counts()) {
+        out.sync_counts = Some((g1 - g0, c1 - c0));
+    }
     out
 }
 
@@ -772,6 +790,11 @@ pub fn run_rcu_read<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> Tri
 /// A trial of `call-rcu` on scheme `R`.
 pub fn run_call_rcu<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
     run_rcu::<R, RCU_RETIRE>(spec, clock)
+}
+
+/// A trial of `rcu-sync` on scheme `R`: every op a `synchronize`.
+pub fn run_rcu_sync<R: RcuUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    run_rcu::<R, RCU_SYNC>(spec, clock)
 }
 
 /// A trial of `rcu-update` on scheme `R`: threads `0..writers` update, the others read.

@@ -24,17 +24,22 @@ pub enum Workload {
     /// while every other thread reads it; reads/s and updates/s reported apart.
     #[serde(rename = "rcu-update")]
     RcuUpdate,
+    /// every thread calls `synchronize` (a blocking grace period) in a loop: how well concurrent
+    /// callers share grace periods.
+    #[serde(rename = "rcu-sync")]
+    RcuSync,
 }
 
 impl Workload {
     /// Every workload, in the order the default suite runs them.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Mutex,
         Workload::Rw,
         Workload::Refcount,
         Workload::RcuRead,
         Workload::CallRcu,
         Workload::RcuUpdate,
+        Workload::RcuSync,
     ];
 
     /// The name used on the command line and in results.
@@ -46,6 +51,7 @@ impl Workload {
             Workload::RcuRead => "rcu-read",
             Workload::CallRcu => "call-rcu",
             Workload::RcuUpdate => "rcu-update",
+            Workload::RcuSync => "rcu-sync",
         }
     }
 
@@ -69,6 +75,9 @@ impl Workload {
             }
             Workload::RcuUpdate => {
                 "thread 0 replaces the published object and retires the old one (call_rcu); the others read it"
+            }
+            Workload::RcuSync => {
+                "every thread calls synchronize_rcu in a loop (grace periods shared between callers)"
             }
         }
     }

@@ -327,7 +327,7 @@ fn every_bad_input_is_one_clear_line_and_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["bench", "--workload", "nope"],
-            "unknown workload 'nope' (valid: mutex, rw, refcount, rcu-read, call-rcu, rcu-update)",
+            "unknown workload 'nope' (valid: mutex, rw, refcount, rcu-read, call-rcu, rcu-update, rcu-sync)",
         ),
         (
             &["bench", "--workload", "mutex", "--locks", "nolock"],
@@ -629,6 +629,42 @@ fn rcu_workloads_run_every_scheme() {
         assert_eq!(r["reads_per_sec"].as_f64().unwrap() > 0.0, three, "{r}");
         assert!(r["scaling"].is_null(), "no scaling for rcu-update: {r}");
     }
+    // rcu-sync: concurrent callers share grace periods; ours counts both, and the counts are real.
+    let (code, out, err) = run(&[
+        "bench",
+        "--workload",
+        "rcu-sync",
+        "--threads",
+        "1,2",
+        "--duration-ms",
+        "50",
+        "--repeats",
+        "1",
+        "--quiet",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    let memb: Vec<_> = rows.iter().filter(|r| r["lock"] == "rcu-memb").collect();
+    assert_eq!(memb.len(), 2, "{rows:?}");
+    for r in &memb {
+        let (g, c) = (
+            r["grace_periods"].as_u64().unwrap(),
+            r["sync_calls"].as_u64().unwrap(),
+        );
+        // Never more grace periods than calls (callers share them); a lone caller runs its own.
+        assert!(g >= 1 && g <= c, "{r}");
+        if r["threads"] == 1 {
+            assert_eq!(g, c, "a lone caller runs its own grace periods: {r}");
+        }
+    }
+    assert_eq!(
+        rows.iter().any(|r| r["lock"] == "liburcu-memb"),
+        liburcu,
+        "liburcu runs rcu-sync where it is built"
+    );
     if !liburcu {
         let (code, _, err) = run(&["bench", "--workload", "rcu-read", "--locks", "liburcu-memb"]);
         assert_eq!(code, 2, "{err}");

@@ -731,14 +731,23 @@ mod rcu {
             let gp = Arc::new(AtomicU64::new(1));
             let ctr = Arc::new(AtomicU64::new(0));
             let completed = Arc::new(AtomicU64::new(0));
+            let seq = Arc::new(AtomicU64::new(0));
             let lock = Arc::new(loom::sync::Mutex::new(()));
             let synchronize = {
-                let (gp, ctr, completed, lock) =
-                    (gp.clone(), ctr.clone(), completed.clone(), lock.clone());
+                let (gp, ctr, completed, seq, lock) = (
+                    gp.clone(),
+                    ctr.clone(),
+                    completed.clone(),
+                    seq.clone(),
+                    lock.clone(),
+                );
                 move || {
                     p::shared_grace_period(
+                        &seq,
                         &completed,
                         || lock.lock().unwrap(),
+                        |_| thread::yield_now(),
+                        || {},
                         || {
                             p::memb_grace_period(&gp, full_fence, |g| {
                                 while p::memb_blocks(&ctr, g) {
@@ -772,6 +781,70 @@ mod rcu {
             w.join().unwrap();
             r.join().unwrap();
             assert!(completed.load(Ordering::Relaxed) >= 1);
+        });
+    }
+
+    /// call_rcu: a thread unpublishes object 0 and queues its free on its own segmented list; the
+    /// grace-period thread's passes (`segments_pass` under the grace-period lock, then the DONE
+    /// callbacks, then a grace period if a segment waits) must not run it before a grace period that
+    /// began after it was queued, whatever a reader that loaded object 0 is doing.
+    #[test]
+    fn rcu_call_rcu_segments_wait_for_a_grace_period() {
+        use crate::rcu_protocol::{Callback, SegList};
+        model(|| {
+            let o = Objects::new();
+            let gp = Arc::new(AtomicU64::new(1));
+            let ctr = Arc::new(AtomicU64::new(0));
+            let completed = AtomicU64::new(0);
+            let list = Arc::new(loom::sync::Mutex::new(SegList::default()));
+            let r = {
+                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
+                thread::spawn(move || {
+                    p::memb_enter(&ctr, &gp, full_fence);
+                    o.read();
+                    p::memb_exit(&ctr, full_fence);
+                })
+            };
+            let caller = {
+                let (o, list) = (o.clone(), list.clone());
+                thread::spawn(move || {
+                    o.publish(1);
+                    let o2 = o.clone();
+                    list.lock()
+                        .unwrap()
+                        .push(Callback::Closure(Box::new(move || o2.free(0))));
+                })
+            };
+            // The grace-period thread (this one): the grace-period lock is implicit (one thread). A
+            // pass may be followed by a grace period or not (the real thread paces them).
+            let pass = |then_gp: bool| {
+                let (done, waiting) = {
+                    let mut l = list.lock().unwrap();
+                    let waiting = p::segments_pass(&mut l, completed.load(Ordering::Acquire));
+                    (l.take_done(), waiting)
+                };
+                for cb in done {
+                    cb.invoke();
+                }
+                if waiting && then_gp {
+                    p::memb_grace_period(&gp, full_fence, |g| {
+                        while p::memb_blocks(&ctr, g) {
+                            thread::yield_now();
+                        }
+                    });
+                    completed.fetch_add(1, Ordering::Release);
+                }
+            };
+            pass(false);
+            pass(false);
+            caller.join().unwrap();
+            pass(false);
+            // Every callback queued runs within three passes with grace periods.
+            for _ in 0..3 {
+                pass(true);
+            }
+            assert_eq!(list.lock().unwrap().len, 0, "the callback ran");
+            r.join().unwrap();
         });
     }
 

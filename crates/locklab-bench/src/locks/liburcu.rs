@@ -29,7 +29,12 @@ pub fn peers() -> Vec<LockInfo> {
             "liburcu's memb flavour and its default call_rcu",
             Unavailable {
                 why: WHY,
-                workloads: &[Workload::RcuRead, Workload::CallRcu, Workload::RcuUpdate],
+                workloads: &[
+                    Workload::RcuRead,
+                    Workload::CallRcu,
+                    Workload::RcuUpdate,
+                    Workload::RcuSync,
+                ],
             },
         ),
         super::unavailable(
@@ -69,6 +74,7 @@ mod built {
         fn ll_memb_read_unlock();
         fn ll_memb_call_rcu(head: *mut RcuHead, func: unsafe extern "C" fn(*mut RcuHead));
         fn ll_memb_barrier();
+        fn ll_memb_synchronize();
         fn ll_urcu_head_size() -> usize;
         fn ll_qsbr_register();
         fn ll_qsbr_quiescent_state();
@@ -148,6 +154,10 @@ mod built {
             // SAFETY: as in `retire`: unpublished by the swap, handed to call_rcu once.
             unsafe { ll_memb_call_rcu(old.cast::<RcuHead>(), free_obj) };
         }
+        fn synchronize(&self) {
+            // SAFETY: synchronize_rcu from a thread outside any read-side section.
+            unsafe { ll_memb_synchronize() };
+        }
         fn drain(&self) {
             // SAFETY: rcu_barrier from a thread outside any read-side section.
             unsafe { ll_memb_barrier() };
@@ -221,7 +231,12 @@ mod built {
                     "liburcu's memb flavour and its default call_rcu",
                     Unavailable {
                         why,
-                        workloads: &[Workload::RcuRead, Workload::CallRcu, Workload::RcuUpdate],
+                        workloads: &[
+                            Workload::RcuRead,
+                            Workload::CallRcu,
+                            Workload::RcuUpdate,
+                            Workload::RcuSync,
+                        ],
                     },
                 ),
                 unavailable(
@@ -235,11 +250,14 @@ mod built {
             ];
         }
         vec![
-            rcu::<Memb>(
-                "liburcu-memb",
-                Kind::Peer,
-                "liburcu (C) memb flavour: read lock/unlock via the FFI; retire = its default call_rcu (one shared queue + worker)",
-            ),
+            LockInfo {
+                rcu_sync: Some(crate::runner::run_rcu_sync::<Memb>),
+                ..rcu::<Memb>(
+                    "liburcu-memb",
+                    Kind::Peer,
+                    "liburcu (C) memb flavour: read lock/unlock via the FFI; retire = its default call_rcu (one shared queue + worker)",
+                )
+            },
             LockInfo {
                 call_rcu: None,
                 rcu_update: None,

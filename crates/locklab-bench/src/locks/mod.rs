@@ -14,8 +14,8 @@ pub mod peers;
 pub mod rcu;
 
 use crate::runner::{
-    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_lock, run_rcu_read, run_rcu_update,
-    run_refcount,
+    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_lock, run_rcu_read, run_rcu_sync,
+    run_rcu_update, run_refcount,
 };
 use crate::workload::{Shared, Workload};
 
@@ -61,6 +61,14 @@ pub trait RcuUnderTest: Send + Sync + 'static {
     /// dereferences with a new one (`v` in its first word) and retires the old one, while readers run
     /// (`rcu-update`; several updaters may call it at once).
     fn update(&self, t: usize, v: u64);
+    /// One blocking grace period (`rcu-sync`; only schemes registered with a `rcu_sync` runner).
+    fn synchronize(&self) {
+        unreachable!("this scheme has no synchronize")
+    }
+    /// (grace periods, synchronize calls) its domain has counted so far, if it counts them.
+    fn sync_counts(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Waits until every retired object has been freed (after the trial; not timed).
     fn drain(&self) {}
 }
@@ -109,6 +117,8 @@ pub struct LockInfo {
     pub call_rcu: Option<TrialFn>,
     /// Runner for `rcu-update`, if it is an RCU scheme that can replace the object readers read.
     pub rcu_update: Option<TrialFn>,
+    /// Runner for `rcu-sync`, if it is an RCU scheme with a blocking `synchronize`.
+    pub rcu_sync: Option<TrialFn>,
     /// Whether it has a real shared mode.
     pub shared_mode: bool,
     /// Why it cannot run in this build (a peer whose library was not found when the lab was built),
@@ -136,6 +146,7 @@ pub fn unavailable(name: &'static str, summary: &'static str, u: Unavailable) ->
         rcu_read: None,
         call_rcu: None,
         rcu_update: None,
+        rcu_sync: None,
         shared_mode: true,
         unavailable: Some(u),
     }
@@ -150,6 +161,7 @@ impl LockInfo {
             Workload::RcuRead => self.rcu_read,
             Workload::CallRcu => self.call_rcu,
             Workload::RcuUpdate => self.rcu_update,
+            Workload::RcuSync => self.rcu_sync,
         }
     }
 
@@ -170,6 +182,7 @@ pub fn lock<L: LockUnderTest>(name: &'static str, kind: Kind, summary: &'static 
         rcu_read: None,
         call_rcu: None,
         rcu_update: None,
+        rcu_sync: None,
         shared_mode: L::HAS_SHARED_MODE,
         unavailable: None,
     }
@@ -190,6 +203,7 @@ pub fn refcount<R: RefCountUnderTest>(
         rcu_read: None,
         call_rcu: None,
         rcu_update: None,
+        rcu_sync: None,
         shared_mode: false,
         unavailable: None,
     }
@@ -211,6 +225,7 @@ pub fn none() -> LockInfo {
         rcu_read: Some(run_rcu_read::<rcu::Unprotected>),
         call_rcu: Some(run_call_rcu::<rcu::Unprotected>),
         rcu_update: Some(run_rcu_update::<rcu::Unprotected>),
+        rcu_sync: Some(run_rcu_sync::<rcu::Unprotected>),
         shared_mode: true,
         unavailable: None,
     }
@@ -227,6 +242,7 @@ pub fn rcu<R: RcuUnderTest>(name: &'static str, kind: Kind, summary: &'static st
         rcu_read: Some(run_rcu_read::<R>),
         call_rcu: Some(run_call_rcu::<R>),
         rcu_update: Some(run_rcu_update::<R>),
+        rcu_sync: None,
         shared_mode: true,
         unavailable: None,
     }
@@ -352,6 +368,7 @@ mod tests {
                     || l.rcu_read.is_some()
                     || l.call_rcu.is_some()
                     || l.rcu_update.is_some()
+                    || l.rcu_sync.is_some()
                     || l.unavailable.is_some(),
                 "{} runs nothing",
                 l.name

@@ -65,6 +65,10 @@ impl RcuUnderTest for Unprotected {
         // slot would free each other's objects).
         self.retire(t, v);
     }
+    #[inline(always)]
+    fn synchronize(&self) {
+        // No grace period at all: the harness's own cost of an `rcu-sync` op.
+    }
 }
 
 /// Per-thread slots of raw pointers, each holding a `Box<Shared>` (ours and the shared-queue arm).
@@ -147,6 +151,12 @@ impl RcuUnderTest for MembRcu {
     #[inline(always)]
     fn update(&self, _t: usize, v: u64) {
         self.obj.0.store_deferred(object(v));
+    }
+    fn synchronize(&self) {
+        LAB.synchronize();
+    }
+    fn sync_counts(&self) -> Option<(u64, u64)> {
+        Some((LAB.grace_periods(), LAB.synchronize_calls()))
     }
     fn drain(&self) {
         LAB.rcu_barrier();
@@ -441,11 +451,14 @@ pub fn ours() -> Vec<LockInfo> {
                 "our RCU, QSBR flavour (rcu-read only): read lock/unlock are no code; a quiescent state every 256 reads",
             )
         },
-        rcu::<MembRcu>(
-            "rcu-memb",
-            Kind::Ours,
-            "our RCU, memb flavour: read = two plain stores, no fence; retire = call_rcu on the thread's own segmented list",
-        ),
+        LockInfo {
+            rcu_sync: Some(crate::runner::run_rcu_sync::<MembRcu>),
+            ..rcu::<MembRcu>(
+                "rcu-memb",
+                Kind::Ours,
+                "our RCU, memb flavour: read = two plain stores, no fence; retire = call_rcu on the thread's own segmented list; synchronize batched",
+            )
+        },
         rcu::<SharedQueueRcu>(
             "call-rcu-shared",
             Kind::Baseline,

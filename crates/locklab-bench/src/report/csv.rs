@@ -3,7 +3,7 @@
 use crate::metrics::ResultRow;
 
 /// The header line's columns, in order.
-pub const COLUMNS: [&str; 39] = [
+pub const COLUMNS: [&str; 41] = [
     "workload",
     "lock",
     "threads",
@@ -43,6 +43,8 @@ pub const COLUMNS: [&str; 39] = [
     "reads_per_sec",
     "updates_per_sec",
     "writers",
+    "grace_periods",
+    "sync_calls",
 ];
 
 fn quote(s: &str) -> String {
@@ -112,6 +114,8 @@ pub fn render(rows: &[ResultRow]) -> String {
                 .map(|v| format!("{v:.1}"))
                 .unwrap_or_default(),
             r.writers.map(|v| v.to_string()).unwrap_or_default(),
+            r.grace_periods.map(|v| v.to_string()).unwrap_or_default(),
+            r.sync_calls.map(|v| v.to_string()).unwrap_or_default(),
         ];
         out += &cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
         out.push('\n');

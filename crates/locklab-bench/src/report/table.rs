@@ -100,6 +100,9 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
                     r.noise.others_cpu_pct.max(r.noise.steal_pct)
                 );
             }
+            if let (Some(g), Some(c)) = (r.grace_periods, r.sync_calls) {
+                mark += &format!("  {c} calls / {g} grace periods");
+            }
             if let (Some(rd), Some(up)) = (r.reads_per_sec, r.updates_per_sec) {
                 mark += &format!("  reads {} upd {}", group(rd), group(up));
             }

@@ -47,52 +47,10 @@
 //! 3. Lists belong to records, which are never freed: a thread that exits leaves its callbacks to the
 //!    grace-period thread, which scans every record, in use or not. Nothing is lost or run early.
 
+use super::protocol::{Callback, drop_box, segments_pass};
 use super::{RcuDomain, Record};
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-/// A callback: runs once, on the grace-period thread.
-pub(super) enum Callback {
-    /// Any closure (boxed: one allocation unless it captures nothing).
-    Closure(Box<dyn FnOnce() + Send>),
-    /// Drops a `Box<T>` (`defer_drop`, the kernel's `kfree_rcu`): its drop function and pointer, no
-    /// allocation for the callback itself.
-    Drop {
-        drop: unsafe fn(*mut ()),
-        ptr: *mut (),
-        /// `T` has no drop glue: running it is a deallocation only, safe on any thread at any point
-        /// (so the queueing thread may run it itself: see "Who runs callbacks").
-        trivial: bool,
-    },
-}
-
-// SAFETY: `Closure` holds a `Send` closure; `Drop` holds a `Box<T>` with `T: Send` (the bound on
-// `defer_drop`, the only constructor), so running it on another thread is what `T: Send` allows.
-unsafe impl Send for Callback {}
-
-impl Callback {
-    fn invoke(self) {
-        match self {
-            Callback::Closure(f) => f(),
-            // SAFETY: `defer_drop` built this from `Box::into_raw` of a `Box<T>` and `drop_box::<T>`;
-            // it runs once (the callback is consumed).
-            Callback::Drop { drop, ptr, .. } => unsafe { drop(ptr) },
-        }
-    }
-
-    fn trivial(&self) -> bool {
-        matches!(self, Callback::Drop { trivial: true, .. })
-    }
-}
-
-/// Drops a `Box<T>` given as a type-erased pointer.
-///
-/// # Safety
-/// `p` came from `Box::<T>::into_raw` and is dropped once.
-unsafe fn drop_box<T>(p: *mut ()) {
-    // SAFETY: the caller's contract.
-    drop(unsafe { Box::from_raw(p as *mut T) });
-}
 
 /// Length of one thread's list down to which a flooding thread waits (see [`LIMIT`]).
 pub const HIGH_WATER: usize = 10_000;
@@ -113,92 +71,6 @@ const RUNNING: u32 = 0;
 const IDLE: u32 = 1;
 /// Pausing between grace periods: only a list past half of [`HIGH_WATER`] wakes it.
 const PACING: u32 = 2;
-
-/// One thread's callbacks, in segments (module docs).
-#[derive(Default)]
-pub(super) struct SegList {
-    done: Vec<Callback>,
-    wait: Option<(u64, Vec<Callback>)>,
-    next_ready: Option<(u64, Vec<Callback>)>,
-    next: Vec<Callback>,
-    /// Callbacks in the list.
-    pub(super) len: usize,
-    /// Callbacks ever queued on this list.
-    pub(super) queued: u64,
-    /// DONE was non-empty at the grace-period thread's last pass and left to the owner.
-    done_stale: bool,
-}
-
-impl SegList {
-    pub(super) fn push(&mut self, cb: Callback) {
-        self.next.push(cb);
-        self.len += 1;
-        self.queued += 1;
-    }
-
-    /// Moves segments whose grace period has completed to DONE.
-    pub(super) fn advance(&mut self, completed: u64) {
-        for _ in 0..2 {
-            match &self.wait {
-                Some((gp, _)) if *gp <= completed => {
-                    let (_, cbs) = self.wait.take().expect("matched Some");
-                    self.done.extend(cbs);
-                    self.wait = self.next_ready.take();
-                }
-                _ => break,
-            }
-        }
-    }
-
-    /// Gives NEXT a target grace period, one that surely starts after now.
-    pub(super) fn accelerate(&mut self, target: u64) {
-        if self.next.is_empty() {
-            return;
-        }
-        let next = std::mem::take(&mut self.next);
-        for seg in [&mut self.wait, &mut self.next_ready] {
-            match seg {
-                Some((gp, cbs)) if *gp == target => {
-                    cbs.extend(next);
-                    return;
-                }
-                None => {
-                    *seg = Some((target, next));
-                    return;
-                }
-                Some(_) => {}
-            }
-        }
-        // Both segments hold earlier targets (WAIT < NEXT_READY < target): NEXT_READY's grace period
-        // has not started yet, so a later one covers it too; merge under the later target.
-        let (_, cbs) = self.next_ready.as_mut().expect("checked Some above");
-        cbs.extend(next);
-        self.next_ready.as_mut().expect("Some").0 = target;
-    }
-
-    /// Takes the ready callbacks.
-    pub(super) fn take_done(&mut self) -> Vec<Callback> {
-        let done = std::mem::take(&mut self.done);
-        self.len -= done.len();
-        self.done_stale = false;
-        done
-    }
-
-    /// Takes the ready callbacks up to the first one that is not a trivial drop.
-    fn take_trivial_done(&mut self) -> Vec<Callback> {
-        let n = self.done.iter().take_while(|c| c.trivial()).count();
-        let rest = self.done.split_off(n);
-        let done = std::mem::replace(&mut self.done, rest);
-        self.len -= done.len();
-        self.done_stale = false;
-        done
-    }
-
-    /// Whether a segment waits for a grace period.
-    pub(super) fn waiting(&self) -> bool {
-        self.wait.is_some() || self.next_ready.is_some()
-    }
-}
 
 /// The domain's grace-period thread state.
 pub(super) struct GpThread {
@@ -306,9 +178,7 @@ impl RcuDomain {
             let completed = self.completed.load(Ordering::Acquire);
             for r in self.snapshot_records() {
                 let mut l = r.cbs.lock();
-                l.advance(completed);
-                l.accelerate(completed + 1);
-                waiting |= l.waiting();
+                waiting |= segments_pass(&mut l, completed);
                 if l.done.is_empty() {
                     continue;
                 }
@@ -527,6 +397,7 @@ pub fn rcu_barrier() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rcu::protocol::SegList;
 
     fn cb(log: &std::sync::Arc<std::sync::Mutex<Vec<u32>>>, v: u32) -> Callback {
         let log = log.clone();

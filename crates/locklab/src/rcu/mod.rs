@@ -27,9 +27,10 @@
 //! - **Grace period** (one writer at a time, under `gp_lock`): a heavy fence (`membarrier`, which
 //!   turns every reader's compiler fence into a full fence), `gp += 1 << NEST_BITS`, then wait until
 //!   every record is idle (nesting 0) or holds the new `gp`, then a heavy fence again.
-//! - **Sharing** (`synchronize`): a full fence, note the completed count, take `gp_lock`; if two grace
-//!   periods completed meanwhile, the second began after the call (and after its fence) and waited
-//!   for every reader the caller must wait for: return without running one.
+//! - **Sharing** (`synchronize`): a full fence, then a snapshot of `gp_seq` (even: idle, odd: a grace
+//!   period runs) gives the end of the first grace period that starts after the call; take `gp_lock`;
+//!   if that end has passed, another caller's grace period served this one: return without running
+//!   one. All callers that arrive while one grace period runs share the next.
 //!
 //! # Why that is enough
 //! Take a reader section R and a grace period G that begins after the writer unpublished a pointer.
@@ -70,9 +71,10 @@ mod qsbr;
 mod registry;
 mod srcu;
 
-use callback::{GpThread, SegList};
+use callback::GpThread;
 pub use callback::{HIGH_WATER, LIMIT, call_rcu, rcu_barrier};
 pub use cell::RcuCell;
+use protocol::SegList;
 pub use qsbr::{QsbrDomain, QsbrReadGuard, QsbrThread};
 use registry::{Pooled, Registry, Wait, wait_for_records};
 pub use srcu::{SrcuDomain, SrcuReadGuard};
@@ -129,8 +131,12 @@ pub struct RcuDomain {
     records: Registry<Record>,
     /// Serialises grace periods.
     gp_lock: StdMutex<()>,
-    /// Grace periods completed (for batching: see `synchronize`).
+    /// Grace periods completed.
     completed: AtomicU64,
+    /// Even while no grace period runs, odd while one does (for sharing: see `synchronize`).
+    gp_seq: AtomicU64,
+    /// Bumped after each grace period: the futex that callers wait on while one runs.
+    gp_seq_word: AtomicU32,
     /// `synchronize` calls (statistics: grace periods are shared between concurrent callers).
     calls: AtomicU64,
     /// 1 while a writer sleeps waiting for readers; the outermost read unlock wakes it.
@@ -222,6 +228,8 @@ impl RcuDomain {
             records: Registry::new(),
             gp_lock: StdMutex::new(()),
             completed: AtomicU64::new(0),
+            gp_seq: AtomicU64::new(0),
+            gp_seq_word: AtomicU32::new(0),
             calls: AtomicU64::new(0),
             waiting: AtomicU32::new(0),
             stall_ms: AtomicU64::new(10_000),
@@ -359,8 +367,24 @@ impl RcuDomain {
     /// `protocol::shared_grace_period` for the sharing, `protocol::memb_grace_period` for the rest.
     fn synchronize_inner(&'static self) {
         protocol::shared_grace_period(
+            &self.gp_seq,
             &self.completed,
             || self.gp_lock.lock().unwrap_or_else(|e| e.into_inner()),
+            |seen| {
+                // The futex word changes (then wakes everyone) after every grace period, after
+                // `gp_seq` did: read it, re-check `gp_seq`, sleep while the word is unchanged. A grace
+                // period that ends in between changes the word, so the sleep returns at once.
+                // SeqCst on the three accesses: the word's load must not pass the `gp_seq` check.
+                let w = self.gp_seq_word.load(Ordering::SeqCst);
+                if self.gp_seq.load(Ordering::SeqCst) == seen {
+                    crate::sys::futex_wait(&self.gp_seq_word, w, Some(Duration::from_millis(10)));
+                }
+            },
+            || {
+                // SeqCst: see the waiters' loads above (after `gp_seq`'s Release store).
+                self.gp_seq_word.fetch_add(1, Ordering::SeqCst);
+                crate::sys::futex_wake(&self.gp_seq_word, u32::MAX);
+            },
             || protocol::memb_grace_period(&self.gp, heavy_fence, |gp| self.wait_for_readers(gp)),
         );
     }

@@ -8,6 +8,9 @@
 //! loop under loom), as are the memb flavour's asymmetric fences (`membarrier` and compiler fences in
 //! the domain; SeqCst fences under loom, which is the domain's documented fallback).
 
+// Under loom only the parts the models use are called.
+#![cfg_attr(loom, allow(dead_code))]
+
 use crate::primitive::{AtomicU64, Ordering, fence};
 
 /// Low bits of a memb record's `ctr` that count the nesting depth.
@@ -77,31 +80,63 @@ pub(crate) fn memb_grace_period(gp: &AtomicU64, heavy_fence: impl Fn(), wait_unt
     heavy_fence();
 }
 
-/// A grace period shared with concurrent callers: `lock` serialises grace periods (its guard is held
-/// until the end), `grace_period` runs one, `completed` counts them. A caller that finds two grace
-/// periods completed since it arrived returns without running its own: the second of them started
-/// after the call began, so it waited for every reader the caller must wait for.
+/// A grace period shared with concurrent callers, by sequence number (the kernel's `rcu_seq_snap`):
+/// `seq` is even while no grace period runs and odd while one does (+1 at its start, +1 at its end);
+/// `completed` counts the grace periods. A caller needs one grace period that starts after its call:
+/// if none is running it needs the next one to end (`seq + 2`), if one is running, the one after it
+/// (`seq + 3`).
+///
+/// While a grace period runs, callers do not queue on the lock (a sleeping lock would hand it to one
+/// of them at a time, and each would run a grace period of its own): they wait for `seq` to change
+/// (`wait_change(seen)` returns once `seq` may differ from `seen`; `ended()` runs after every grace
+/// period and wakes them). Then one takes `lock` (which serialises grace periods; its guard is held
+/// to the end) and runs the next grace period, which serves every caller that arrived while the
+/// previous one ran; they find their target reached and return without running one.
 pub(crate) fn shared_grace_period<G>(
+    seq: &AtomicU64,
     completed: &AtomicU64,
-    lock: impl FnOnce() -> G,
+    lock: impl Fn() -> G,
+    wait_change: impl Fn(u64),
+    ended: impl FnOnce(),
     grace_period: impl FnOnce(),
 ) {
-    // Orders the caller's unpublish before its look at `completed` (pairs with the first fence of
-    // the grace period that may serve it): if this load sees a grace period not yet completed, that
-    // grace period's successor starts after the unpublish and its scan covers every reader that
-    // could hold the old version. Without it a caller could return on a grace period that never saw
-    // its unpublish (the loom model `rcu_memb_shared_grace_periods_still_wait` found this).
+    // Orders the caller's unpublish before its look at `seq` (pairs with the fence after a grace
+    // period's odd store): either we see that grace period running (and wait for the next), or it
+    // started after this fence, and its scan covers every reader that could hold the old version.
+    // (Without it a caller could be served by a grace period that never saw its unpublish: the loom
+    // model `rcu_memb_shared_grace_periods_still_wait` found that in an earlier version.)
     fence(Ordering::SeqCst);
-    // Acquire pairs with the Release increment below: the grace periods counted here ended (and
-    // their final fences ran) before we go on.
-    let seen = completed.load(Ordering::Acquire);
-    let _guard = lock();
-    if completed.load(Ordering::Acquire) >= seen + 2 {
-        return;
-    }
+    // Acquire pairs with the Release store that ended a grace period: its waits happen-before us.
+    let target = (seq.load(Ordering::Acquire) + 3) & !1;
+    let guard = loop {
+        // Acquire as above.
+        let now = seq.load(Ordering::Acquire);
+        if now >= target {
+            return;
+        }
+        if now & 1 == 1 {
+            wait_change(now);
+            continue;
+        }
+        let guard = lock();
+        // Acquire as above.
+        let now = seq.load(Ordering::Acquire);
+        if now >= target {
+            return;
+        }
+        break guard;
+    };
+    // Only the lock holder writes `seq`, and no grace period runs: it is even here.
+    let now = seq.load(Ordering::Relaxed);
+    seq.store(now + 1, Ordering::Relaxed);
+    // Orders the odd store before the grace period (pairs with the callers' fence above).
+    fence(Ordering::SeqCst);
     grace_period();
-    // Release: see the Acquire above.
+    // Release: see the Acquire loads above.
     completed.fetch_add(1, Ordering::Release);
+    seq.store(now + 2, Ordering::Release);
+    drop(guard);
+    ended();
 }
 
 // ----- QSBR ------------------------------------------------------------------------------------------
@@ -226,4 +261,148 @@ pub(crate) fn srcu_grace_period(idx: &AtomicU64, wait_drained: impl Fn(usize)) {
     wait_drained((cur & 1) as usize);
     // Orders the readers' sections (before their unlock counts) before what the caller does next.
     fence(Ordering::SeqCst);
+}
+
+// ----- call_rcu segments ---------------------------------------------------------------------------
+
+/// A callback: runs once, on the grace-period thread.
+pub(crate) enum Callback {
+    /// Any closure (boxed: one allocation unless it captures nothing).
+    Closure(Box<dyn FnOnce() + Send>),
+    /// Drops a `Box<T>` (`defer_drop`, the kernel's `kfree_rcu`): its drop function and pointer, no
+    /// allocation for the callback itself.
+    Drop {
+        drop: unsafe fn(*mut ()),
+        ptr: *mut (),
+        /// `T` has no drop glue: running it is a deallocation only, safe on any thread at any point
+        /// (so the queueing thread may run it itself: see "Who runs callbacks").
+        trivial: bool,
+    },
+}
+
+// SAFETY: `Closure` holds a `Send` closure; `Drop` holds a `Box<T>` with `T: Send` (the bound on
+// `defer_drop`, the only constructor), so running it on another thread is what `T: Send` allows.
+unsafe impl Send for Callback {}
+
+impl Callback {
+    pub(crate) fn invoke(self) {
+        match self {
+            Callback::Closure(f) => f(),
+            // SAFETY: `defer_drop` built this from `Box::into_raw` of a `Box<T>` and `drop_box::<T>`;
+            // it runs once (the callback is consumed).
+            Callback::Drop { drop, ptr, .. } => unsafe { drop(ptr) },
+        }
+    }
+
+    pub(crate) fn trivial(&self) -> bool {
+        matches!(self, Callback::Drop { trivial: true, .. })
+    }
+}
+
+/// Drops a `Box<T>` given as a type-erased pointer.
+///
+/// # Safety
+/// `p` came from `Box::<T>::into_raw` and is dropped once.
+pub(crate) unsafe fn drop_box<T>(p: *mut ()) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p as *mut T) });
+}
+
+/// One thread's `call_rcu` callbacks, in segments (callback.rs's module docs): DONE, WAIT and
+/// NEXT_READY (each with the grace period it waits for), NEXT (no grace period assigned yet).
+#[derive(Default)]
+pub(crate) struct SegList {
+    pub(crate) done: Vec<Callback>,
+    pub(crate) wait: Option<(u64, Vec<Callback>)>,
+    pub(crate) next_ready: Option<(u64, Vec<Callback>)>,
+    pub(crate) next: Vec<Callback>,
+    /// Callbacks in the list.
+    pub(crate) len: usize,
+    /// Callbacks ever queued on this list.
+    pub(crate) queued: u64,
+    /// DONE was non-empty at the grace-period thread's last pass and left to the owner.
+    pub(crate) done_stale: bool,
+}
+
+impl SegList {
+    pub(crate) fn push(&mut self, cb: Callback) {
+        self.next.push(cb);
+        self.len += 1;
+        self.queued += 1;
+    }
+
+    /// Moves segments whose grace period has completed to DONE.
+    pub(crate) fn advance(&mut self, completed: u64) {
+        for _ in 0..2 {
+            match &self.wait {
+                Some((gp, _)) if *gp <= completed => {
+                    let (_, cbs) = self.wait.take().expect("matched Some");
+                    self.done.extend(cbs);
+                    self.wait = self.next_ready.take();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Gives NEXT a target grace period, one that surely starts after now.
+    pub(crate) fn accelerate(&mut self, target: u64) {
+        if self.next.is_empty() {
+            return;
+        }
+        let next = std::mem::take(&mut self.next);
+        for seg in [&mut self.wait, &mut self.next_ready] {
+            match seg {
+                Some((gp, cbs)) if *gp == target => {
+                    cbs.extend(next);
+                    return;
+                }
+                None => {
+                    *seg = Some((target, next));
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        // Both segments hold earlier targets (WAIT < NEXT_READY < target): NEXT_READY's grace period
+        // has not started yet, so a later one covers it too; merge under the later target.
+        let (_, cbs) = self.next_ready.as_mut().expect("checked Some above");
+        cbs.extend(next);
+        self.next_ready.as_mut().expect("Some").0 = target;
+    }
+
+    /// Takes the ready callbacks.
+    pub(crate) fn take_done(&mut self) -> Vec<Callback> {
+        let done = std::mem::take(&mut self.done);
+        self.len -= done.len();
+        self.done_stale = false;
+        done
+    }
+
+    /// Takes the ready callbacks up to the first one that is not a trivial drop.
+    pub(crate) fn take_trivial_done(&mut self) -> Vec<Callback> {
+        let n = self.done.iter().take_while(|c| c.trivial()).count();
+        let rest = self.done.split_off(n);
+        let done = std::mem::replace(&mut self.done, rest);
+        self.len -= done.len();
+        self.done_stale = false;
+        done
+    }
+
+    /// Whether a segment waits for a grace period.
+    pub(crate) fn waiting(&self) -> bool {
+        self.wait.is_some() || self.next_ready.is_some()
+    }
+}
+
+/// One list's share of a grace-period pass: segments whose grace period has completed move to DONE,
+/// and NEXT gets the next grace period (`completed + 1`). The caller holds the list's lock and the
+/// domain's grace-period lock (so no grace period is running: the next one starts after this, and
+/// after every callback queued before it), and read `completed` with Acquire after taking that lock
+/// (pairs with the Release increment that ended the last grace period). Returns whether a segment
+/// waits for a grace period.
+pub(crate) fn segments_pass(l: &mut SegList, completed: u64) -> bool {
+    l.advance(completed);
+    l.accelerate(completed + 1);
+    l.waiting()
 }
