@@ -17,37 +17,11 @@
 #define RCU_MEMBARRIER
 #include <urcu.h>
 #include <urcu/call-rcu.h>
-#include <pthread.h>
 #include <stddef.h>
 
-static __thread int registered;
-static pthread_key_t exit_key;
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-
-static void unregister_at_exit(void *unused)
-{
-	(void)unused;
-	if (registered) {
-		urcu_memb_unregister_thread();
-		registered = 0;
-	}
-}
-
-static void make_exit_key(void)
-{
-	pthread_key_create(&exit_key, unregister_at_exit);
-}
-
-static inline void ensure_registered(void)
-{
-	if (__builtin_expect(!registered, 0)) {
-		pthread_once(&exit_key_once, make_exit_key);
-		urcu_memb_register_thread();
-		registered = 1;
-		/* Any non-NULL value: the key's destructor runs only for non-NULL values. */
-		pthread_setspecific(exit_key, &registered);
-	}
-}
+#define LL_REGISTER() urcu_memb_register_thread()
+#define LL_UNREGISTER() urcu_memb_unregister_thread()
+#include "shim_register.h"
 
 void ll_memb_read_lock(void)
 {

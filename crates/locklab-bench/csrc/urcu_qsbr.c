@@ -9,34 +9,13 @@
  */
 #define _LGPL_SOURCE
 #include <urcu-qsbr.h>
-#include <pthread.h>
-
-static __thread int registered;
-static pthread_key_t exit_key;
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-
-static void unregister_at_exit(void *unused)
-{
-	(void)unused;
-	if (registered) {
-		urcu_qsbr_unregister_thread();
-		registered = 0;
-	}
-}
-
-static void make_exit_key(void)
-{
-	pthread_key_create(&exit_key, unregister_at_exit);
-}
+#define LL_REGISTER() urcu_qsbr_register_thread()
+#define LL_UNREGISTER() urcu_qsbr_unregister_thread()
+#include "shim_register.h"
 
 void ll_qsbr_register(void)
 {
-	if (!registered) {
-		pthread_once(&exit_key_once, make_exit_key);
-		urcu_qsbr_register_thread();
-		registered = 1;
-		pthread_setspecific(exit_key, &registered);
-	}
+	ensure_registered();
 }
 
 void ll_qsbr_quiescent_state(void)

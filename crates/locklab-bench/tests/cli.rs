@@ -26,6 +26,20 @@ fn run(args: &[&str]) -> (i32, String, String) {
     run_alone(args)
 }
 
+/// `bench ARGS --quiet --json -` through `runner` (`run` or `run_alone`): exit 0, and the rows.
+fn bench_rows(
+    runner: fn(&[&str]) -> (i32, String, String),
+    args: &[&str],
+) -> Vec<serde_json::Value> {
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--quiet", "--json", "-"]);
+    let (code, out, err) = runner(&all);
+    assert_eq!(code, 0, "{all:?}: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["results"].as_array().unwrap().clone()
+}
+
 /// `run` for a caller that already holds the machine exclusively.
 fn run_alone(args: &[&str]) -> (i32, String, String) {
     let out = locklab().args(args).output().expect("runs");
@@ -262,25 +276,21 @@ fn no_row_beats_its_limit() {
 /// for a row with no operation in its window: a spinning lock whose holder was preempted for all of
 /// 30 ms on a loaded machine; no measurement, nothing to bound).
 fn rows_beating_their_limit(w: &str) -> Vec<String> {
-    let (code, out, err) = run_alone(&[
-        "bench",
-        "--workload",
-        w,
-        "--threads",
-        "1,2",
-        "--duration-ms",
-        "30",
-        "--warmup-ms",
-        "5",
-        "--repeats",
-        "3",
-        "--quiet",
-        "--json",
-        "-",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let rows = v["results"].as_array().unwrap();
+    let rows = bench_rows(
+        run_alone,
+        &[
+            "--workload",
+            w,
+            "--threads",
+            "1,2",
+            "--duration-ms",
+            "30",
+            "--warmup-ms",
+            "5",
+            "--repeats",
+            "3",
+        ],
+    );
     assert!(rows.len() > 10, "{w}: every lock ran");
     rows.iter()
         .filter_map(|r| {
@@ -537,25 +547,21 @@ fn rcu_workloads_run_every_scheme() {
         .lines()
         .any(|l| l.starts_with("liburcu-memb") && l.contains("unavailable"));
     for w in ["rcu-read", "call-rcu", "rcu-update"] {
-        let (code, out, err) = run(&[
-            "bench",
-            "--workload",
-            w,
-            "--threads",
-            "1,2",
-            "--duration-ms",
-            "30",
-            "--warmup-ms",
-            "5",
-            "--repeats",
-            "1",
-            "--quiet",
-            "--json",
-            "-",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let rows = v["results"].as_array().unwrap();
+        let rows = bench_rows(
+            run,
+            &[
+                "--workload",
+                w,
+                "--threads",
+                "1,2",
+                "--duration-ms",
+                "30",
+                "--warmup-ms",
+                "5",
+                "--repeats",
+                "1",
+            ],
+        );
         let locks: Vec<&str> = rows.iter().map(|r| r["lock"].as_str().unwrap()).collect();
         let mut expect = vec![
             "none",
@@ -577,7 +583,7 @@ fn rcu_workloads_run_every_scheme() {
                 "{w}: {l} at 1 and 2 threads"
             );
         }
-        for r in rows {
+        for r in &rows {
             let ops = r["ops_per_sec"]["median"].as_f64().unwrap();
             assert!(ops > 0.0, "{r}");
             assert!(r["rss_kb"].as_u64().unwrap() > 0, "{r}");
@@ -599,27 +605,23 @@ fn rcu_workloads_run_every_scheme() {
         }
     }
     // Two updaters at 3 threads: updates/s is threads 0 and 1, reads/s thread 2.
-    let (code, out, err) = run(&[
-        "bench",
-        "--workload",
-        "rcu-update",
-        "--locks",
-        "rcu-memb",
-        "--writers",
-        "2",
-        "--threads",
-        "1,3",
-        "--duration-ms",
-        "30",
-        "--repeats",
-        "1",
-        "--quiet",
-        "--json",
-        "-",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    for r in v["results"].as_array().unwrap() {
+    for r in bench_rows(
+        run,
+        &[
+            "--workload",
+            "rcu-update",
+            "--locks",
+            "rcu-memb",
+            "--writers",
+            "2",
+            "--threads",
+            "1,3",
+            "--duration-ms",
+            "30",
+            "--repeats",
+            "1",
+        ],
+    ) {
         let three = r["threads"] == 3;
         assert_eq!(
             r["writers"],
@@ -630,23 +632,19 @@ fn rcu_workloads_run_every_scheme() {
         assert!(r["scaling"].is_null(), "no scaling for rcu-update: {r}");
     }
     // rcu-sync: concurrent callers share grace periods; ours counts both, and the counts are real.
-    let (code, out, err) = run(&[
-        "bench",
-        "--workload",
-        "rcu-sync",
-        "--threads",
-        "1,2",
-        "--duration-ms",
-        "50",
-        "--repeats",
-        "1",
-        "--quiet",
-        "--json",
-        "-",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let rows = v["results"].as_array().unwrap();
+    let rows = bench_rows(
+        run,
+        &[
+            "--workload",
+            "rcu-sync",
+            "--threads",
+            "1,2",
+            "--duration-ms",
+            "50",
+            "--repeats",
+            "1",
+        ],
+    );
     let memb: Vec<_> = rows.iter().filter(|r| r["lock"] == "rcu-memb").collect();
     assert_eq!(memb.len(), 2, "{rows:?}");
     for r in &memb {
