@@ -576,6 +576,9 @@ fn rcu_workloads_run_every_scheme() {
         if liburcu && w == "rcu-read" {
             expect.push("liburcu-qsbr");
         }
+        if w == "rcu-read" {
+            expect.extend(["rcu-qsbr", "srcu"]);
+        }
         for l in expect {
             assert_eq!(
                 locks.iter().filter(|x| **x == l).count(),

@@ -439,6 +439,48 @@ impl RcuUnderTest for QsbrRcu {
     }
 }
 
+/// The SRCU domain of the `srcu` rows.
+static SRCU: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+
+/// `srcu` (`rcu-read` and `rcu-sync`): our SRCU. A read counts the thread in the domain's current
+/// index on its own counters, with a full fence on each side (the price of sleepable readers);
+/// `synchronize` drains both indexes around a flip. No `call_rcu` in SRCU.
+pub struct SrcuRcu {
+    obj: AtomicPtr<Shared>,
+}
+
+impl RcuUnderTest for SrcuRcu {
+    fn new(_: usize) -> Self {
+        SrcuRcu {
+            obj: AtomicPtr::new(Box::into_raw(Box::new(object(1)))),
+        }
+    }
+    #[inline(always)]
+    fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        let _g = SRCU.read_lock();
+        // Acquire: pairs with the publication in `new` (the object is never replaced).
+        let p = self.obj.load(Ordering::Acquire);
+        // SAFETY: freed only in `Drop`, when no reader is left.
+        f(unsafe { &*p })
+    }
+    fn retire(&self, _: usize, _: u64) {
+        unreachable!("srcu has no call_rcu")
+    }
+    fn update(&self, _: usize, _: u64) {
+        unreachable!("srcu has no call_rcu")
+    }
+    fn synchronize(&self) {
+        SRCU.synchronize();
+    }
+}
+
+impl Drop for SrcuRcu {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `new`, never retired; `&mut self`: no reader is left.
+        drop(unsafe { Box::from_raw(*self.obj.get_mut()) });
+    }
+}
+
 /// Our RCU schemes.
 pub fn ours() -> Vec<LockInfo> {
     vec![
@@ -457,6 +499,16 @@ pub fn ours() -> Vec<LockInfo> {
                 "rcu-memb",
                 Kind::Ours,
                 "our RCU, memb flavour: read = two plain stores, no fence; retire = call_rcu on the thread's own segmented list; synchronize batched",
+            )
+        },
+        LockInfo {
+            call_rcu: None,
+            rcu_update: None,
+            rcu_sync: Some(crate::runner::run_rcu_sync::<SrcuRcu>),
+            ..rcu::<SrcuRcu>(
+                "srcu",
+                Kind::Ours,
+                "our SRCU (rcu-read, rcu-sync): sleepable readers, per-thread two-index counters, a full fence per lock and unlock",
             )
         },
         rcu::<SharedQueueRcu>(
