@@ -691,56 +691,83 @@ mod rcu {
         fence(Ordering::SeqCst);
     }
 
+    /// A writer's wait in the models: yield while `blocked`.
+    fn yield_while(blocked: impl Fn() -> bool) {
+        while blocked() {
+            thread::yield_now();
+        }
+    }
+
+    /// A memb domain's counter and one reader's record, as the memb models share them.
+    #[derive(Clone)]
+    struct Memb {
+        gp: Arc<AtomicU64>,
+        ctr: Arc<AtomicU64>,
+    }
+
+    impl Memb {
+        fn new() -> Self {
+            Memb {
+                gp: Arc::new(AtomicU64::new(1)),
+                ctr: Arc::new(AtomicU64::new(0)),
+            }
+        }
+        /// One grace period of the protocol (SeqCst fences for membarrier).
+        fn grace_period(&self) {
+            p::memb_grace_period(&self.gp, full_fence, |g| {
+                yield_while(|| p::memb_blocks(&self.ctr, g))
+            });
+        }
+        /// A reader thread: one read-side section that reads `o`.
+        fn reader(&self, o: &Arc<Objects>) -> thread::JoinHandle<()> {
+            let (m, o) = (self.clone(), o.clone());
+            thread::spawn(move || {
+                p::memb_enter(&m.ctr, &m.gp, full_fence);
+                o.read();
+                p::memb_exit(&m.ctr, full_fence);
+            })
+        }
+    }
+
     /// memb: a reader (nested sections) against a grace period (fences are the SeqCst fallback, as
     /// the domain uses where `membarrier` is refused).
     #[test]
     fn rcu_memb_grace_period_waits_for_readers() {
         model(|| {
             let o = Objects::new();
-            let gp = Arc::new(AtomicU64::new(1));
-            let ctr = Arc::new(AtomicU64::new(0));
+            let m = Memb::new();
             let r = {
-                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
+                let (o, m) = (o.clone(), m.clone());
                 thread::spawn(move || {
-                    p::memb_enter(&ctr, &gp, full_fence);
-                    p::memb_enter(&ctr, &gp, full_fence);
+                    p::memb_enter(&m.ctr, &m.gp, full_fence);
+                    p::memb_enter(&m.ctr, &m.gp, full_fence);
                     o.read();
-                    assert!(!p::memb_exit(&ctr, full_fence), "still nested");
+                    assert!(!p::memb_exit(&m.ctr, full_fence), "still nested");
                     o.read();
-                    assert!(p::memb_exit(&ctr, full_fence), "outermost");
+                    assert!(p::memb_exit(&m.ctr, full_fence), "outermost");
                 })
             };
             o.unpublish_old();
-            p::memb_grace_period(&gp, full_fence, |g| {
-                while p::memb_blocks(&ctr, g) {
-                    thread::yield_now();
-                }
-            });
+            m.grace_period();
             o.free_old();
             r.join().unwrap();
         });
     }
 
-    /// Shared grace periods: two writers each unpublish an object and call the batched grace
-    /// period, which may return without running one of its own (two completed since the call
-    /// began); a reader's section may overlap either. Each writer then frees its object.
+    /// Shared grace periods: a writer unpublishes object 0 and calls the shared grace period while
+    /// another caller runs two; the writer's call may be served by the other's grace period instead
+    /// of running its own, and a reader's section may overlap either. Then the writer frees object 0.
     #[test]
     fn rcu_memb_shared_grace_periods_still_wait() {
         model(|| {
             let o = Objects::new();
-            let gp = Arc::new(AtomicU64::new(1));
-            let ctr = Arc::new(AtomicU64::new(0));
+            let m = Memb::new();
             let completed = Arc::new(AtomicU64::new(0));
             let seq = Arc::new(AtomicU64::new(0));
             let lock = Arc::new(loom::sync::Mutex::new(()));
             let synchronize = {
-                let (gp, ctr, completed, seq, lock) = (
-                    gp.clone(),
-                    ctr.clone(),
-                    completed.clone(),
-                    seq.clone(),
-                    lock.clone(),
-                );
+                let (m, completed, seq, lock) =
+                    (m.clone(), completed.clone(), seq.clone(), lock.clone());
                 move || {
                     p::shared_grace_period(
                         &seq,
@@ -748,24 +775,11 @@ mod rcu {
                         || lock.lock().unwrap(),
                         |_| thread::yield_now(),
                         || {},
-                        || {
-                            p::memb_grace_period(&gp, full_fence, |g| {
-                                while p::memb_blocks(&ctr, g) {
-                                    thread::yield_now();
-                                }
-                            })
-                        },
+                        || m.grace_period(),
                     )
                 }
             };
-            let r = {
-                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
-                thread::spawn(move || {
-                    p::memb_enter(&ctr, &gp, full_fence);
-                    o.read();
-                    p::memb_exit(&ctr, full_fence);
-                })
-            };
+            let r = m.reader(&o);
             let w = {
                 let (o, synchronize) = (o.clone(), synchronize.clone());
                 thread::spawn(move || {
@@ -774,8 +788,7 @@ mod rcu {
                     o.free(0);
                 })
             };
-            // A second writer that needs no object of its own: its call may share or run a grace
-            // period; it frees nothing, so any early return is checked through the first writer.
+            // The other caller: it frees nothing, so an early return is checked through the writer.
             synchronize();
             synchronize();
             w.join().unwrap();
@@ -793,18 +806,10 @@ mod rcu {
         use crate::rcu_protocol::{Callback, SegList};
         model(|| {
             let o = Objects::new();
-            let gp = Arc::new(AtomicU64::new(1));
-            let ctr = Arc::new(AtomicU64::new(0));
+            let m = Memb::new();
             let completed = AtomicU64::new(0);
             let list = Arc::new(loom::sync::Mutex::new(SegList::default()));
-            let r = {
-                let (o, gp, ctr) = (o.clone(), gp.clone(), ctr.clone());
-                thread::spawn(move || {
-                    p::memb_enter(&ctr, &gp, full_fence);
-                    o.read();
-                    p::memb_exit(&ctr, full_fence);
-                })
-            };
+            let r = m.reader(&o);
             let caller = {
                 let (o, list) = (o.clone(), list.clone());
                 thread::spawn(move || {
@@ -827,11 +832,7 @@ mod rcu {
                     cb.invoke();
                 }
                 if waiting && then_gp {
-                    p::memb_grace_period(&gp, full_fence, |g| {
-                        while p::memb_blocks(&ctr, g) {
-                            thread::yield_now();
-                        }
-                    });
+                    m.grace_period();
                     completed.fetch_add(1, Ordering::Release);
                 }
             };
@@ -866,11 +867,7 @@ mod rcu {
                 })
             };
             o.unpublish_old();
-            p::qsbr_grace_period(&gp, |g| {
-                while p::qsbr_blocks(&ctr, g) {
-                    thread::yield_now();
-                }
-            });
+            p::qsbr_grace_period(&gp, |g| yield_while(|| p::qsbr_blocks(&ctr, g)));
             o.free_old();
             r.join().unwrap();
         });
@@ -898,9 +895,7 @@ mod rcu {
             };
             let gp = || {
                 p::srcu_grace_period(&idx, |i| {
-                    while !p::srcu_drained(std::iter::once(&*mine), i) {
-                        thread::yield_now();
-                    }
+                    yield_while(|| !p::srcu_drained(std::iter::once(&*mine), i))
                 })
             };
             for k in 1..3 {
