@@ -189,6 +189,8 @@ fn shared_worker() {
         // Acquire pairs with the pushers' Release CAS: the nodes are fully written.
         let mut head = QUEUE.swap(std::ptr::null_mut(), Ordering::Acquire);
         if head.is_null() {
+            // SeqCst store then load (Dekker with `enqueue`'s push, full fence and `WORKER_IDLE`
+            // load): either the pusher sees us idle and wakes us, or we see its node and go on.
             WORKER_IDLE.store(1, Ordering::SeqCst);
             if QUEUE.load(Ordering::SeqCst).is_null() {
                 locklab::sys::futex_wait(
@@ -197,6 +199,7 @@ fn shared_worker() {
                     Some(std::time::Duration::from_millis(10)),
                 );
             }
+            // SeqCst as above (a store the pushers' next look must not miss).
             WORKER_IDLE.store(0, Ordering::SeqCst);
             continue;
         }
@@ -206,8 +209,11 @@ fn shared_worker() {
             // by the swap above; its object was unpublished before it was queued, and the grace
             // period above has passed.
             let node = unsafe { Box::from_raw(head) };
+            // SAFETY: `node.obj` came from `Slots::swap` or `update` (a `Box<Shared>` unpublished
+            // before it was queued), is queued once, and the grace period above has passed.
             unsafe { free(node.obj) };
             head = node.next;
+            // Release pairs with `drain`'s Acquire load: the frees happen-before it returns.
             FREED.fetch_add(1, Ordering::Release);
         }
     }
@@ -311,6 +317,7 @@ impl RcuUnderTest for Epoch {
     #[inline(always)]
     fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
         let g = crossbeam_epoch::pin();
+        // Acquire pairs with `update`'s AcqRel swap (the object's contents are visible).
         let p = self.obj.load(Ordering::Acquire, &g);
         // SAFETY: `obj` is never replaced or freed while the scheme lives; `g` pins the epoch.
         f(unsafe { p.deref() })
@@ -318,6 +325,7 @@ impl RcuUnderTest for Epoch {
     #[inline(always)]
     fn retire(&self, t: usize, v: u64) {
         let g = crossbeam_epoch::pin();
+        // AcqRel: publishes the new object; takes the old one, now unpublished.
         let old = self.slots[t].swap(crossbeam_epoch::Owned::new(object(v)), Ordering::AcqRel, &g);
         // SAFETY: `old` was unpublished by the swap; crossbeam frees it once no pinned thread can
         // hold it.
@@ -326,6 +334,7 @@ impl RcuUnderTest for Epoch {
     #[inline(always)]
     fn update(&self, _t: usize, v: u64) {
         let g = crossbeam_epoch::pin();
+        // AcqRel: publishes the new object to `read`'s Acquire load; takes the old one.
         let old = self
             .obj
             .swap(crossbeam_epoch::Owned::new(object(v)), Ordering::AcqRel, &g);

@@ -166,6 +166,8 @@ pub(crate) fn qsbr_grace_period(gp: &AtomicU64, wait_until: impl Fn(u64)) {
     fence(Ordering::SeqCst);
     let g = gp.load(Ordering::Relaxed) + 1;
     gp.store(g, Ordering::Relaxed);
+    // Orders the new `gp` before the scan (pairs with the readers' fence after each announcement:
+    // a reader that announces after this sees the new `gp`, one that announced before is scanned).
     fence(Ordering::SeqCst);
     wait_until(g);
     // Orders the readers' sections (before their announcements) before what the caller does next.
@@ -257,6 +259,8 @@ pub(crate) fn srcu_grace_period(idx: &AtomicU64, wait_drained: impl Fn(usize)) {
     let cur = idx.load(Ordering::Relaxed);
     wait_drained(((cur + 1) & 1) as usize);
     idx.store(cur + 1, Ordering::Relaxed);
+    // Orders the flip before the second scan (pairs with the readers' fence after counting in: a
+    // reader that loaded the old index and counts in it after this fence is seen by the scan).
     fence(Ordering::SeqCst);
     wait_drained((cur & 1) as usize);
     // Orders the readers' sections (before their unlock counts) before what the caller does next.
