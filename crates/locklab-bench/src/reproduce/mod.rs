@@ -6,7 +6,9 @@
 //! seeds' experiments (000 write path, 001 btrfs metadata, 003 i_rwsem) are not built yet: asking for
 //! one is a clear error, and `all` runs the ones that exist and names the ones that do not.
 
+pub mod model;
 pub mod s002;
+pub mod s003;
 pub mod s004;
 
 use crate::cli::UsageError;
@@ -19,7 +21,7 @@ pub const SEEDS: [(&str, bool); 5] = [
     ("000", false),
     ("001", false),
     ("002", true),
-    ("003", false),
+    ("003", true),
     ("004", true),
 ];
 
@@ -90,6 +92,7 @@ pub fn run(
     for seed in which {
         let r = match *seed {
             "002" => s002::run(quick, clock),
+            "003" => s003::run(quick, clock),
             "004" => {
                 let (report, r) = s004::run(quick, clock)?;
                 lab.calibration = report.calibration;
@@ -121,7 +124,7 @@ mod tests {
     #[test]
     fn seed_arguments() {
         assert_eq!(seeds("004").unwrap(), vec!["004"]);
-        assert_eq!(seeds("all").unwrap(), vec!["002", "004"]);
+        assert_eq!(seeds("all").unwrap(), vec!["002", "003", "004"]);
         assert!(seeds("000").unwrap_err().0.contains("not built yet"));
         assert!(seeds("9").unwrap_err().0.contains("unknown seed '9'"));
     }

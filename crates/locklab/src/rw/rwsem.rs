@@ -34,6 +34,10 @@
 //!   capped at [`READER_SPIN_MAX_NS`], re-armed when a new reader phase begins; on timeout it sets
 //!   NONSPINNABLE and queues.
 //!
+//! [`RawRwSem::without_reader_spinning`] builds the pre-v5.3 rwsem for experiments (seed 003's, run by
+//! `locklab reproduce 003`): its writers spin only on writer owners and queue as soon as they see
+//! readers in. The default keeps spinning on readers; the option costs one test on the spinning path.
+//!
 //! # State word (`count`, 64 bits)
 //! | bits  | name           | meaning                                                        |
 //! |-------|----------------|----------------------------------------------------------------|
@@ -182,9 +186,12 @@ pub struct RawRwSem {
     osq: Osq,
     wait_lock: RawTasLock,
     waiters: UnsafeCell<WaitList>,
+    /// Whether a spinning writer keeps spinning on a reader-owned lock (set once, at construction).
+    reader_spin: bool,
 }
 
-// SAFETY: `waiters` is accessed only with `wait_lock` held; the rest is atomic.
+// SAFETY: `waiters` is accessed only with `wait_lock` held; `reader_spin` is never written after
+// construction; the rest is atomic.
 unsafe impl Sync for RawRwSem {}
 // SAFETY: waiters borrow the rwsem, so none exist when it moves.
 unsafe impl Send for RawRwSem {}
@@ -196,24 +203,52 @@ impl RawRwSem {
     /// A new, unlocked rwsem.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        RawRwSem {
-            count: AtomicU64::new(0),
-            owner: AtomicU64::new(0),
-            osq: Osq::new(),
-            wait_lock: RawTasLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
-        }
+        Self::build(true)
     }
 
     /// A new, unlocked rwsem (loom atomics cannot be built in const context).
     #[cfg(loom)]
     pub fn new() -> Self {
+        Self::build(true)
+    }
+
+    /// A new, unlocked rwsem whose writers do **not** spin on a reader-owned lock: the kernel's rwsem
+    /// before v5.3, whose writers went to sleep as soon as readers held the lock (seed 003: with
+    /// readers and writers mixed, CPUs idled where a mutex kept them busy). For experiments and
+    /// comparisons; [`new`](Self::new) is the one to use.
+    ///
+    /// ```
+    /// use locklab::raw::RawRwSem;
+    /// let old_style = locklab::RwSem::from_raw(RawRwSem::without_reader_spinning(), 0u64);
+    /// *old_style.write() += 1;
+    /// assert_eq!(*old_style.read(), 1);
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn without_reader_spinning() -> Self {
+        Self::build(false)
+    }
+
+    #[cfg(not(loom))]
+    const fn build(reader_spin: bool) -> Self {
         RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
             wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
+            reader_spin,
+        }
+    }
+
+    #[cfg(loom)]
+    fn build(reader_spin: bool) -> Self {
+        RawRwSem {
+            count: AtomicU64::new(0),
+            owner: AtomicU64::new(0),
+            osq: Osq::new(),
+            wait_lock: RawTasLock::new(),
+            waiters: UnsafeCell::new(WaitList::new()),
+            reader_spin,
         }
     }
 
@@ -436,8 +471,10 @@ impl RawRwSem {
 
     /// Optimistic spinning for a writer (see "Writer spinning"). `true` with the lock held.
     fn spin_for_write(&self, tag: u32) -> bool {
+        let c = self.count.load(Ordering::Relaxed);
         if self.owner.load(Ordering::Relaxed) & NONSPINNABLE != 0
-            || self.count.load(Ordering::Relaxed) & HANDOFF != 0
+            || c & HANDOFF != 0
+            || (!self.reader_spin && c & WRITER_LOCKED == 0 && readers(c) != 0)
         {
             return false;
         }
@@ -467,6 +504,10 @@ impl RawRwSem {
                 break false;
             }
             let reader_owned = c & WRITER_LOCKED == 0 && readers(c) != 0;
+            if reader_owned && !self.reader_spin {
+                // The pre-v5.3 rwsem: readers in, so the writer cannot tell whether they run; sleep.
+                break false;
+            }
             // A new owner (or a new reader phase) re-arms the deadline.
             let key = if reader_owned {
                 owner | READER_OWNED
@@ -913,6 +954,31 @@ mod tests {
         }
         assert_eq!(*order.lock().unwrap(), ["reader", "reader", "writer"]);
         assert_eq!(s.count.load(Ordering::Relaxed), 0);
+    }
+
+    /// Seed 003's option: a writer finding readers in spins on them (default; it gives up after the
+    /// deadline and marks the lock NONSPINNABLE) or, without reader spinning, queues at once.
+    #[test]
+    fn reader_spinning_can_be_turned_off() {
+        for reader_spin in [true, false] {
+            let s = Arc::new(if reader_spin {
+                RawRwSem::new()
+            } else {
+                RawRwSem::without_reader_spinning()
+            });
+            let _r = s.read();
+            let s2 = s.clone();
+            let h = std::thread::spawn(move || {
+                let _t = s2.write();
+                unsafe { s2.write_unlock() };
+            });
+            until_queued(&s, 1);
+            let nonspinnable = s.owner.load(Ordering::Relaxed) & NONSPINNABLE != 0;
+            assert_eq!(nonspinnable, reader_spin, "reader_spin = {reader_spin}");
+            unsafe { s.read_unlock() };
+            h.join().unwrap();
+            assert_eq!(s.count.load(Ordering::Relaxed), 0);
+        }
     }
 
     #[test]

@@ -1,0 +1,259 @@
+//! What the seeds' models share: a reader-writer lock over any data ([`RwModel`], implemented by our
+//! locks, the peers' and two historical designs the seeds measured), and one measurement of a model
+//! under the lab's runner ([`Measured`]: throughput, CPU time, idle share).
+
+use crate::runner::{Clock, Op, TrialSpec, run_trial};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A reader-writer lock around a `T`, as a model takes it. Exclusive locks take the exclusive mode for
+/// reads too.
+pub trait RwModel<T>: Send + Sync + 'static {
+    /// The lock's name in tables (the lab's name where it has one).
+    const NAME: &'static str;
+    /// A new, unlocked lock around `v`.
+    fn new(v: T) -> Self;
+    /// Runs `f` under the shared mode.
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R;
+    /// Runs `f` under the exclusive mode.
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+impl<T: Send + Sync + 'static> RwModel<T> for locklab::Mutex<T> {
+    const NAME: &'static str = "mutex";
+    fn new(v: T) -> Self {
+        locklab::Mutex::new(v)
+    }
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.lock())
+    }
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.lock())
+    }
+}
+
+impl<T: Send + Sync + 'static> RwModel<T> for locklab::RwSem<T> {
+    const NAME: &'static str = "rwsem";
+    fn new(v: T) -> Self {
+        locklab::RwSem::new(v)
+    }
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.read())
+    }
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.write())
+    }
+}
+
+/// Our `RwSem` with writer spinning on reader-owned locks turned off: the kernel's rwsem before v5.3
+/// ([`locklab::raw::RawRwSem::without_reader_spinning`]).
+pub struct OldRwSem<T>(locklab::RwSem<T>);
+
+impl<T: Send + Sync + 'static> RwModel<T> for OldRwSem<T> {
+    const NAME: &'static str = "rwsem-no-reader-spin";
+    fn new(v: T) -> Self {
+        OldRwSem(locklab::RwSem::from_raw(
+            locklab::raw::RawRwSem::without_reader_spinning(),
+            v,
+        ))
+    }
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.0.read())
+    }
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.0.write())
+    }
+}
+
+impl<T: Send + Sync + 'static> RwModel<T> for parking_lot::RwLock<T> {
+    const NAME: &'static str = "parking-lot-rwlock";
+    fn new(v: T) -> Self {
+        parking_lot::RwLock::new(v)
+    }
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.read())
+    }
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.write())
+    }
+}
+
+impl<T: Send + Sync + 'static> RwModel<T> for std::sync::RwLock<T> {
+    const NAME: &'static str = "std-rwlock";
+    fn new(v: T) -> Self {
+        std::sync::RwLock::new(v)
+    }
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.read().unwrap_or_else(|e| e.into_inner()))
+    }
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.write().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Mason's 2011 btrfs tree lock, as the seed describes it: a reader-writer lock "based on mutexes so
+/// that we still take advantage of the mutex adaptive spins for write locks". A reader takes the
+/// mutex just long enough to count itself in; a writer takes the mutex (adaptive spinning against
+/// other writers), which keeps new readers out, and waits for the readers inside to leave.
+///
+/// Orderings: a reader's count increment is made under the mutex, so a writer that takes the mutex
+/// afterwards sees it; the reader's Release decrement pairs with the writer's Acquire load of zero
+/// (the reader's reads happen before the writer's writes); a reader takes the mutex after the last
+/// writer released it (its Acquire), so it sees that writer's data.
+pub struct MutexRw<T> {
+    mutex: locklab::Mutex<()>,
+    readers: AtomicUsize,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: `data` is read only by counted readers while no writer can be past its wait (a writer holds
+// the mutex, so no reader can count itself in, and waits for the count to reach zero), and written
+// only by the one writer that holds the mutex after the count reached zero: the usual RwLock bounds.
+unsafe impl<T: Send + Sync> Sync for MutexRw<T> {}
+
+impl<T: Send + Sync + 'static> RwModel<T> for MutexRw<T> {
+    const NAME: &'static str = "mutex-rw (Mason 2011)";
+    fn new(v: T) -> Self {
+        MutexRw {
+            mutex: locklab::Mutex::new(()),
+            readers: AtomicUsize::new(0),
+            data: UnsafeCell::new(v),
+        }
+    }
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        struct Out<'a>(&'a AtomicUsize);
+        impl Drop for Out<'_> {
+            fn drop(&mut self) {
+                // Release pairs with the waiting writer's Acquire load.
+                self.0.fetch_sub(1, Ordering::Release);
+            }
+        }
+        {
+            let _m = self.mutex.lock();
+            // Relaxed: made under the mutex, which orders it before any later writer's wait.
+            self.readers.fetch_add(1, Ordering::Relaxed);
+        }
+        let _out = Out(&self.readers);
+        // SAFETY: counted in (see the `Sync` impl): no writer writes until we leave.
+        f(unsafe { &*self.data.get() })
+    }
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let _m = self.mutex.lock();
+        let mut spins = 0u32;
+        // Acquire pairs with the readers' Release decrements.
+        while self.readers.load(Ordering::Acquire) != 0 {
+            spins += 1;
+            if spins < 128 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        // SAFETY: we hold the mutex (no reader can count itself in, no other writer is here) and
+        // the count was zero: nobody else can see the data until `_m` drops.
+        f(unsafe { &mut *self.data.get() })
+    }
+}
+
+/// One model run: throughput and CPU.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Measured {
+    /// Operations per second, all threads.
+    pub ops_per_sec: f64,
+    /// The process's CPU seconds per million operations.
+    pub cpu_s_per_mop: f64,
+    /// Share of the CPUs the threads could run on that the process left idle, %.
+    pub idle_pct: f64,
+}
+
+/// Runs `op` once under `spec` and measures it.
+pub(crate) fn measure(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Measured {
+    let out = run_trial(spec, clock, op);
+    let ops = out.total_ops().max(1) as f64;
+    let avail = out.wall_ns.max(1) as f64 * spec.threads.min(spec.cpus.len()).max(1) as f64;
+    Measured {
+        ops_per_sec: out.ops_per_sec(),
+        cpu_s_per_mop: out.cpu_ns as f64 / 1e9 / ops * 1e6,
+        idle_pct: (100.0 - 100.0 * out.cpu_ns as f64 / avail).max(0.0),
+    }
+}
+
+/// The median (by throughput) of `runs`.
+pub fn median(mut runs: Vec<Measured>) -> Measured {
+    assert!(!runs.is_empty());
+    runs.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    runs[runs.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// Every model lock excludes writers from readers and writers: a writer leaves the pair unequal
+    /// while it holds the lock; a reader must never see that.
+    fn excludes<L: RwModel<(u64, u64)>>() {
+        let l = L::new((0, 0));
+        let torn = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (l, torn) = (&l, &torn);
+                s.spawn(move || {
+                    for i in 0..5_000 {
+                        if (i + t) % 3 == 0 {
+                            l.write(|p| {
+                                p.0 += 1;
+                                std::hint::spin_loop();
+                                p.1 += 1;
+                            });
+                        } else if l.read(|p| p.0 != p.1) {
+                            torn.store(true, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(
+            !torn.load(Ordering::Relaxed),
+            "{}: a reader saw a half-done write",
+            L::NAME
+        );
+        let (a, b) = l.read(|p| *p);
+        assert_eq!(a, b);
+        assert_eq!(
+            a,
+            (0..4u64)
+                .map(|t| (0..5_000u64).filter(|i| (i + t) % 3 == 0).count() as u64)
+                .sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn every_model_lock_is_a_lock() {
+        excludes::<locklab::Mutex<(u64, u64)>>();
+        excludes::<locklab::RwSem<(u64, u64)>>();
+        excludes::<OldRwSem<(u64, u64)>>();
+        excludes::<MutexRw<(u64, u64)>>();
+        excludes::<parking_lot::RwLock<(u64, u64)>>();
+        excludes::<std::sync::RwLock<(u64, u64)>>();
+    }
+
+    #[test]
+    fn mutex_rw_readers_share() {
+        let l = MutexRw::new(1u32);
+        // A reader inside lets another reader in (a writer would wait for it).
+        l.read(|a| l.read(|b| assert_eq!(a + b, 2)));
+    }
+}
