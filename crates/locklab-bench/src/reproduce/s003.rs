@@ -61,13 +61,13 @@ impl<L: RwModel<Dir>> Op for DirOp<'_, L> {
     fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
         let start = if SAMPLE { self.clock.now_ns() } else { 0 };
         let m = mix(t, i);
-        if m % 2 == 0 {
+        if m.is_multiple_of(2) {
             let name = (m >> 8) % NAMES;
             tally.sink ^= self
                 .dir
                 .read(|d| spin_work(self.read_loops, d.get(&name).copied().unwrap_or(0)));
         } else {
-            let name = (1 << 32) | ((t as u64) << 8) | (m >> 8) % OWN;
+            let name = (1 << 32) | ((t as u64) << 8) | ((m >> 8) % OWN);
             tally.sink ^= self.dir.write(|d| {
                 let ino = if d.remove(&name).is_none() {
                     d.insert(name, i);
