@@ -853,10 +853,107 @@ fn reproduce_004_prints_the_seeds_table_and_a_verdict() {
     assert!(out.contains("595,238 (x1.00)"), "the seed's figures: {out}");
     assert!(out.contains("verdict: "), "{out}");
 
-    let (code, _, err) = run(&["reproduce", "001"]);
+    let (code, _, err) = run(&["reproduce", "005"]);
     assert_eq!(code, 2);
-    assert!(err.contains("not built yet"), "{err}");
+    assert!(err.contains("unknown seed '005'"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Runs `reproduce SEED --quick --json -` and checks what every reproduction carries: the seed, a
+/// table, and a verdict that agrees with its `reproduced` flag and names the seed's figures.
+fn reproduce_json(seed: &str) -> serde_json::Value {
+    let (code, out, err) = run(&["reproduce", seed, "--quick", "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = v["reproductions"][0].clone();
+    assert_eq!(r["seed"], seed);
+    let verdict = r["verdict"].as_str().unwrap();
+    assert_eq!(
+        verdict.starts_with("reproduced"),
+        r["reproduced"].as_bool().unwrap(),
+        "{verdict}"
+    );
+    assert!(
+        r["table"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("seed {seed}: "))
+    );
+    r
+}
+
+/// Issue 11, seed 000: four builds of the write path, UP the cheapest (it has no locked instruction:
+/// a model whose UP arm were not cheaper would be measuring something else), and the dd reference.
+#[test]
+fn reproduce_000_times_the_write_path_builds() {
+    let r = reproduce_json("000");
+    let arms = r["figures"]["arms"].as_array().unwrap();
+    let ns: Vec<f64> = arms
+        .iter()
+        .map(|a| a["ns_per_write"].as_f64().unwrap())
+        .collect();
+    assert_eq!(ns.len(), 4);
+    assert_eq!(arms[0]["arm"], "UP");
+    assert!(ns[0] > 0.1 && ns.iter().all(|&n| n >= ns[0]), "{ns:?}");
+    assert_eq!(r["figures"]["seed"]["smp_rwlock"][2], 2.445);
+    let dd = &r["figures"]["dd"];
+    assert_eq!(dd["count"], 256 * 1024, "{dd}");
+    assert!(dd["total_s"].as_f64().unwrap() > 0.0, "{dd}");
+    assert!(
+        r["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("rwlock -> spinlock")
+    );
+}
+
+/// Issue 11, seed 001: three workloads x six node locks; MB/s-equivalent is ops x 4 KiB; the
+/// non-spinning rwsem's writers sleep, the others' do not all.
+#[test]
+fn reproduce_001_runs_the_btree_workloads() {
+    let r = reproduce_json("001");
+    let rows = r["figures"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 18);
+    for w in ["dbench", "creates", "stat-hammer"] {
+        assert_eq!(rows.iter().filter(|x| x["workload"] == w).count(), 6, "{w}");
+    }
+    for x in rows {
+        let ops = x["ops_per_sec"].as_f64().unwrap();
+        assert!(ops > 0.0, "{x}");
+        assert!(
+            (x["mb_per_sec"].as_f64().unwrap() - ops * 4096.0 / 1e6).abs() < 1e-6 * ops,
+            "{x}"
+        );
+        assert!(x["cpu_s_per_mop"].as_f64().unwrap() > 0.0, "{x}");
+    }
+    assert_eq!(r["figures"]["seed"]["dbench_mb_s"]["rwsem"], 200.0);
+}
+
+/// Issue 11, seed 003: the directory model at the CPU count and four times it; idle shares are
+/// percentages, and the seed's 90% / 15-20% are beside ours.
+#[test]
+fn reproduce_003_reports_idle_beside_throughput() {
+    let r = reproduce_json("003");
+    let rows = r["figures"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10);
+    let counts: std::collections::BTreeSet<u64> = rows
+        .iter()
+        .map(|x| x["threads"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 2);
+    let (lo, hi) = (*counts.first().unwrap(), *counts.last().unwrap());
+    assert_eq!(hi, 4 * lo);
+    for x in rows {
+        let idle = x["idle_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&idle), "{x}");
+        assert!(x["ops_per_sec"].as_f64().unwrap() > 0.0, "{x}");
+    }
+    assert_eq!(r["figures"]["seed"]["rwsem_idle_pct"], 90.0);
+    let table = r["table"].as_str().unwrap();
+    assert!(
+        table.contains("rwsem-no-reader-spin") && table.contains("15-20"),
+        "{table}"
+    );
 }
 
 /// Issue 11: `reproduce 002` measures five arms at 1 and 2 threads and derives each lock's share of a

@@ -1,13 +1,15 @@
 //! `locklab reproduce`: a seed's experiment on this machine, printed in the seed's own table shape with
 //! the seed's published figures beside ours, and a verdict computed from the two.
 //!
-//! Built so far: seed 002 ([`s002`]: Torvalds 2013, a stat()-like path lookup with its mount lock and
-//! dentry reference) and seed 004 ([`s004`]: McKenney/Piggin 2009, call_rcu scalability). The other
-//! seeds' experiments (000 write path, 001 btrfs metadata, 003 i_rwsem) are not built yet: asking for
-//! one is a clear error, and `all` runs the ones that exist and names the ones that do not.
+//! The experiments: [`s000`] (Morton 2003, the one-byte write path: UP vs SMP builds, rwlock vs
+//! spinlock), [`s001`] (Mason 2011, a B-tree with a lock per node: mutex-based rwlock vs rwsem),
+//! [`s002`] (Torvalds 2013, a stat()-like path lookup: mount lock and dentry reference), [`s003`]
+//! (Chen 2016, a directory's lock under lookups and creates/unlinks: idle CPUs) and [`s004`]
+//! (McKenney/Piggin 2009, call_rcu scalability). [`model`] holds what they share.
 
 pub mod model;
 pub mod s000;
+pub mod s001;
 pub mod s002;
 pub mod s003;
 pub mod s004;
@@ -17,14 +19,8 @@ use crate::report::Report;
 use crate::runner::Clock;
 use serde::Serialize;
 
-/// The seeds `reproduce` knows, and whether their experiment exists yet.
-pub const SEEDS: [(&str, bool); 5] = [
-    ("000", true),
-    ("001", false),
-    ("002", true),
-    ("003", true),
-    ("004", true),
-];
+/// The seeds `reproduce` knows (`../shared/seeds/` of the repository's parent), in order.
+pub const SEEDS: [&str; 5] = ["000", "001", "002", "003", "004"];
 
 /// One reproduction's result (the `reproductions` entries of `--json`).
 #[derive(Debug, Serialize)]
@@ -56,23 +52,15 @@ pub struct ReproduceReport {
 /// Parses the seed argument: one seed or `all`.
 pub fn seeds(arg: &str) -> Result<Vec<&'static str>, UsageError> {
     if arg == "all" {
-        return Ok(built());
+        return Ok(SEEDS.to_vec());
     }
-    match SEEDS.iter().find(|s| s.0 == arg) {
-        Some((s, true)) => Ok(vec![s]),
-        Some((s, false)) => Err(UsageError(format!(
-            "reproduce: seed {s}'s experiment is not built yet (built: {})",
-            built().join(", ")
-        ))),
+    match SEEDS.iter().find(|s| **s == arg) {
+        Some(s) => Ok(vec![s]),
         None => Err(UsageError(format!(
             "reproduce: unknown seed '{arg}' (valid: {}, all)",
-            SEEDS.map(|s| s.0).join(", ")
+            SEEDS.join(", ")
         ))),
     }
-}
-
-fn built() -> Vec<&'static str> {
-    SEEDS.iter().filter(|s| s.1).map(|s| s.0).collect()
 }
 
 /// Runs the asked seeds; prints each table and verdict (unless `quiet`); returns them with the lab
@@ -93,6 +81,7 @@ pub fn run(
     for seed in which {
         let r = match *seed {
             "000" => s000::run(quick, clock),
+            "001" => s001::run(quick, clock),
             "002" => s002::run(quick, clock),
             "003" => s003::run(quick, clock),
             "004" => {
@@ -109,10 +98,6 @@ pub fn run(
         }
         out.push(r);
     }
-    if !quiet && which.len() < SEEDS.len() {
-        let missing: Vec<_> = SEEDS.iter().filter(|s| !s.1).map(|s| s.0).collect();
-        println!("not built yet: seeds {}", missing.join(", "));
-    }
     Ok(ReproduceReport {
         lab,
         reproductions: out,
@@ -126,8 +111,10 @@ mod tests {
     #[test]
     fn seed_arguments() {
         assert_eq!(seeds("004").unwrap(), vec!["004"]);
-        assert_eq!(seeds("all").unwrap(), vec!["000", "002", "003", "004"]);
-        assert!(seeds("001").unwrap_err().0.contains("not built yet"));
+        assert_eq!(
+            seeds("all").unwrap(),
+            vec!["000", "001", "002", "003", "004"]
+        );
         assert!(seeds("9").unwrap_err().0.contains("unknown seed '9'"));
     }
 }

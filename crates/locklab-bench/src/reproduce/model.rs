@@ -4,57 +4,86 @@
 
 use crate::runner::{Clock, Op, TrialSpec, run_trial};
 use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A reader-writer lock around a `T`, as a model takes it. Exclusive locks take the exclusive mode for
+/// A reader-writer lock around a `T`, as a model takes it: guards, so a model can couple locks hand
+/// over hand (take the child's, then drop the parent's). Exclusive locks take the exclusive mode for
 /// reads too.
-pub trait RwModel<T>: Send + Sync + 'static {
+pub trait RwModel<T: 'static>: Send + Sync + 'static {
     /// The lock's name in tables (the lab's name where it has one).
     const NAME: &'static str;
+    /// A shared hold.
+    type Read<'a>: Deref<Target = T>
+    where
+        Self: 'a;
+    /// An exclusive hold.
+    type Write<'a>: DerefMut<Target = T>
+    where
+        Self: 'a;
     /// A new, unlocked lock around `v`.
     fn new(v: T) -> Self;
+    /// Takes the shared mode.
+    fn read_guard(&self) -> Self::Read<'_>;
+    /// Takes the exclusive mode.
+    fn write_guard(&self) -> Self::Write<'_>;
     /// Runs `f` under the shared mode.
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R;
+    #[inline]
+    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.read_guard())
+    }
     /// Runs `f` under the exclusive mode.
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    #[inline]
+    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.write_guard())
+    }
 }
 
 impl<T: Send + Sync + 'static> RwModel<T> for locklab::Mutex<T> {
     const NAME: &'static str = "mutex";
+    type Read<'a> = locklab::MutexGuard<'a, T>;
+    type Write<'a> = locklab::MutexGuard<'a, T>;
     fn new(v: T) -> Self {
         locklab::Mutex::new(v)
     }
     #[inline]
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        f(&self.lock())
+    fn read_guard(&self) -> Self::Read<'_> {
+        self.lock()
     }
     #[inline]
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self.lock())
+    fn write_guard(&self) -> Self::Write<'_> {
+        self.lock()
     }
 }
 
+type SemRead<'a, T> = lock_api::RwLockReadGuard<'a, locklab::raw::RawRwSem, T>;
+type SemWrite<'a, T> = lock_api::RwLockWriteGuard<'a, locklab::raw::RawRwSem, T>;
+
 impl<T: Send + Sync + 'static> RwModel<T> for locklab::RwSem<T> {
     const NAME: &'static str = "rwsem";
+    type Read<'a> = SemRead<'a, T>;
+    type Write<'a> = SemWrite<'a, T>;
     fn new(v: T) -> Self {
         locklab::RwSem::new(v)
     }
     #[inline]
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        f(&self.read())
+    fn read_guard(&self) -> Self::Read<'_> {
+        self.read()
     }
     #[inline]
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self.write())
+    fn write_guard(&self) -> Self::Write<'_> {
+        self.write()
     }
 }
 
-/// Our `RwSem` with writer spinning on reader-owned locks turned off: the kernel's rwsem before v5.3
-/// ([`locklab::raw::RawRwSem::without_reader_spinning`]).
+/// Our `RwSem` with writer spinning on reader-owned locks turned off: the kernel's rwsem of v3.16-v5.2
+/// ([`locklab::raw::RawRwSem::without_reader_spinning`]), the one seed 003 measured.
 pub struct OldRwSem<T>(locklab::RwSem<T>);
 
 impl<T: Send + Sync + 'static> RwModel<T> for OldRwSem<T> {
     const NAME: &'static str = "rwsem-no-reader-spin";
+    type Read<'a> = SemRead<'a, T>;
+    type Write<'a> = SemWrite<'a, T>;
     fn new(v: T) -> Self {
         OldRwSem(locklab::RwSem::from_raw(
             locklab::raw::RawRwSem::without_reader_spinning(),
@@ -62,42 +91,70 @@ impl<T: Send + Sync + 'static> RwModel<T> for OldRwSem<T> {
         ))
     }
     #[inline]
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        f(&self.0.read())
+    fn read_guard(&self) -> Self::Read<'_> {
+        self.0.read()
     }
     #[inline]
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self.0.write())
+    fn write_guard(&self) -> Self::Write<'_> {
+        self.0.write()
+    }
+}
+
+/// Our `RwSem` with all writer spinning turned off: the kernel's rwsem before v3.16
+/// ([`locklab::raw::RawRwSem::without_spinning`]), the one seed 001 measured.
+pub struct NoSpinRwSem<T>(locklab::RwSem<T>);
+
+impl<T: Send + Sync + 'static> RwModel<T> for NoSpinRwSem<T> {
+    const NAME: &'static str = "rwsem-no-spin";
+    type Read<'a> = SemRead<'a, T>;
+    type Write<'a> = SemWrite<'a, T>;
+    fn new(v: T) -> Self {
+        NoSpinRwSem(locklab::RwSem::from_raw(
+            locklab::raw::RawRwSem::without_spinning(),
+            v,
+        ))
+    }
+    #[inline]
+    fn read_guard(&self) -> Self::Read<'_> {
+        self.0.read()
+    }
+    #[inline]
+    fn write_guard(&self) -> Self::Write<'_> {
+        self.0.write()
     }
 }
 
 impl<T: Send + Sync + 'static> RwModel<T> for parking_lot::RwLock<T> {
     const NAME: &'static str = "parking-lot-rwlock";
+    type Read<'a> = parking_lot::RwLockReadGuard<'a, T>;
+    type Write<'a> = parking_lot::RwLockWriteGuard<'a, T>;
     fn new(v: T) -> Self {
         parking_lot::RwLock::new(v)
     }
     #[inline]
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        f(&self.read())
+    fn read_guard(&self) -> Self::Read<'_> {
+        self.read()
     }
     #[inline]
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self.write())
+    fn write_guard(&self) -> Self::Write<'_> {
+        self.write()
     }
 }
 
 impl<T: Send + Sync + 'static> RwModel<T> for std::sync::RwLock<T> {
     const NAME: &'static str = "std-rwlock";
+    type Read<'a> = std::sync::RwLockReadGuard<'a, T>;
+    type Write<'a> = std::sync::RwLockWriteGuard<'a, T>;
     fn new(v: T) -> Self {
         std::sync::RwLock::new(v)
     }
     #[inline]
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        f(&self.read().unwrap_or_else(|e| e.into_inner()))
+    fn read_guard(&self) -> Self::Read<'_> {
+        self.read().unwrap_or_else(|e| e.into_inner())
     }
     #[inline]
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self.write().unwrap_or_else(|e| e.into_inner()))
+    fn write_guard(&self) -> Self::Write<'_> {
+        self.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -121,8 +178,49 @@ pub struct MutexRw<T> {
 // only by the one writer that holds the mutex after the count reached zero: the usual RwLock bounds.
 unsafe impl<T: Send + Sync> Sync for MutexRw<T> {}
 
+/// A shared hold of a [`MutexRw`]: counted in; dropping it counts out.
+pub struct MutexRwRead<'a, T>(&'a MutexRw<T>);
+
+impl<T> Deref for MutexRwRead<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: counted in (see the `Sync` impl): no writer writes until we leave.
+        unsafe { &*self.0.data.get() }
+    }
+}
+
+impl<T> Drop for MutexRwRead<'_, T> {
+    fn drop(&mut self) {
+        // Release pairs with the waiting writer's Acquire load.
+        self.0.readers.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// An exclusive hold of a [`MutexRw`]: the mutex, with no reader in.
+pub struct MutexRwWrite<'a, T> {
+    lock: &'a MutexRw<T>,
+    _held: locklab::MutexGuard<'a, ()>,
+}
+
+impl<T> Deref for MutexRwWrite<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the mutex is held and the reader count was zero: ours alone.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T> DerefMut for MutexRwWrite<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only reference through the guard.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
 impl<T: Send + Sync + 'static> RwModel<T> for MutexRw<T> {
-    const NAME: &'static str = "mutex-rw (Mason 2011)";
+    const NAME: &'static str = "mutex-rw";
+    type Read<'a> = MutexRwRead<'a, T>;
+    type Write<'a> = MutexRwWrite<'a, T>;
     fn new(v: T) -> Self {
         MutexRw {
             mutex: locklab::Mutex::new(()),
@@ -131,26 +229,15 @@ impl<T: Send + Sync + 'static> RwModel<T> for MutexRw<T> {
         }
     }
     #[inline]
-    fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        struct Out<'a>(&'a AtomicUsize);
-        impl Drop for Out<'_> {
-            fn drop(&mut self) {
-                // Release pairs with the waiting writer's Acquire load.
-                self.0.fetch_sub(1, Ordering::Release);
-            }
-        }
-        {
-            let _m = self.mutex.lock();
-            // Relaxed: made under the mutex, which orders it before any later writer's wait.
-            self.readers.fetch_add(1, Ordering::Relaxed);
-        }
-        let _out = Out(&self.readers);
-        // SAFETY: counted in (see the `Sync` impl): no writer writes until we leave.
-        f(unsafe { &*self.data.get() })
+    fn read_guard(&self) -> Self::Read<'_> {
+        let _m = self.mutex.lock();
+        // Relaxed: made under the mutex, which orders it before any later writer's wait.
+        self.readers.fetch_add(1, Ordering::Relaxed);
+        MutexRwRead(self)
     }
     #[inline]
-    fn write<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        let _m = self.mutex.lock();
+    fn write_guard(&self) -> Self::Write<'_> {
+        let m = self.mutex.lock();
         let mut spins = 0u32;
         // Acquire pairs with the readers' Release decrements.
         while self.readers.load(Ordering::Acquire) != 0 {
@@ -161,9 +248,10 @@ impl<T: Send + Sync + 'static> RwModel<T> for MutexRw<T> {
                 std::thread::yield_now();
             }
         }
-        // SAFETY: we hold the mutex (no reader can count itself in, no other writer is here) and
-        // the count was zero: nobody else can see the data until `_m` drops.
-        f(unsafe { &mut *self.data.get() })
+        MutexRwWrite {
+            lock: self,
+            _held: m,
+        }
     }
 }
 
@@ -245,6 +333,7 @@ mod tests {
         excludes::<locklab::Mutex<(u64, u64)>>();
         excludes::<locklab::RwSem<(u64, u64)>>();
         excludes::<OldRwSem<(u64, u64)>>();
+        excludes::<NoSpinRwSem<(u64, u64)>>();
         excludes::<MutexRw<(u64, u64)>>();
         excludes::<parking_lot::RwLock<(u64, u64)>>();
         excludes::<std::sync::RwLock<(u64, u64)>>();

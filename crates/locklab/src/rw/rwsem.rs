@@ -34,9 +34,10 @@
 //!   capped at [`READER_SPIN_MAX_NS`], re-armed when a new reader phase begins; on timeout it sets
 //!   NONSPINNABLE and queues.
 //!
-//! [`RawRwSem::without_reader_spinning`] builds the pre-v5.3 rwsem for experiments (seed 003's, run by
-//! `locklab reproduce 003`): its writers spin only on writer owners and queue as soon as they see
-//! readers in. The default keeps spinning on readers; the option costs one test on the spinning path.
+//! Two constructors build the kernel's older rwsems for experiments (`locklab reproduce`):
+//! [`RawRwSem::without_reader_spinning`] (v3.16-v5.2, seed 003: writers spin only on writer owners and
+//! queue as soon as they see readers in) and [`RawRwSem::without_spinning`] (before v3.16, seed 001:
+//! writers never spin). The default spins on both; the options cost one test on the spinning path.
 //!
 //! # State word (`count`, 64 bits)
 //! | bits  | name           | meaning                                                        |
@@ -88,6 +89,13 @@ const READER_OVERFLOW: u64 = 0b11 << 62;
 pub const MAX_READERS: u64 = (1 << 62) >> READER_SHIFT;
 /// What makes a reader's fast path fail.
 const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF | READER_OVERFLOW;
+
+/// Writers spin on writer and reader owners (the default, v5.3 on).
+const SPIN_ALL: u8 = 0;
+/// Writers spin on writer owners only (v3.16-v5.2).
+const SPIN_WRITERS: u8 = 1;
+/// Writers never spin (before v3.16).
+const SPIN_NONE: u8 = 2;
 
 const READER_OWNED: u64 = 1 << 0;
 const NONSPINNABLE: u64 = 1 << 1;
@@ -186,11 +194,12 @@ pub struct RawRwSem {
     osq: Osq,
     wait_lock: RawTasLock,
     waiters: UnsafeCell<WaitList>,
-    /// Whether a spinning writer keeps spinning on a reader-owned lock (set once, at construction).
-    reader_spin: bool,
+    /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
+    /// construction).
+    spin: u8,
 }
 
-// SAFETY: `waiters` is accessed only with `wait_lock` held; `reader_spin` is never written after
+// SAFETY: `waiters` is accessed only with `wait_lock` held; `spin` is never written after
 // construction; the rest is atomic.
 unsafe impl Sync for RawRwSem {}
 // SAFETY: waiters borrow the rwsem, so none exist when it moves.
@@ -203,13 +212,13 @@ impl RawRwSem {
     /// A new, unlocked rwsem.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        Self::build(true)
+        Self::build(SPIN_ALL)
     }
 
     /// A new, unlocked rwsem (loom atomics cannot be built in const context).
     #[cfg(loom)]
     pub fn new() -> Self {
-        Self::build(true)
+        Self::build(SPIN_ALL)
     }
 
     /// A new, unlocked rwsem whose writers do **not** spin on a reader-owned lock: the kernel's rwsem
@@ -225,30 +234,45 @@ impl RawRwSem {
     /// ```
     #[cfg(not(loom))]
     pub const fn without_reader_spinning() -> Self {
-        Self::build(false)
+        Self::build(SPIN_WRITERS)
+    }
+
+    /// A new, unlocked rwsem whose writers never spin: they queue and sleep whenever the lock is
+    /// taken (the kernel's rwsem before v3.16, the one seed 001 measured against mutex-based locks).
+    /// For experiments and comparisons, as [`without_reader_spinning`](Self::without_reader_spinning).
+    ///
+    /// ```
+    /// use locklab::raw::RawRwSem;
+    /// let old_style = locklab::RwSem::from_raw(RawRwSem::without_spinning(), 0u64);
+    /// *old_style.write() += 1;
+    /// assert_eq!(*old_style.read(), 1);
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn without_spinning() -> Self {
+        Self::build(SPIN_NONE)
     }
 
     #[cfg(not(loom))]
-    const fn build(reader_spin: bool) -> Self {
+    const fn build(spin: u8) -> Self {
         RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
             wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
-            reader_spin,
+            spin,
         }
     }
 
     #[cfg(loom)]
-    fn build(reader_spin: bool) -> Self {
+    fn build(spin: u8) -> Self {
         RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
             wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
-            reader_spin,
+            spin,
         }
     }
 
@@ -472,9 +496,10 @@ impl RawRwSem {
     /// Optimistic spinning for a writer (see "Writer spinning"). `true` with the lock held.
     fn spin_for_write(&self, tag: u32) -> bool {
         let c = self.count.load(Ordering::Relaxed);
-        if self.owner.load(Ordering::Relaxed) & NONSPINNABLE != 0
+        if self.spin == SPIN_NONE
+            || self.owner.load(Ordering::Relaxed) & NONSPINNABLE != 0
             || c & HANDOFF != 0
-            || (!self.reader_spin && c & WRITER_LOCKED == 0 && readers(c) != 0)
+            || (self.spin == SPIN_WRITERS && c & WRITER_LOCKED == 0 && readers(c) != 0)
         {
             return false;
         }
@@ -504,7 +529,7 @@ impl RawRwSem {
                 break false;
             }
             let reader_owned = c & WRITER_LOCKED == 0 && readers(c) != 0;
-            if reader_owned && !self.reader_spin {
+            if reader_owned && self.spin == SPIN_WRITERS {
                 // The pre-v5.3 rwsem: readers in, so the writer cannot tell whether they run; sleep.
                 break false;
             }
@@ -966,6 +991,7 @@ mod tests {
             } else {
                 RawRwSem::without_reader_spinning()
             });
+            assert_eq!(s.spin, if reader_spin { SPIN_ALL } else { SPIN_WRITERS });
             let _r = s.read();
             let s2 = s.clone();
             let h = std::thread::spawn(move || {
@@ -979,6 +1005,24 @@ mod tests {
             h.join().unwrap();
             assert_eq!(s.count.load(Ordering::Relaxed), 0);
         }
+    }
+
+    /// The pre-v3.16 option: a writer never spins. On a free lock the default spinner takes it at
+    /// its first look; with spinning off `spin_for_write` refuses before looking, and the writer
+    /// still gets the lock through the ordinary path.
+    #[test]
+    fn spinning_can_be_turned_off() {
+        let s = RawRwSem::new();
+        assert!(s.spin_for_write(current_tag()), "the default spins");
+        unsafe { s.write_unlock() };
+        let s = RawRwSem::without_spinning();
+        assert_eq!(s.spin, SPIN_NONE);
+        assert!(!s.spin_for_write(current_tag()), "no spinning at all");
+        assert!(!s.is_locked());
+        let t = s.write();
+        assert!(s.is_locked_exclusive());
+        unsafe { s.write_unlock_fair(&t) };
+        assert_eq!(s.count.load(Ordering::Relaxed), 0);
     }
 
     #[test]
