@@ -291,7 +291,7 @@ pub fn verdict(rows: &[Row]) -> (bool, String) {
     let creates = 100.0 * (c_mason.ops_per_sec / c_old.ops_per_sec.max(1e-9) - 1.0);
     let ok = spins_win && sharing;
     let text = format!(
-        "{}: dbench: Mason's mutex-based lock {x_dbench:.2}x the non-spinning rwsem (seed {:.0}x; {}), {:.2}x the old exclusive lock (seed {:.2}x); stat-hammer CPU per lookup: Mason's {cpu_ratio:.2}x the old lock's (seed {:.2}x; {}), the rwsem's {sem_vs_mason:.2}x Mason's (seed: about the same; {}); creates: Mason's {creates:+.0}% vs the old lock (seed +{:.0}-{:.0}%; {})",
+        "{}: dbench: Mason's mutex-based lock {x_dbench:.2}x the non-spinning rwsem (seed {:.0}x; {}; the rwsem's sleeping writers left {:.0}% of the CPUs idle, Mason's {:.0}%), {:.2}x the old exclusive lock (seed {:.2}x); stat-hammer CPU per lookup: Mason's {cpu_ratio:.2}x the old lock's (seed {:.2}x; {}), the rwsem's {sem_vs_mason:.2}x Mason's (seed: about the same; {}); creates: Mason's {creates:+.0}% vs the old lock (seed +{:.0}-{:.0}%; {})",
         if ok { "reproduced" } else { "not reproduced" },
         SEED_DBENCH.1 / SEED_DBENCH.2,
         if spins_win {
@@ -299,6 +299,8 @@ pub fn verdict(rows: &[Row]) -> (bool, String) {
         } else {
             "NOT faster here"
         },
+        d_sem.idle_pct,
+        d_mason.idle_pct,
         d_mason.ops_per_sec / d_old.ops_per_sec.max(1e-9),
         SEED_DBENCH.1 / SEED_DBENCH.0,
         SEED_STAT_CPU.1 / SEED_STAT_CPU.0,
