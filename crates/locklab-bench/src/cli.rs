@@ -43,7 +43,7 @@ pub enum Command {
         fail_if_slower: Option<String>,
     },
     /// A seed's experiment on this machine: the seed's table with its figures beside ours, and a
-    /// verdict (built so far: 004).
+    /// verdict.
     Reproduce {
         /// 000, 001, 002, 003, 004 or all.
         #[arg(value_name = "SEED", default_value = "all")]
@@ -54,6 +54,16 @@ pub enum Command {
         /// Also write the reproductions and their lab rows as JSON here (`-`: standard output).
         #[arg(long, value_name = "F")]
         json: Option<String>,
+    },
+    /// One self-contained HTML page (inline SVG plots) of runs the lab wrote as JSON. Without
+    /// `--from`, runs the default job first and reports it.
+    Report {
+        /// A `--json` file of `bench`, `reproduce` or the default job; repeat for several runs.
+        #[arg(long, value_name = "RUN.json")]
+        from: Vec<String>,
+        /// Where to write the page.
+        #[arg(long, value_name = "F", default_value = "locklab-report.html")]
+        out: String,
     },
 }
 

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod report;
 pub mod reproduce;
 pub mod runner;
+pub mod story;
 pub mod suite;
 pub mod torture;
 pub mod work;

@@ -1,7 +1,7 @@
 //! `locklab`: see the README and lab.md.
 
 use clap::Parser;
-use locklab_bench::cli::{Cli, Command, UsageError, plan_bench, plan_default, plan_torture};
+use locklab_bench::cli::{Cli, Command, UsageError, plan_bench, plan_torture};
 use locklab_bench::runner::{SystemClock, allowed_cpus};
 use locklab_bench::{calibrate, locks, suite, workload::Workload};
 use std::process::ExitCode;
@@ -9,8 +9,22 @@ use std::process::ExitCode;
 fn run(cli: Cli) -> anyhow::Result<()> {
     let cpus = allowed_cpus().len();
     match cli.command {
-        None => {
-            suite::run(&plan_default(cpus), &SystemClock::default())?;
+        None => locklab_bench::story::default_job("locklab-report.html", &SystemClock::default())?,
+        Some(Command::Report { from, out }) => {
+            if from.is_empty() {
+                locklab_bench::story::default_job(&out, &SystemClock::default())?;
+            } else {
+                let docs = from
+                    .iter()
+                    .map(|f| locklab_bench::report::html::load(f))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                locklab_bench::report::html::write(
+                    &out,
+                    &locklab_bench::report::html::render(&docs)?,
+                )?;
+                let path = std::fs::canonicalize(&out).unwrap_or_else(|_| out.clone().into());
+                println!("report: {}", path.display());
+            }
         }
         Some(Command::List) => {
             for l in locks::registry() {

@@ -17,13 +17,14 @@ pub mod s004;
 use crate::cli::UsageError;
 use crate::report::Report;
 use crate::runner::Clock;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::io::IsTerminal;
 
 /// The seeds `reproduce` knows (`../shared/seeds/` of the repository's parent), in order.
 pub const SEEDS: [&str; 5] = ["000", "001", "002", "003", "004"];
 
 /// One reproduction's result (the `reproductions` entries of `--json`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Reproduction {
     /// `004`
     pub seed: String,
@@ -78,7 +79,22 @@ pub fn run(
         results: vec![],
     };
     let mut out = vec![];
+    // A bar on a terminal only (stderr), suspended while a table prints.
+    let bar = if !quiet && std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(which.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "reproduce {pos}/{len} [{bar:30}] seed {msg} {elapsed}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     for seed in which {
+        bar.set_message(seed.to_string());
         let r = match *seed {
             "000" => s000::run(quick, clock),
             "001" => s001::run(quick, clock),
@@ -92,12 +108,16 @@ pub fn run(
             }
             s => unreachable!("seed {s} passed `seeds` but has no experiment"),
         };
+        bar.inc(1);
         if !quiet {
-            print!("{}", r.table);
-            println!("verdict: {}\n", r.verdict);
+            bar.suspend(|| {
+                print!("{}", r.table);
+                println!("verdict: {}\n", r.verdict);
+            });
         }
         out.push(r);
     }
+    bar.finish_and_clear();
     Ok(ReproduceReport {
         lab,
         reproductions: out,

@@ -1,0 +1,633 @@
+//! `locklab report`: one self-contained HTML page (inline SVG drawn with plotters, no network) from any
+//! JSON the lab wrote (`bench --json`, the default job's, `reproduce --json`): per run, the machine and
+//! its limits, the who-wins summary, each reproduction with its table and verdict, and per workload
+//! configuration the scaling curves (with a linear reference), latency CDFs from the recorded
+//! histograms, idle CPU and hand-over rates.
+//!
+//! The page carries a small script that counts, once loaded, the plots that rendered (an `<svg>` with
+//! a non-empty box and drawn marks) and any script errors into `data-*` attributes of `<body>`: the
+//! browser test (`tests/report_browser.rs`) reads them from headless Chromium's DOM.
+
+use super::Report;
+use crate::metrics::ResultRow;
+use crate::reproduce::Reproduction;
+use plotters::prelude::*;
+use serde::Deserialize;
+use std::fmt::Write as _;
+
+/// One input run: the lab's document plus any reproductions.
+#[derive(Debug, Deserialize)]
+pub struct RunDoc {
+    /// Machine, limits and rows.
+    #[serde(flatten)]
+    pub report: Report,
+    /// `reproduce`'s entries (absent in `bench` documents).
+    #[serde(default)]
+    pub reproductions: Vec<Reproduction>,
+    /// Where it came from (a file name), for the section heading.
+    #[serde(skip)]
+    pub source: String,
+}
+
+/// Reads a run written by the lab (`bench --json`, the default job's, or `reproduce --json`).
+pub fn load(path: &str) -> anyhow::Result<RunDoc> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {path}: {e}"))?;
+    let mut doc: RunDoc = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{path} is not a locklab --json report: {e}"))?;
+    doc.source = path.to_string();
+    Ok(doc)
+}
+
+/// Writes `html` to `path` (creating or replacing it).
+pub fn write(path: &str, html: &str) -> anyhow::Result<()> {
+    std::fs::write(path, html).map_err(|e| anyhow::anyhow!("cannot write {path}: {e}"))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A plot: its id, caption, the SVG, and the legend's (name, colour) entries.
+struct Plot {
+    id: String,
+    caption: String,
+    svg: String,
+    legend: Vec<(String, RGBColor)>,
+}
+
+/// One line of a chart.
+struct Line {
+    name: String,
+    points: Vec<(f64, f64)>,
+    dashed: bool,
+    color: RGBColor,
+}
+
+fn color(i: usize) -> RGBColor {
+    let (r, g, b) = Palette99::pick(i).rgb();
+    RGBColor(r, g, b)
+}
+
+const W: u32 = 560;
+const H: u32 = 360;
+
+/// Compact axis numbers: 1.2M, 350k, 12.5.
+fn human(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 10.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Draws `lines` on linear (or, with `log_x`, logarithmic) axes into an SVG string.
+fn chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+    log_x: bool,
+    y_max_fixed: Option<f64>,
+) -> Result<String, String> {
+    let pts = lines.iter().flat_map(|l| l.points.iter());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0f64);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        return Err(format!("{title}: nothing to draw"));
+    }
+    let y1 = y_max_fixed.unwrap_or(if y1 > 0.0 { y1 * 1.08 } else { 1.0 });
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut b = ChartBuilder::on(&root);
+        b.caption(title, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut c = $chart;
+                c.configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .x_label_formatter(&|v| {
+                        // Thread counts are integers: label those only.
+                        if log_x {
+                            human(*v)
+                        } else if (v - v.round()).abs() < 1e-9 {
+                            format!("{}", v.round() as i64)
+                        } else {
+                            String::new()
+                        }
+                    })
+                    .y_label_formatter(&|v| human(*v))
+                    .light_line_style(RGBColor(248, 248, 248))
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for l in lines {
+                    let style = ShapeStyle::from(&l.color).stroke_width(2);
+                    if l.dashed {
+                        c.draw_series(DashedLineSeries::new(l.points.iter().copied(), 6, 4, style))
+                            .map_err(|e| e.to_string())?;
+                    } else {
+                        c.draw_series(LineSeries::new(l.points.iter().copied(), style))
+                            .map_err(|e| e.to_string())?;
+                        if l.points.len() <= 12 {
+                            c.draw_series(
+                                l.points.iter().map(|&p| {
+                                    Circle::new(p, 3, ShapeStyle::from(&l.color).filled())
+                                }),
+                            )
+                            .map_err(|e| e.to_string())?;
+                        }
+                    }
+                }
+            }};
+        }
+        if log_x {
+            let x0 = x0.max(1.0);
+            let x1 = (x1 * 1.2).max(x0 * 10.0);
+            draw!(
+                b.build_cartesian_2d((x0..x1).log_scale(), 0f64..y1)
+                    .map_err(|e| e.to_string())?
+            );
+        } else {
+            let pad = ((x1 - x0) * 0.04).max(0.25);
+            draw!(
+                b.build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..y1)
+                    .map_err(|e| e.to_string())?
+            );
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// The rows of one workload configuration (a chart group), by lock in first-seen order.
+struct Group<'a> {
+    key: String,
+    rows: Vec<&'a ResultRow>,
+}
+
+fn groups(results: &[ResultRow]) -> Vec<Group<'_>> {
+    let mut out: Vec<Group> = vec![];
+    for r in results {
+        let mut key = format!("{} cs {} ns, think {} ns", r.workload, r.cs_ns, r.think_ns);
+        if let Some(p) = r.read_pct {
+            key += &format!(", {p}% reads");
+        }
+        if let Some(w) = r.writers {
+            key += &format!(", {w} writer(s)");
+        }
+        match out.iter_mut().find(|g| g.key == key) {
+            Some(g) => g.rows.push(r),
+            None => out.push(Group { key, rows: vec![r] }),
+        }
+    }
+    out
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// The locks of a group (no `none`: the harness floor, each thread on its own data, would flatten
+/// every other line), each with its rows sorted by threads.
+fn by_lock<'a>(g: &Group<'a>) -> Vec<(String, Vec<&'a ResultRow>)> {
+    let mut locks: Vec<(String, Vec<&ResultRow>)> = vec![];
+    for r in &g.rows {
+        if r.lock == "none" {
+            continue;
+        }
+        match locks.iter_mut().find(|l| l.0 == r.lock) {
+            Some(l) => l.1.push(r),
+            None => locks.push((r.lock.clone(), vec![r])),
+        }
+    }
+    for l in &mut locks {
+        l.1.sort_by_key(|r| r.threads);
+    }
+    locks
+}
+
+/// A histogram's `[value_ns, count]` buckets as CDF points: (value, % of samples at or below it).
+fn cdf(h: &[(u64, u64)]) -> Vec<(f64, f64)> {
+    let total: u64 = h.iter().map(|b| b.1).sum();
+    if total == 0 {
+        return vec![];
+    }
+    let mut acc = 0;
+    h.iter()
+        .map(|&(v, c)| {
+            acc += c;
+            ((v as f64).max(1.0), 100.0 * acc as f64 / total as f64)
+        })
+        .collect()
+}
+
+/// The plots of one group: scaling, latency CDF (at the highest thread count), idle %, hand-over rate.
+fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> {
+    let locks = by_lock(g);
+    let id = |what: &str| format!("run{run}-{}-{what}", slug(&g.key));
+    let legend: Vec<(String, RGBColor)> = locks
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.clone(), color(i)))
+        .collect();
+    let mut plots = vec![];
+    // Scaling, with the linear reference from the best 1-thread row.
+    let mut lines: Vec<Line> = locks
+        .iter()
+        .enumerate()
+        .map(|(i, (n, rows))| Line {
+            name: n.clone(),
+            points: rows
+                .iter()
+                .map(|r| (r.threads as f64, r.ops_per_sec.median))
+                .collect(),
+            dashed: false,
+            color: color(i),
+        })
+        .collect();
+    let threads: Vec<usize> = {
+        let mut t: Vec<usize> = g.rows.iter().map(|r| r.threads).collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    };
+    let best1 = locks
+        .iter()
+        .filter_map(|(n, rows)| {
+            rows.iter()
+                .find(|r| r.threads == 1)
+                .map(|r| (n, r.ops_per_sec.median))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let mut legend_s = legend.clone();
+    if let Some((name, one)) = best1 {
+        lines.push(Line {
+            name: format!("linear (from {name} at 1 thread, capped at {cpus} CPUs)"),
+            points: threads
+                .iter()
+                .map(|&t| (t as f64, one * t.min(cpus.max(1)) as f64))
+                .collect(),
+            dashed: true,
+            color: RGBColor(120, 120, 120),
+        });
+        legend_s.push((lines.last().unwrap().name.clone(), RGBColor(120, 120, 120)));
+    }
+    plots.push(
+        chart(
+            &format!("{}: throughput vs threads", g.key),
+            "threads",
+            "ops/s (median)",
+            &lines,
+            false,
+            None,
+        )
+        .map(|svg| Plot {
+            id: id("scaling"),
+            caption: format!(
+                "Scaling, {}: median ops/s per thread count; dashed: linear scaling.",
+                g.key
+            ),
+            svg,
+            legend: legend_s,
+        }),
+    );
+    // Latency CDF at the highest thread count, from the recorded histograms.
+    let top = *threads.last().unwrap_or(&1);
+    let cdf: Vec<Line> = locks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (n, rows))| {
+            let r = rows.iter().find(|r| r.threads == top)?;
+            let points = cdf(&r.acquire_ns.histogram);
+            if points.is_empty() {
+                return None;
+            }
+            Some(Line {
+                name: n.clone(),
+                points,
+                dashed: false,
+                color: color(i),
+            })
+        })
+        .collect();
+    if !cdf.is_empty() {
+        let legend = cdf.iter().map(|l| (l.name.clone(), l.color)).collect();
+        plots.push(
+            chart(
+                &format!("{}: acquisition latency CDF at {top} threads", g.key),
+                "ns (log)",
+                "% of sampled acquisitions",
+                &cdf,
+                true,
+                Some(100.0),
+            )
+            .map(|svg| Plot {
+                id: id("latency"),
+                caption: format!(
+                    "Latency CDF, {} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits).",
+                    g.key
+                ),
+                svg,
+                legend,
+            }),
+        );
+    }
+    // Idle CPU.
+    let idle: Vec<Line> = locks
+        .iter()
+        .enumerate()
+        .map(|(i, (n, rows))| Line {
+            name: n.clone(),
+            points: rows
+                .iter()
+                .map(|r| (r.threads as f64, r.idle_pct))
+                .collect(),
+            dashed: false,
+            color: color(i),
+        })
+        .collect();
+    plots.push(
+        chart(
+            &format!("{}: idle CPU vs threads", g.key),
+            "threads",
+            "idle % of min(threads, CPUs)",
+            &idle,
+            false,
+            Some(100.0),
+        )
+        .map(|svg| Plot {
+            id: id("idle"),
+            caption: format!(
+                "Idle CPU, {}: 100 x (1 - CPU time / (wall x min(threads, CPUs))).",
+                g.key
+            ),
+            svg,
+            legend: legend.clone(),
+        }),
+    );
+    // Hand-over rate, where the workload has exclusive operations.
+    let hand: Vec<Line> = locks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (n, rows))| {
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter_map(|r| Some((r.threads as f64, r.handover_rate?)))
+                .collect();
+            (!points.is_empty()).then(|| Line {
+                name: n.clone(),
+                points,
+                dashed: false,
+                color: color(i),
+            })
+        })
+        .collect();
+    if !hand.is_empty() {
+        let legend = hand.iter().map(|l| (l.name.clone(), l.color)).collect();
+        plots.push(
+            chart(
+                &format!("{}: hand-over rate vs threads", g.key),
+                "threads",
+                "share of exclusive ops changing holder",
+                &hand,
+                false,
+                Some(1.0),
+            )
+            .map(|svg| Plot {
+                id: id("handover"),
+                caption: format!(
+                    "Hand-over rate, {}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line).",
+                    g.key
+                ),
+                svg,
+                legend,
+            }),
+        );
+    }
+    plots
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1200px;margin:24px auto;padding:0 16px;color:#222}\
+h1{font-size:24px}h2{font-size:20px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:36px}h3{font-size:16px}\
+table.kv td{padding:2px 12px 2px 0;font-size:14px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}\
+figure{margin:14px 14px 14px 0;display:inline-block;vertical-align:top}figcaption{font-size:13px;color:#444;max-width:560px}\
+.legend{font-size:12px;max-width:560px}.legend span{display:inline-block;margin:2px 10px 2px 0}\
+.legend i{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}\
+.ok{color:#176b2c;font-weight:600}.no{color:#a33;font-weight:600}.verdict{font-size:14px}";
+
+/// The load-time check the browser test reads: plots rendered (a visible `<svg>` with drawn marks) and
+/// errors seen, as attributes of `<body>`.
+const SCRIPT: &str = "var locklabErrors=[];\
+window.addEventListener('error',function(e){locklabErrors.push(String(e.message))});\
+(function(){var ce=console.error;console.error=function(){locklabErrors.push(Array.prototype.join.call(arguments,' '));ce.apply(console,arguments)}})();\
+window.addEventListener('load',function(){var figs=document.querySelectorAll('figure[data-plot]');var ok=0;\
+figs.forEach(function(f){var s=f.querySelector('svg');if(!s)return;var r=s.getBoundingClientRect();\
+if(r.width>0&&r.height>0&&s.querySelectorAll('polyline,path,circle,line').length>0){ok++;f.dataset.rendered='1'}});\
+document.body.dataset.plotsExpected=figs.length;document.body.dataset.plotsRendered=ok;\
+document.body.dataset.errors=locklabErrors.length;document.body.dataset.errorText=locklabErrors.join(' | ');});";
+
+/// The page for `runs`; `Err` names a plot that could not be drawn.
+pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
+    let mut h = String::new();
+    let mut n_plots = 0;
+    write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>locklab report</title><style>{STYLE}</style><script>{SCRIPT}</script></head><body>\n<h1>locklab report</h1>\n<p>locklab {}: {} run(s). Every figure below was measured on the machine named in its section; compare ratios within one run, not absolute times across machines.</p>\n",
+        esc(env!("CARGO_PKG_VERSION")),
+        runs.len()
+    )?;
+    for (i, run) in runs.iter().enumerate() {
+        let r = &run.report;
+        let m = &r.machine;
+        let c = &r.calibration;
+        write!(
+            h,
+            "<h2 id=\"run{i}\">Run {}: {}</h2>\n<table class=\"kv\"><tr><td>CPU</td><td>{}</td></tr><tr><td>logical CPUs</td><td>{}</td></tr><tr><td>kernel</td><td>{}</td></tr><tr><td>rustc</td><td>{}</td></tr><tr><td>locklab</td><td>{}</td></tr>\
+<tr><td>uncontended atomic RMW</td><td>{:.2} ns</td></tr><tr><td>CAS</td><td>{:.2} ns</td></tr><tr><td>cache-line transfer</td><td>{:.1} ns (median {:.1})</td></tr><tr><td>futex wake</td><td>{:.0} ns</td></tr></table>\n",
+            i + 1,
+            esc(if run.source.is_empty() {
+                "this run"
+            } else {
+                &run.source
+            }),
+            esc(&m.cpu_model),
+            m.logical_cpus,
+            esc(&m.kernel),
+            esc(&m.rustc),
+            esc(&r.locklab_version),
+            c.atomic_rmw_ns,
+            c.cas_ns,
+            c.line_transfer_ns,
+            c.line_transfer_median_ns,
+            c.futex_wake_ns,
+        )?;
+        if !run.reproductions.is_empty() {
+            h += "<h3>The seeds reproduced</h3>\n";
+            for p in &run.reproductions {
+                let (cls, word) = if p.reproduced {
+                    ("ok", "reproduced")
+                } else {
+                    ("no", "not reproduced")
+                };
+                writeln!(
+                    h,
+                    "<section class=\"repro\" data-seed=\"{}\"><h3>seed {}: {}</h3><p class=\"verdict\"><span class=\"{cls}\">{word}</span> {}</p><pre>{}</pre></section>",
+                    esc(&p.seed),
+                    esc(&p.seed),
+                    esc(&p.title),
+                    esc(p
+                        .verdict
+                        .split_once(": ")
+                        .map_or(p.verdict.as_str(), |v| v.1)),
+                    esc(&p.table)
+                )?;
+            }
+        }
+        if r.results.is_empty() {
+            continue;
+        }
+        writeln!(
+            h,
+            "<h3>Who wins where</h3><pre>{}</pre>",
+            esc(&crate::suite::summary(r))
+        )?;
+        for g in groups(&r.results) {
+            writeln!(h, "<h3>{}</h3>", esc(&g.key))?;
+            for p in group_plots(i, &g, m.logical_cpus) {
+                let p = p.map_err(|e| anyhow::anyhow!("report: cannot draw a plot: {e}"))?;
+                n_plots += 1;
+                write!(
+                    h,
+                    "<figure data-plot=\"{}\">{}<figcaption>{}</figcaption><div class=\"legend\">",
+                    esc(&p.id),
+                    p.svg,
+                    esc(&p.caption)
+                )?;
+                for (name, c) in &p.legend {
+                    write!(
+                        h,
+                        "<span><i style=\"background:rgb({},{},{})\"></i>{}</span>",
+                        c.0,
+                        c.1,
+                        c.2,
+                        esc(name)
+                    )?;
+                }
+                h += "</div></figure>\n";
+            }
+        }
+    }
+    writeln!(h, "<p data-plots=\"{n_plots}\"></p></body></html>")?;
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Latency, Spread};
+
+    fn row(workload: &str, lock: &str, threads: usize, ops: f64) -> ResultRow {
+        ResultRow {
+            workload: workload.into(),
+            lock: lock.into(),
+            threads,
+            ops_per_sec: Spread {
+                median: ops,
+                min: ops,
+                max: ops,
+            },
+            idle_pct: 10.0 * threads as f64,
+            handover_rate: Some(0.5),
+            acquire_ns: Latency {
+                p50: 20,
+                p99: 80,
+                p999: 90,
+                max: 100,
+                histogram: vec![(20, 50), (80, 49), (100, 1)],
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_group_gets_its_plots_and_the_page_counts_them() {
+        let doc = RunDoc {
+            report: Report {
+                results: vec![
+                    row("mutex", "mutex", 1, 1e7),
+                    row("mutex", "mutex", 2, 1.5e7),
+                    row("mutex", "parking-lot-mutex", 1, 9e6),
+                    row("mutex", "parking-lot-mutex", 2, 1.2e7),
+                    row("mutex", "none", 1, 1e9),
+                    row("refcount", "lockref", 1, 5e7),
+                ],
+                ..Default::default()
+            },
+            reproductions: vec![],
+            source: "x.json".into(),
+        };
+        let html = render(&[doc]).unwrap();
+        // mutex: scaling, latency, idle, hand-over; refcount: the same four.
+        assert!(
+            html.contains("<p data-plots=\"8\">"),
+            "{}",
+            &html[html.len() - 200..]
+        );
+        assert_eq!(html.matches("<figure data-plot=").count(), 8);
+        assert_eq!(html.matches("<svg").count(), 8);
+        assert!(html.contains("linear (from mutex at 1 thread"));
+        // `none` is left out of the lines and the legend.
+        assert!(!html.contains("</i>none</span>"));
+        assert!(html.contains("</i>parking-lot-mutex</span>"));
+        // No network: nothing is fetched.
+        assert!(!html.contains("<link") && !html.contains("src=") && !html.contains("url("));
+    }
+
+    #[test]
+    fn the_cdf_accumulates_to_100_percent() {
+        let p = cdf(&[(20, 50), (80, 49), (100, 1)]);
+        assert_eq!(p, vec![(20.0, 50.0), (80.0, 99.0), (100.0, 100.0)]);
+        assert!(cdf(&[]).is_empty());
+        let r = row("mutex", "mutex", 2, 1.0);
+        let g = Group {
+            key: "k".into(),
+            rows: vec![&r],
+        };
+        let plots: Vec<Plot> = group_plots(0, &g, 2)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(plots.len(), 4);
+        assert!(plots[1].id.ends_with("latency") && plots[1].caption.contains("at 2 threads"));
+    }
+
+    #[test]
+    fn html_is_escaped() {
+        assert_eq!(esc("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+        assert_eq!(human(1_234_567.0), "1.2M");
+        assert_eq!(human(35_000.0), "35k");
+        assert_eq!(human(0.5), "0.50");
+    }
+}
