@@ -10,8 +10,9 @@
 //!   names and [`WRITE_CS_NS`] of work;
 //! - [`THINK_NS`] outside the lock (the rest of the system call).
 //!
-//! Half the operations are lookups. Threads: the CPUs and four times as many (the seed ran more
-//! contenders than CPUs). Locks: our `Mutex`, our `RwSem`, our `RwSem` without reader spinning (the
+//! Half the operations are lookups. Threads: the CPUs (the seed's figures are "when all the cpus
+//! are contending on the lock": the verdict is checked there) and four times as many (oversubscribed,
+//! reported beside). Locks: our `Mutex`, our `RwSem`, our `RwSem` without reader spinning (the
 //! seed's rwsem), parking_lot's and std's `RwLock`. Figures: throughput and the idle share of the CPUs.
 //!
 //! `figures`: `{"rows": [{"lock", "threads", "ops_per_sec", "idle_pct", "cpu_s_per_mop"}], "seed": {...}}`.
@@ -134,28 +135,36 @@ pub struct Row {
     pub m: Measured,
 }
 
-/// The seed's claims, checked at the most oversubscribed count: (1) the rwsem without reader spinning
-/// leaves clearly more of the CPUs idle than the mutex (at least 10 points more), and (2) is slower
-/// than the mutex. Also reported: whether our default `RwSem` (with reader spinning) closes the gap
-/// (idle within 5 points of the mutex's: the kernel's fix working here).
+/// The seed's claims, checked where the seed saw them, "when all the cpus are contending on the
+/// lock" (threads = CPUs, the lowest count run), each holding when our figure goes the seed's way
+/// beyond noise: (1) the rwsem without reader spinning leaves at least 10 points more of the CPUs
+/// idle than the mutex, and (2) runs below 0.95x the mutex's throughput. Reported beside: the same at
+/// the oversubscribed count (where a sleeping writer's CPU goes to another thread, so idle need not
+/// cost throughput), and whether our default `RwSem` closes the gap (idle within 5 points of the
+/// mutex's: the kernel's v5.3 fix working here).
 pub fn verdict(rows: &[Row]) -> (bool, String) {
+    let lo = rows.iter().map(|r| r.threads).min().unwrap_or(0);
     let top = rows.iter().map(|r| r.threads).max().unwrap_or(0);
-    let at = |lock: &str| {
+    let at = |lock: &str, t: usize| {
         rows.iter()
-            .find(|r| r.lock == lock && r.threads == top)
+            .find(|r| r.lock == lock && r.threads == t)
             .map(|r| r.m)
     };
-    let (Some(mutex), Some(old), Some(new)) =
-        (at("mutex"), at("rwsem-no-reader-spin"), at("rwsem"))
-    else {
+    let (Some(mutex), Some(old), Some(new), Some(mutex_o), Some(old_o)) = (
+        at("mutex", lo),
+        at("rwsem-no-reader-spin", lo),
+        at("rwsem", lo),
+        at("mutex", top),
+        at("rwsem-no-reader-spin", top),
+    ) else {
         return (false, "not reproduced: a required arm did not run".into());
     };
     let idles_more = old.idle_pct >= mutex.idle_pct + 10.0;
-    let slower = old.ops_per_sec < mutex.ops_per_sec;
+    let slower = old.ops_per_sec < 0.95 * mutex.ops_per_sec;
     let fixed = new.idle_pct <= mutex.idle_pct + 5.0;
     let ok = idles_more && slower;
     let text = format!(
-        "{}: at {top} threads the rwsem without reader spinning left {:.0}% of the CPUs idle vs the mutex's {:.0}% (seed: {SEED_RWSEM_IDLE:.0}% vs {:.0}-{:.0}%; {}) and ran at {:.2}x the mutex's throughput ({}); our RwSem with reader spinning (the v5.3 fix): {:.0}% idle, {:.2}x the mutex ({})",
+        "{}: at {lo} threads (every CPU contending) the rwsem without reader spinning left {:.0}% of the CPUs idle vs the mutex's {:.0}% (seed: {SEED_RWSEM_IDLE:.0}% vs {:.0}-{:.0}%; {}) and ran at {:.2}x the mutex's throughput ({}); our RwSem with reader spinning (the v5.3 fix): {:.0}% idle, {:.2}x the mutex ({}); oversubscribed ({top} threads): {:.0}% idle vs the mutex's {:.0}%, {:.2}x its throughput",
         if ok { "reproduced" } else { "not reproduced" },
         old.idle_pct,
         mutex.idle_pct,
@@ -179,6 +188,9 @@ pub fn verdict(rows: &[Row]) -> (bool, String) {
         } else {
             "the gap is NOT closed here"
         },
+        old_o.idle_pct,
+        mutex_o.idle_pct,
+        old_o.ops_per_sec / mutex_o.ops_per_sec.max(1e-9),
     );
     (ok, text)
 }
@@ -263,29 +275,34 @@ mod tests {
     }
 
     #[test]
-    fn the_verdict_checks_idle_and_throughput_at_the_top_count() {
+    fn the_verdict_checks_idle_and_throughput_with_every_cpu_contending() {
         let rows = vec![
-            row("mutex", 2, 1e6, 1.0),
-            row("rwsem-no-reader-spin", 2, 1e6, 1.0),
-            row("rwsem", 2, 1e6, 1.0),
-            row("mutex", 8, 2e6, 10.0),
-            row("rwsem-no-reader-spin", 8, 1e6, 60.0),
-            row("rwsem", 8, 2e6, 12.0),
+            row("mutex", 2, 2e6, 10.0),
+            row("rwsem-no-reader-spin", 2, 1e6, 60.0),
+            row("rwsem", 2, 2e6, 12.0),
+            row("mutex", 8, 1e6, 1.0),
+            row("rwsem-no-reader-spin", 8, 1e6, 40.0),
+            row("rwsem", 8, 1e6, 1.0),
         ];
         let (ok, text) = verdict(&rows);
         assert!(
             ok && text.contains("the gap closed") && text.contains("0.50x"),
             "{text}"
         );
+        assert!(
+            text.contains("oversubscribed (8 threads): 40% idle"),
+            "{text}"
+        );
         let mut flat = rows.clone();
-        flat[4].m.idle_pct = 15.0;
+        flat[1].m.idle_pct = 15.0;
         let (ok, text) = verdict(&flat);
         assert!(!ok && text.contains("NOT more idle"), "{text}");
         let mut faster = rows.clone();
-        faster[4].m.ops_per_sec = 3e6;
+        faster[1].m.ops_per_sec = 1.96e6;
         let (ok, text) = verdict(&faster);
         assert!(!ok && text.contains("NOT slower"), "{text}");
-        assert!(!verdict(&rows[..2]).0);
+        let missing: Vec<Row> = rows.iter().filter(|r| r.lock != "rwsem").cloned().collect();
+        assert!(verdict(&missing).1.contains("did not run"));
     }
 
     #[test]
