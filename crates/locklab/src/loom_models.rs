@@ -2,14 +2,14 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=1 cargo test -p locklab --release --lib loom_models`
 //! (`.ci/run` does; the run time is noted there).
 //!
-//! Known limit: with a preemption bound of 2, loom 0.7 reports "exceeded maximum number of branches" for
-//! the OSQ, mutex and condvar models, in schedules where a thread is preempted just before an RMW on a
-//! lock word and never rescheduled while the other thread spins with `yield_now` (a bare store/spin model
-//! passes). Futex sleeps are modelled by a loom `Mutex`/`Condvar` pair (`sys`), so loom sees a sleeper
-//! as blocked rather than spinning; with that `condvar_notify` runs. `condvar_timeout_vs_notify` and
-//! the two RwSem fair-unlock models still exceed loom's path limit at bound 1, spinning on an internal
-//! list lock, and stay `#[ignore]`d; real-thread tests, `locklab torture` and the webkit queue test cover
-//! those paths meanwhile. `LOOM_MAX_BRANCHES` overrides the branch limit.
+//! Loom 0.7 and test-and-set: a `swap(true)` spin on a held lock makes loom keep reading the
+//! spinner's own `true` after the holder's `store(false)` (a two-thread swap spinlock with
+//! `yield_now` exceeds the branch limit at preemption bound 1; the same lock on compare-exchange
+//! passes). Our internal list lock (`RawTasLock`) therefore uses a compare-exchange under loom (one
+//! locked instruction either way on hardware, where it keeps `xchg`); that made the condvar-timeout
+//! and RwSem fair-unlock models run, which had stayed ignored as "spinning on a list lock loom never
+//! shows released". Futex sleeps are modelled by a loom `Mutex`/`Condvar` pair (`sys`), so loom sees
+//! a sleeper as blocked rather than spinning. `LOOM_MAX_BRANCHES` overrides the branch limit.
 //!
 //! Protected data lives in `loom::cell::UnsafeCell`, so loom reports any access that the lock's
 //! Acquire/Release edges fail to order, besides the explicit "two inside" checks. Spin budgets, waiter
@@ -313,7 +313,6 @@ fn condvar_notify() {
 /// Condvar timeout racing with a notification: the waiter either times out (and is off the condvar's
 /// list) or is moved to the mutex and re-locks; the mutex ends free either way.
 #[test]
-#[ignore = "loom path limit: the main thread spins on an internal list lock that loom never shows released (under investigation; the condvar and fair-unlock paths are covered by real-thread tests, torture and the webkit queue test)"]
 fn condvar_timeout_vs_notify() {
     model(|| {
         let s = Arc::new((RawMutex::new(), RawCondvar::new()));
@@ -519,14 +518,12 @@ fn percpu_rwsem_timeouts() {
 /// the releaser's next write lock comes after the waiter's (loom's race detector checks the two
 /// critical sections are ordered); the rwsem ends free.
 #[test]
-#[ignore = "loom path limit: the main thread spins on an internal list lock that loom never shows released (under investigation; the condvar and fair-unlock paths are covered by real-thread tests, torture and the webkit queue test)"]
 fn rwsem_fair_unlock_hands_to_writer() {
     rwsem_fair_unlock_with(false);
 }
 
 /// RwSem fair unlock, reader waiting: the reader is granted through the downgrade path.
 #[test]
-#[ignore = "loom path limit: the main thread spins on an internal list lock that loom never shows released (under investigation; the condvar and fair-unlock paths are covered by real-thread tests, torture and the webkit queue test)"]
 fn rwsem_fair_unlock_grants_reader() {
     rwsem_fair_unlock_with(true);
 }

@@ -57,18 +57,35 @@ impl RawTasLock {
         }
     }
 
+    /// One test-and-set: `true` if it took the lock. Acquire pairs with the Release store in
+    /// `unlock`.
+    ///
+    /// Under loom the test-and-set is a compare-exchange: loom 0.7 models a `swap` that keeps
+    /// writing `true` on a held lock so that the holder's later `store(false)` can stay invisible to
+    /// every following `swap` (a two-thread swap spinlock with `yield_now` exceeds its branch limit
+    /// at preemption bound 1, where the same lock built on compare-exchange passes). A failed
+    /// compare-exchange writes nothing. On hardware both are one locked instruction; `xchg` stays.
+    #[inline(always)]
+    fn test_and_set(&self) -> bool {
+        if cfg!(loom) {
+            self.locked
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        } else {
+            !self.locked.swap(true, Ordering::Acquire)
+        }
+    }
+
     /// Tries once to take the lock.
     #[inline]
     pub fn try_lock(&self) -> bool {
-        // Acquire pairs with the Release store in `unlock`.
-        !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire)
+        !self.locked.load(Ordering::Relaxed) && self.test_and_set()
     }
 
     /// Takes the lock, spinning with backoff while it is held.
     #[inline]
     pub fn lock(&self) {
-        // Acquire pairs with the Release store in `unlock`.
-        if self.locked.swap(true, Ordering::Acquire) {
+        if !self.test_and_set() {
             self.lock_slow();
         }
     }
@@ -86,8 +103,7 @@ impl RawTasLock {
     /// after a thousand rounds of backoff.
     #[inline]
     pub(crate) fn lock_internal(&self) {
-        // Acquire pairs with the Release store in `unlock`.
-        if self.locked.swap(true, Ordering::Acquire) {
+        if !self.test_and_set() {
             self.spin_then_yield(SpinWait::with_spins(INTERNAL_SPINS));
         }
     }
@@ -106,8 +122,7 @@ impl RawTasLock {
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 wait.wait();
             }
-            // Acquire pairs with the Release store in `unlock`.
-            if !self.locked.swap(true, Ordering::Acquire) {
+            if self.test_and_set() {
                 return;
             }
             if cfg!(loom) {
