@@ -12,8 +12,12 @@
 //! # Algorithm (after the kernel's `kernel/locking/rwsem.c`)
 //! - `down_read`: `fetch_add(READER_BIAS)`; in if no writer, waiters or hand-off. Else the slow path:
 //!   **steal** the lock if no writer holds it, no hand-off is pending and no other reader is in (the
-//!   bias stays); otherwise undo the bias, queue, and sleep until a waker grants the read lock (it adds
-//!   our bias for us).
+//!   bias stays); else, once, if a writer holds it and nobody is queued, **spin**: undo the bias, watch
+//!   the word (loads only) for up to [`READER_SPIN_ON_WRITER_NS`] until it admits readers, then add
+//!   the bias again and re-check (the kernel's readers spun on writers from v5.3 to v5.10; in
+//!   userspace a futex sleep and wake-up cost more than most write sections: without it a reader
+//!   behind a 100 ns write slept, and seed 003's model left a quarter of the CPUs idle); otherwise
+//!   undo the bias, queue, and sleep until a waker grants the read lock (it adds our bias for us).
 //! - `down_write`: `cas(0 -> WRITER_LOCKED)`. Else spin through the OSQ while spinning is promising
 //!   (below), then queue and sleep; a woken writer retries, and a first waiter past [`HANDOFF_NS`] sets
 //!   HANDOFF, after which only it may take the lock.
@@ -31,8 +35,9 @@
 //! does not clear it), plus NONSPINNABLE. A spinning writer (OSQ head):
 //! - writer-owned: spins while the owner is unchanged, at most [`OWNER_SPIN_NS`] per owner (as the Mutex);
 //! - reader-owned: spins until a deadline of `READER_SPIN_BASE_NS + READER_SPIN_PER_READER_NS x readers`,
-//!   capped at [`READER_SPIN_MAX_NS`], re-armed when a new reader phase begins; on timeout it sets
-//!   NONSPINNABLE and queues.
+//!   capped at [`READER_SPIN_MAX_NS`], re-armed when the owner changes kind (only the first reader
+//!   after a writer stores its tag: every reader storing made the owner line bounce between
+//!   readers); on timeout it sets NONSPINNABLE and queues.
 //!
 //! Two constructors build the kernel's older rwsems for experiments (`locklab reproduce`):
 //! [`RawRwSem::without_reader_spinning`] (v3.16-v5.2, seed 003: writers spin only on writer owners and
@@ -63,7 +68,7 @@
 //! 5. A waiter returns only after it is out of the list; a waker's HANDED/WOKEN store is its last access.
 //!
 //! # Memory orderings
-//! Every acquisition (reader `fetch_add`, writer CAS) is Acquire; `up_read`/`up_write`/`downgrade` are
+//! Every acquisition (reader `fetch_add`, also after a reader's spin; writer CAS) is Acquire; `up_read`/`up_write`/`downgrade` are
 //! Release; a granted reader's bias is added (Acquire+Release) by the waker before the HANDED store
 //! (Release), which the reader reads with Acquire. Flag updates are Relaxed (the list is under
 //! `wait_lock`). The owner field is a Relaxed hint: it decides only whether to spin.
@@ -113,6 +118,9 @@ pub const READER_SPIN_BASE_NS: u64 = 10_000;
 pub const READER_SPIN_PER_READER_NS: u64 = 500;
 /// Writer spinning on reader owners: cap of the deadline.
 pub const READER_SPIN_MAX_NS: u64 = 25_000;
+/// A reader that finds a writer holding the lock (and nobody queued) watches the word this long before
+/// it queues and sleeps (default rwsem only).
+pub const READER_SPIN_ON_WRITER_NS: u64 = 10_000;
 /// Overall cap on one writer's spinning, OSQ wait included.
 pub const SPIN_MAX_NS: u64 = 50_000;
 /// Most `pause`s between two looks while spinning; at the cap the spinner yields instead ([`Backoff`]).
@@ -280,14 +288,18 @@ impl RawRwSem {
         LockedList::lock(&self.wait_lock, &self.waiters)
     }
 
+    /// Marks the lock reader-owned, once per reader phase: only the first reader after a writer
+    /// stores (every reader storing made the owner line bounce between concurrent readers).
     #[inline]
     fn set_reader_owned(&self, tag: u32) {
         // Relaxed: a hint. Keeps NONSPINNABLE (it lasts until a writer owns the lock).
-        let keep = self.owner.load(Ordering::Relaxed) & NONSPINNABLE;
-        self.owner.store(
-            ((tag as u64) << OWNER_TAG_SHIFT) | READER_OWNED | keep,
-            Ordering::Relaxed,
-        );
+        let o = self.owner.load(Ordering::Relaxed);
+        if o & READER_OWNED == 0 {
+            self.owner.store(
+                ((tag as u64) << OWNER_TAG_SHIFT) | READER_OWNED | (o & NONSPINNABLE),
+                Ordering::Relaxed,
+            );
+        }
     }
 
     #[inline]
@@ -352,19 +364,37 @@ impl RawRwSem {
     /// The reader slow path; our bias is in the count. Returns `false` only on timeout.
     #[cold]
     #[inline(never)]
-    fn read_slow(&self, c: u64, tag: u32, deadline: Option<&Deadline>) -> bool {
-        if c & READER_OVERFLOW != 0 {
-            // Relaxed: we were never in. Other readers hold it, so their last unlock does any wake-up.
-            self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
-            reader_overflow();
-        }
-        // Reader lock stealing: no writer holds it, no hand-off is pending, and no other reader is in
-        // (so the lock was just freed): our bias makes us a reader (invariant 2) even with waiters
-        // queued. With other readers in we queue instead, as the kernel does: else a stream of
-        // overlapping readers would keep the count from ever draining and a queued writer asleep.
-        if c & (WRITER_LOCKED | HANDOFF) == 0 && readers(c) == 0 {
-            self.set_reader_owned(tag);
-            return true;
+    fn read_slow(&self, mut c: u64, tag: u32, deadline: Option<&Deadline>) -> bool {
+        let mut spun = self.spin != SPIN_ALL;
+        loop {
+            if c & READ_FAILED_MASK == 0 {
+                // In, as on the fast path (after a spin: the bias went back in on a readable word).
+                self.set_reader_owned(tag);
+                return true;
+            }
+            if c & READER_OVERFLOW != 0 {
+                // Relaxed: we were never in. Other readers hold it, so their last unlock does any
+                // wake-up.
+                self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+                reader_overflow();
+            }
+            // Reader lock stealing: no writer holds it, no hand-off is pending, and no other reader is
+            // in (so the lock was just freed): our bias makes us a reader (invariant 2) even with
+            // waiters queued. With other readers in we queue instead, as the kernel does: else a
+            // stream of overlapping readers would keep the count from ever draining and a queued
+            // writer asleep.
+            if c & (WRITER_LOCKED | HANDOFF) == 0 && readers(c) == 0 {
+                self.set_reader_owned(tag);
+                return true;
+            }
+            // Reader spinning (once): a writer holds the lock and nobody is queued. A futex sleep and
+            // wake-up cost microseconds, more than most write sections: back our bias out, watch the
+            // word with plain loads for up to READER_SPIN_ON_WRITER_NS, and try again.
+            if spun || c & WRITER_LOCKED == 0 || c & (WAITERS | HANDOFF) != 0 {
+                break;
+            }
+            spun = true;
+            c = self.spin_for_read(deadline);
         }
         let w = Waiter::with_kind(tag, true);
         let mut list = self.waiters();
@@ -391,6 +421,30 @@ impl RawRwSem {
         drop(list);
         // SAFETY: `w` is queued on this rwsem and lives until this returns.
         unsafe { self.sleep_queued(&w, deadline) }
+    }
+
+    /// A reader's spin while a writer holds the lock: takes our bias out, waits (loads only) until the
+    /// word would admit a reader, waiters appear, or the budget (or `deadline`) runs out, then puts
+    /// the bias back (Acquire: pairs with the Release of `up_write` / `downgrade`, as in `read`) and
+    /// returns the count it added to, for the caller's checks (invariant 2 holds as in `read`).
+    fn spin_for_read(&self, deadline: Option<&Deadline>) -> u64 {
+        // Relaxed: we were never in. A writer holds the lock, so no unlock can have counted on our
+        // transient bias: its `up_write` wakes the queue (if any) whatever the reader count.
+        self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+        let mut budget = SpinBudget::new(READER_SPIN_ON_WRITER_NS);
+        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
+        loop {
+            let c = self.count.load(Ordering::Relaxed);
+            if c & READ_FAILED_MASK == 0
+                || c & (WAITERS | HANDOFF) != 0
+                || budget.expired()
+                || crate::clock::time_left(deadline).is_none()
+            {
+                break;
+            }
+            backoff.wait();
+        }
+        self.count.fetch_add(READER_BIAS, Ordering::Acquire)
     }
 
     /// Releases a shared hold.
@@ -1023,6 +1077,32 @@ mod tests {
         assert!(s.is_locked_exclusive());
         unsafe { s.write_unlock_fair(&t) };
         assert_eq!(s.count.load(Ordering::Relaxed), 0);
+    }
+
+    /// A reader's spin on a writer-held lock: the bias is out while it watches and back in when it
+    /// returns; it stops on a readable word, on queued waiters and at its deadline, and never queues.
+    #[test]
+    fn reader_spin_restores_its_bias_and_stops_when_it_should() {
+        let s = RawRwSem::new();
+        // Readable at once: returns the word it added to, bias in.
+        s.count.store(READER_BIAS, Ordering::Relaxed);
+        assert_eq!(s.spin_for_read(None), 0);
+        assert_eq!(s.count.load(Ordering::Relaxed), READER_BIAS);
+        // Writer-held with waiters: stops at once (it would queue behind them).
+        s.count
+            .store(WRITER_LOCKED | WAITERS | READER_BIAS, Ordering::Relaxed);
+        assert_eq!(s.spin_for_read(None), WRITER_LOCKED | WAITERS);
+        // Writer-held, nobody queued, deadline passed: stops at once.
+        s.count
+            .store(WRITER_LOCKED | READER_BIAS, Ordering::Relaxed);
+        let past = std::time::Instant::now();
+        assert_eq!(s.spin_for_read(Some(&past)), WRITER_LOCKED);
+        assert_eq!(s.count.load(Ordering::Relaxed), WRITER_LOCKED | READER_BIAS);
+        // Writer-held for longer than the budget: gives up after about READER_SPIN_ON_WRITER_NS.
+        let t0 = std::time::Instant::now();
+        assert_eq!(s.spin_for_read(None), WRITER_LOCKED);
+        assert!(t0.elapsed() >= std::time::Duration::from_nanos(READER_SPIN_ON_WRITER_NS));
+        assert!(s.waiters().is_empty(), "a spinning reader never queues");
     }
 
     #[test]
