@@ -3,6 +3,7 @@
 
 use crate::locks::{self, LockInfo};
 use crate::report::{Exporter, Format};
+use crate::runner::CondvarSpec;
 use crate::workload::Workload;
 use clap::{Args, Parser, Subcommand};
 
@@ -163,6 +164,13 @@ pub struct BenchArgs {
     /// Updater threads (`rcu-update` only; default 1): threads 0..N update, the rest read.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub writers: Option<String>,
+    /// Queue capacity in messages (`condvar` only; default 1).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub slots: Option<String>,
+    /// `one` or `all`: how a producer or consumer notifies the other side (`condvar` only; default
+    /// one).
+    #[arg(long, value_name = "one|all")]
+    pub notify: Option<String>,
     /// Measurement window per repeat, ms.
     #[arg(
         long,
@@ -219,6 +227,8 @@ pub struct Plan {
     pub read_pct: u32,
     /// updater threads for `rcu-update` (capped at each row's threads)
     pub writers: usize,
+    /// `condvar`: queue capacity and notify mode.
+    pub condvar: CondvarSpec,
     /// window, ms
     pub duration_ms: u64,
     /// warm-up, ms
@@ -255,6 +265,8 @@ fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
 pub const MAX_THREADS: usize = 1024;
 /// Largest work per operation, ns (10 ms).
 pub const MAX_WORK_NS: u64 = 10_000_000;
+/// Largest `--slots`.
+pub const MAX_SLOTS: u64 = 1_000_000;
 /// Longest window, ms (10 minutes).
 pub const MAX_DURATION_MS: u64 = 600_000;
 /// Most repeats.
@@ -393,8 +405,9 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
             }
         }
     }
-    // Every run measures the `none` baseline first: the limits and `lock_ns` are built on it.
-    if !chosen.iter().any(|c| c.name == locks::NONE) {
+    // Every run measures the `none` baseline first where it has one: the limits and `lock_ns` are
+    // built on it (`condvar` has none: a queue without a lock is not a baseline of anything).
+    if !chosen.iter().any(|c| c.name == locks::NONE) && locks::none().supports(workload) {
         chosen.insert(0, locks::none());
     }
     let threads = match &a.threads {
@@ -416,6 +429,26 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
             ));
         }
     };
+    let slots = match (&a.slots, workload) {
+        (Some(n), Workload::Condvar) => number("slots", n, 1, MAX_SLOTS)? as usize,
+        (None, _) => 1,
+        (Some(_), w) => {
+            return usage(format!(
+                "--slots applies only to --workload condvar, not {w}"
+            ));
+        }
+    };
+    let notify_all = match (a.notify.as_deref(), workload) {
+        (None, _) => false,
+        (Some(_), w) if w != Workload::Condvar => {
+            return usage(format!(
+                "--notify applies only to --workload condvar, not {w}"
+            ));
+        }
+        (Some("one"), _) => false,
+        (Some("all"), _) => true,
+        (Some(n), _) => return usage(format!("--notify: '{n}' is not one of: one, all")),
+    };
     Ok(Plan {
         workloads: vec![(workload, chosen)],
         threads,
@@ -423,6 +456,7 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
         think_ns: number("think-ns", &a.think_ns, 0, MAX_WORK_NS)?,
         read_pct,
         writers,
+        condvar: CondvarSpec { slots, notify_all },
         duration_ms: number("duration-ms", &a.duration_ms, 1, MAX_DURATION_MS)?,
         warmup_ms: number("warmup-ms", &a.warmup_ms, 0, MAX_DURATION_MS)?,
         repeats: number("repeats", &a.repeats, 1, MAX_REPEATS as u64)? as usize,
@@ -452,6 +486,7 @@ pub fn plan_default(cpus: usize) -> Plan {
         think_ns: 0,
         read_pct: 90,
         writers: 1,
+        condvar: CondvarSpec::default(),
         duration_ms: 130,
         warmup_ms: 30,
         repeats: 3,

@@ -10,8 +10,17 @@
 use crate::metrics::ResultRow;
 use crate::report::Report;
 
-/// A row's identity.
-type Key = (String, String, usize, u64, u64, Option<u32>);
+/// A row's identity (public through [`Compared::key`]): workload, lock, threads, cs, think, read %, and the workload's own settings
+/// (`rcu-update` writers, `condvar` slots and notify mode).
+pub type Key = (
+    String,
+    String,
+    usize,
+    u64,
+    u64,
+    Option<u32>,
+    (Option<usize>, Option<usize>, Option<String>),
+);
 
 fn key(r: &ResultRow) -> Key {
     (
@@ -21,6 +30,7 @@ fn key(r: &ResultRow) -> Key {
         r.cs_ns,
         r.think_ns,
         r.read_pct,
+        (r.writers, r.slots, r.notify.clone()),
     )
 }
 
@@ -49,8 +59,8 @@ impl Verdict {
 /// One matched row.
 #[derive(Clone, Debug)]
 pub struct Compared {
-    /// workload, lock, threads, cs, think, read %
-    pub key: (String, String, usize, u64, u64, Option<u32>),
+    /// workload, lock, threads, cs, think, read %, (writers, slots, notify)
+    pub key: Key,
     /// old median ops/s
     pub old: f64,
     /// new median ops/s

@@ -209,6 +209,17 @@ pub struct ResultRow {
     /// `rcu-sync` only: `synchronize` calls in the same span (the grace periods served them all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_calls: Option<u64>,
+    /// `condvar` only: the queue's capacity (`--slots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<usize>,
+    /// `condvar` only: `one` or `all` (`--notify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<String>,
+    /// `condvar` only: voluntary context switches of the process per message delivered in the median
+    /// repeat: each sleep on a condvar or the mutex ends in one wake-up, so this counts the wake-ups a
+    /// message cost (0 when nobody ever sleeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeups_per_msg: Option<f64>,
     /// `rcu-update` only: the readers' throughput (threads `writers..`) in the median repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads_per_sec: Option<f64>,
@@ -254,6 +265,8 @@ pub struct RowSpec {
     pub read_pct: u32,
     /// updater threads (rcu-update)
     pub writers: usize,
+    /// queue shape (condvar)
+    pub condvar: crate::runner::CondvarSpec,
     /// window, ms
     pub duration_ms: u64,
     /// logical CPUs available
@@ -281,7 +294,11 @@ pub fn handover_model(
     if spec.threads < 2
         || matches!(
             spec.workload,
-            Workload::RcuRead | Workload::CallRcu | Workload::RcuUpdate | Workload::RcuSync
+            Workload::RcuRead
+                | Workload::CallRcu
+                | Workload::RcuUpdate
+                | Workload::RcuSync
+                | Workload::Condvar
         )
     {
         return None;
@@ -383,6 +400,19 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
         rss_kb: med.rss_kb,
         grace_periods: med.sync_counts.map(|c| c.0),
         sync_calls: med.sync_counts.map(|c| c.1),
+        slots: (spec.workload == Workload::Condvar).then_some(spec.condvar.slots),
+        notify: (spec.workload == Workload::Condvar).then(|| {
+            if spec.condvar.notify_all {
+                "all"
+            } else {
+                "one"
+            }
+            .to_string()
+        }),
+        wakeups_per_msg: (spec.workload == Workload::Condvar).then(|| {
+            let msgs: u64 = med.per_thread_ops.iter().sum();
+            med.voluntary_cs as f64 / msgs.max(1) as f64
+        }),
         reads_per_sec: (spec.workload == Workload::RcuUpdate).then(|| {
             let reads: u64 = med.per_thread_ops.iter().skip(spec.writers).sum();
             reads as f64 / wall_s
@@ -530,6 +560,7 @@ mod tests {
             think_ns: 0,
             read_pct: 0,
             writers: 1,
+            condvar: Default::default(),
             duration_ms: 500,
             cpus: 2,
         }

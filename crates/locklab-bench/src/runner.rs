@@ -3,7 +3,7 @@
 //!
 //! Timing comes from a [`Clock`], so the runner can be tested with a deterministic mock clock.
 
-use crate::locks::{LockUnderTest, RcuUnderTest, RefCountUnderTest};
+use crate::locks::{CondvarUnderTest, LockUnderTest, RcuUnderTest, RefCountUnderTest};
 use crate::work::spin_work;
 use crate::workload::Shared;
 use hdrhistogram::Histogram;
@@ -75,12 +75,32 @@ pub struct TrialSpec {
     pub read_pct: u32,
     /// `rcu-update`: threads `0..writers` update, the others read (ignored by other workloads).
     pub writers: usize,
+    /// `condvar`: the queue's shape (ignored by other workloads).
+    pub condvar: CondvarSpec,
     /// Warm-up before the window.
     pub warmup_ns: u64,
     /// The measurement window.
     pub duration_ns: u64,
     /// CPUs to pin worker i to `cpus[i % len]`; empty: no pinning.
     pub cpus: Vec<usize>,
+}
+
+/// The `condvar` workload's queue: its capacity and how waiters are notified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CondvarSpec {
+    /// Messages the queue holds (`--slots`).
+    pub slots: usize,
+    /// `notify_all` instead of `notify_one` (`--notify all`).
+    pub notify_all: bool,
+}
+
+impl Default for CondvarSpec {
+    fn default() -> Self {
+        CondvarSpec {
+            slots: 1,
+            notify_all: false,
+        }
+    }
 }
 
 /// Raw results of one trial.
@@ -280,6 +300,11 @@ pub(crate) trait Op: Sync {
     /// Runs op `i` of thread `t`; with `SAMPLE`, returns its acquisition latency in ns (else 0).
     fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64;
 
+    /// Called once the window is over and every worker has been told to stop, before they are joined:
+    /// an op that can block on another thread (a consumer waiting for a producer that has stopped)
+    /// releases its waiters here.
+    fn stop(&self) {}
+
     /// Runs ops `i..i + n` unsampled, counting into a local tally (see [`lock_batch`]).
     #[inline(always)]
     fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
@@ -299,6 +324,9 @@ impl<T: Op> Op for &T {
     #[inline(always)]
     fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
         (**self).batch(t, i, n, tally)
+    }
+    fn stop(&self) {
+        (**self).stop()
     }
 }
 
@@ -423,6 +451,7 @@ pub(crate) fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Tri
             _ => (None, 0),
         };
         phase.store(STOP, Ordering::Relaxed);
+        op.stop();
         let mut acquire_ns = Histogram::<u64>::new(3).expect("valid");
         let (mut exclusive_ops, mut handovers) = (0, 0);
         for w in workers {
@@ -706,6 +735,72 @@ pub fn run_refcount<R: RefCountUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -
     run_trial(spec, clock, op)
 }
 
+/// The `condvar` operation: threads `0..producers` push one message each op, the others pop one
+/// (waiting on the queue's condvars); alone, one thread pushes and pops (it never waits). The latency
+/// is the whole push or pop, waits included. `cs` of work is done on each message under nothing (the
+/// consumer's handling), `think` between ops.
+struct CondvarOp<'a, C> {
+    queue: C,
+    producers: usize,
+    notify_all: bool,
+    clock: &'a dyn Clock,
+    work: Work,
+}
+
+impl<C: CondvarUnderTest> Op for CondvarOp<'_, C> {
+    #[inline]
+    fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
+        let start = if SAMPLE { self.clock.now_ns() } else { 0 };
+        if self.producers == 0 {
+            // One thread: produce and consume in one op.
+            if self.queue.produce(i, self.notify_all) {
+                tally.sink ^= self.queue.consume(self.notify_all).unwrap_or(0);
+            }
+        } else if t < self.producers {
+            self.queue.produce(i, self.notify_all);
+        } else if let Some(m) = self.queue.consume(self.notify_all) {
+            tally.sink ^= m;
+            if self.work.cs_loops > 0 {
+                tally.sink ^= spin_work(self.work.cs_loops, m);
+            }
+        }
+        let latency = if SAMPLE {
+            self.clock.now_ns() - start
+        } else {
+            0
+        };
+        if self.work.think_loops > 0 {
+            tally.sink ^= spin_work(self.work.think_loops, i);
+        }
+        latency
+    }
+    fn stop(&self) {
+        self.queue.close();
+    }
+}
+
+/// A trial of the `condvar` workload on queue `C`. The outcome counts messages delivered: only the
+/// consumers' op counts are kept (`per_thread_ops` has one entry per consumer; alone, the one thread
+/// both produces and consumes).
+pub fn run_condvar<C: CondvarUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    let producers = condvar_producers(spec.threads);
+    let op = CondvarOp {
+        queue: C::new(spec.condvar.slots.max(1)),
+        producers,
+        notify_all: spec.condvar.notify_all,
+        clock,
+        work: Work::of(spec),
+    };
+    let mut out = run_trial(spec, clock, op);
+    out.per_thread_ops.drain(..producers);
+    out
+}
+
+/// How many of `threads` produce in the `condvar` workload: half (rounded down), none alone.
+pub fn condvar_producers(threads: usize) -> usize {
+    if threads < 2 { 0 } else { threads / 2 }
+}
+
 /// [`RcuOp`]'s `MODE`: every op a read-side section (`rcu-read`).
 const RCU_READ: u8 = 0;
 /// Every op a retire of the thread's own slot (`call-rcu`).
@@ -866,10 +961,86 @@ pub(crate) mod tests {
             think_loops: 10,
             read_pct: 0,
             writers: 1,
+            condvar: Default::default(),
             warmup_ns: 1_000,
             duration_ns: 1_000_000_000,
             cpus: vec![],
         }
+    }
+
+    /// Every condvar adapter delivers every message exactly once (none lost, none twice) through a
+    /// queue of 1 and of 3 slots, with `notify_one` and `notify_all`; `close` releases a waiter.
+    fn queue_delivers<C: CondvarUnderTest>() {
+        for (slots, all) in [(1, false), (1, true), (3, false), (3, true)] {
+            let q = C::new(slots);
+            let got = std::sync::Mutex::new(vec![]);
+            std::thread::scope(|s| {
+                for p in 0..2u64 {
+                    let q = &q;
+                    s.spawn(move || {
+                        for i in 0..500u64 {
+                            assert!(q.produce(p << 32 | i, all));
+                        }
+                    });
+                }
+                for _ in 0..2 {
+                    let (q, got) = (&q, &got);
+                    s.spawn(move || {
+                        for _ in 0..500 {
+                            let m = q.consume(all).expect("open");
+                            got.lock().unwrap().push(m);
+                        }
+                    });
+                }
+            });
+            let got = got.into_inner().unwrap();
+            assert_eq!(got.len(), 1000);
+            for p in 0..2u64 {
+                let mut mine: Vec<u64> = got
+                    .iter()
+                    .filter(|m| *m >> 32 == p)
+                    .map(|m| m & 0xffff_ffff)
+                    .collect();
+                mine.sort_unstable();
+                assert_eq!(
+                    mine,
+                    (0..500).collect::<Vec<_>>(),
+                    "producer {p}, slots {slots}, all {all}"
+                );
+            }
+            // A consumer waiting on the empty queue is released by `close`.
+            std::thread::scope(|s| {
+                let h = s.spawn(|| q.consume(all));
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                q.close();
+                assert_eq!(h.join().unwrap(), None);
+            });
+            assert!(!q.produce(1, all), "closed");
+        }
+    }
+
+    #[test]
+    fn every_condvar_adapter_is_a_queue() {
+        queue_delivers::<crate::locks::ours::OurCondvar>();
+        queue_delivers::<crate::locks::peers::StdCondvar>();
+        queue_delivers::<crate::locks::peers::PlCondvar>();
+    }
+
+    /// The `condvar` trial ends (its consumers blocked on an empty queue are released by `stop`) and
+    /// counts only the consumers' messages.
+    #[test]
+    fn a_condvar_trial_counts_messages_and_ends() {
+        let clock = SystemClock::default();
+        let mut sp = spec(4);
+        sp.duration_ns = 30_000_000;
+        sp.warmup_ns = 5_000_000;
+        sp.cs_loops = 0;
+        sp.think_loops = 0;
+        let out = run_condvar::<crate::locks::ours::OurCondvar>(&sp, &clock);
+        assert_eq!(out.per_thread_ops.len(), 2, "two consumers");
+        assert!(out.total_ops() > 0);
+        assert_eq!(condvar_producers(1), 0);
+        assert_eq!(condvar_producers(5), 2);
     }
 
     #[test]

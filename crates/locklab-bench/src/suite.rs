@@ -81,6 +81,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                 },
                 // More updaters than threads: every thread updates.
                 writers: plan.writers.min(threads),
+                condvar: plan.condvar,
                 warmup_ns: plan.warmup_ms * 1_000_000,
                 duration_ns: plan.duration_ms * 1_000_000,
                 cpus: if plan.pin { cpus.clone() } else { vec![] },
@@ -105,6 +106,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                     think_ns: plan.think_ns,
                     read_pct: plan.read_pct,
                     writers: spec.writers,
+                    condvar: plan.condvar,
                     duration_ms: plan.duration_ms,
                     cpus: cpus.len(),
                 };

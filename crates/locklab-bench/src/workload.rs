@@ -13,6 +13,9 @@ pub enum Workload {
     Rw,
     /// take a reference to a shared object and drop it.
     Refcount,
+    /// a bounded queue on one mutex and two condvars: half the threads produce, half consume; an op is
+    /// a message delivered.
+    Condvar,
     /// RCU read side: read lock, dereference of the published object, unlock.
     #[serde(rename = "rcu-read")]
     RcuRead,
@@ -32,10 +35,11 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload, in the order the default suite runs them.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Mutex,
         Workload::Rw,
         Workload::Refcount,
+        Workload::Condvar,
         Workload::RcuRead,
         Workload::CallRcu,
         Workload::RcuUpdate,
@@ -48,6 +52,7 @@ impl Workload {
             Workload::Mutex => "mutex",
             Workload::Rw => "rw",
             Workload::Refcount => "refcount",
+            Workload::Condvar => "condvar",
             Workload::RcuRead => "rcu-read",
             Workload::CallRcu => "call-rcu",
             Workload::RcuUpdate => "rcu-update",
@@ -66,6 +71,9 @@ impl Workload {
             }
             Workload::Refcount => {
                 "take a reference to a shared object, hold it for --cs-ns, drop it"
+            }
+            Workload::Condvar => {
+                "bounded queue (--slots) on a mutex + 2 condvars; half produce, half consume (--notify one|all); ops = messages"
             }
             Workload::RcuRead => {
                 "RCU read lock, dereference the published object (--cs-ns of work on it), unlock"

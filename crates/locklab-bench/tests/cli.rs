@@ -337,7 +337,7 @@ fn every_bad_input_is_one_clear_line_and_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["bench", "--workload", "nope"],
-            "unknown workload 'nope' (valid: mutex, rw, refcount, rcu-read, call-rcu, rcu-update, rcu-sync)",
+            "unknown workload 'nope' (valid: mutex, rw, refcount, condvar, rcu-read, call-rcu, rcu-update, rcu-sync)",
         ),
         (
             &["bench", "--workload", "mutex", "--locks", "nolock"],
@@ -1066,4 +1066,62 @@ fn report_draws_any_runs_into_one_page() {
     let (code, _, err) = run(&["report", "--from", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(err.contains("is not a locklab --json report"), "{err}");
+}
+
+/// Issue 12 / lab.md: the `condvar` workload: our Condvar and std's and parking_lot's on one bounded
+/// queue; rows carry the queue's shape and the wake-ups per message; only condvar pairs run it (no
+/// `none` row); its flags are refused elsewhere and bad values are one clear line.
+#[test]
+fn condvar_workload_delivers_messages_with_wakeups_counted() {
+    let rows = bench_rows(
+        run,
+        &[
+            "--workload",
+            "condvar",
+            "--threads",
+            "1,4",
+            "--slots",
+            "8",
+            "--notify",
+            "all",
+            "--duration-ms",
+            "60",
+            "--repeats",
+            "1",
+        ],
+    );
+    let locks: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["lock"].as_str().unwrap()).collect();
+    assert_eq!(
+        locks.into_iter().collect::<Vec<_>>(),
+        ["condvar", "parking-lot-condvar", "std-condvar"]
+    );
+    for r in &rows {
+        assert_eq!(r["slots"], 8, "{r}");
+        assert_eq!(r["notify"], "all", "{r}");
+        assert!(r["ops_per_sec"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        let w = r["wakeups_per_msg"].as_f64().unwrap();
+        assert!((0.0..1000.0).contains(&w), "{r}");
+        if r["threads"] == 1 {
+            // Alone, a thread pushes then pops: it never waits, so it never sleeps.
+            assert!(w < 0.01, "{r}");
+        }
+    }
+    for (args, msg) in [
+        (vec!["--slots", "0"], "slots"),
+        (vec!["--notify", "some"], "not one of: one, all"),
+    ] {
+        let mut all = vec!["bench", "--workload", "condvar"];
+        all.extend(args);
+        let (code, _, err) = run(&all);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(msg), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let (code, _, err) = run(&["bench", "--workload", "mutex", "--slots", "4"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--slots applies only to --workload condvar"),
+        "{err}"
+    );
 }

@@ -14,8 +14,8 @@ pub mod peers;
 pub mod rcu;
 
 use crate::runner::{
-    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_lock, run_rcu_read, run_rcu_sync,
-    run_rcu_update, run_refcount,
+    Clock, TrialOutcome, TrialSpec, run_call_rcu, run_condvar, run_lock, run_rcu_read,
+    run_rcu_sync, run_rcu_update, run_refcount,
 };
 use crate::workload::{Shared, Workload};
 
@@ -45,6 +45,90 @@ pub trait RefCountUnderTest: Send + Sync + 'static {
     fn get(&self);
     /// Drops a reference.
     fn put(&self);
+}
+
+/// A bounded queue on one mutex and two condvars (not full / not empty): the `condvar` workload.
+pub trait CondvarUnderTest: Send + Sync + 'static {
+    /// An empty, open queue of `slots` messages.
+    fn new(slots: usize) -> Self;
+    /// Waits for room, pushes `msg`, and notifies the consumers (one or all). `false` once closed.
+    fn produce(&self, msg: u64, notify_all: bool) -> bool;
+    /// Waits for a message, pops it, and notifies the producers (one or all). `None` once closed.
+    fn consume(&self, notify_all: bool) -> Option<u64>;
+    /// Closes the queue and wakes every waiter (the end of a trial).
+    fn close(&self);
+}
+
+/// The queue state every [`CondvarUnderTest`] adapter keeps under its mutex.
+#[derive(Default)]
+pub struct Queue {
+    /// The messages, oldest first.
+    pub items: std::collections::VecDeque<u64>,
+    /// Capacity.
+    pub slots: usize,
+    /// Closed: every wait returns.
+    pub closed: bool,
+}
+
+/// An adapter for a mutex + condvar pair whose `wait` takes `&mut guard` (parking_lot, lock_api).
+#[macro_export]
+macro_rules! condvar_adapter {
+    ($adapter:ident, $m:ty, $cv:ty) => {
+        /// Adapter (see the registry for its summary).
+        pub struct $adapter {
+            queue: $m,
+            not_full: $cv,
+            not_empty: $cv,
+        }
+        impl $crate::locks::CondvarUnderTest for $adapter {
+            fn new(slots: usize) -> Self {
+                $adapter {
+                    queue: <$m>::new($crate::locks::Queue {
+                        slots,
+                        ..Default::default()
+                    }),
+                    not_full: <$cv>::new(),
+                    not_empty: <$cv>::new(),
+                }
+            }
+            fn produce(&self, msg: u64, notify_all: bool) -> bool {
+                let mut q = self.queue.lock();
+                while q.items.len() >= q.slots && !q.closed {
+                    self.not_full.wait(&mut q);
+                }
+                if q.closed {
+                    return false;
+                }
+                q.items.push_back(msg);
+                drop(q);
+                if notify_all {
+                    self.not_empty.notify_all();
+                } else {
+                    self.not_empty.notify_one();
+                }
+                true
+            }
+            fn consume(&self, notify_all: bool) -> Option<u64> {
+                let mut q = self.queue.lock();
+                while q.items.is_empty() && !q.closed {
+                    self.not_empty.wait(&mut q);
+                }
+                let m = q.items.pop_front()?;
+                drop(q);
+                if notify_all {
+                    self.not_full.notify_all();
+                } else {
+                    self.not_full.notify_one();
+                }
+                Some(m)
+            }
+            fn close(&self) {
+                self.queue.lock().closed = true;
+                self.not_full.notify_all();
+                self.not_empty.notify_all();
+            }
+        }
+    };
 }
 
 /// An RCU (or RCU-like) scheme: a published object that readers dereference, and per-thread slots
@@ -111,6 +195,8 @@ pub struct LockInfo {
     pub lock: Option<TrialFn>,
     /// Runner for the `refcount` workload, if it counts references.
     pub refcount: Option<TrialFn>,
+    /// Runner for `condvar`, if it is a mutex + condvar pair.
+    pub condvar: Option<TrialFn>,
     /// Runner for `rcu-read`, if it is an RCU scheme.
     pub rcu_read: Option<TrialFn>,
     /// Runner for `call-rcu`, if it is an RCU scheme that retires objects.
@@ -143,6 +229,7 @@ pub fn unavailable(name: &'static str, summary: &'static str, u: Unavailable) ->
         summary,
         lock: None,
         refcount: None,
+        condvar: None,
         rcu_read: None,
         call_rcu: None,
         rcu_update: None,
@@ -158,6 +245,7 @@ impl LockInfo {
         match w {
             Workload::Mutex | Workload::Rw => self.lock,
             Workload::Refcount => self.refcount,
+            Workload::Condvar => self.condvar,
             Workload::RcuRead => self.rcu_read,
             Workload::CallRcu => self.call_rcu,
             Workload::RcuUpdate => self.rcu_update,
@@ -179,11 +267,34 @@ pub fn lock<L: LockUnderTest>(name: &'static str, kind: Kind, summary: &'static 
         summary,
         lock: Some(run_lock::<L>),
         refcount: None,
+        condvar: None,
         rcu_read: None,
         call_rcu: None,
         rcu_update: None,
         rcu_sync: None,
         shared_mode: L::HAS_SHARED_MODE,
+        unavailable: None,
+    }
+}
+
+/// Registry entry for a [`CondvarUnderTest`].
+pub fn condvar<C: CondvarUnderTest>(
+    name: &'static str,
+    kind: Kind,
+    summary: &'static str,
+) -> LockInfo {
+    LockInfo {
+        name,
+        kind,
+        summary,
+        lock: None,
+        refcount: None,
+        condvar: Some(run_condvar::<C>),
+        rcu_read: None,
+        call_rcu: None,
+        rcu_update: None,
+        rcu_sync: None,
+        shared_mode: false,
         unavailable: None,
     }
 }
@@ -200,6 +311,7 @@ pub fn refcount<R: RefCountUnderTest>(
         summary,
         lock: None,
         refcount: Some(run_refcount::<R>),
+        condvar: None,
         rcu_read: None,
         call_rcu: None,
         rcu_update: None,
@@ -222,6 +334,7 @@ pub fn none() -> LockInfo {
         summary: "no lock: the same loop on per-thread data (the harness's own cost; every run has it)",
         lock: Some(crate::runner::run_unlocked),
         refcount: Some(run_refcount::<crate::runner::NoCount>),
+        condvar: None,
         rcu_read: Some(run_rcu_read::<rcu::Unprotected>),
         call_rcu: Some(run_call_rcu::<rcu::Unprotected>),
         rcu_update: Some(run_rcu_update::<rcu::Unprotected>),
@@ -239,6 +352,7 @@ pub fn rcu<R: RcuUnderTest>(name: &'static str, kind: Kind, summary: &'static st
         summary,
         lock: None,
         refcount: None,
+        condvar: None,
         rcu_read: Some(run_rcu_read::<R>),
         call_rcu: Some(run_call_rcu::<R>),
         rcu_update: Some(run_rcu_update::<R>),
@@ -358,6 +472,9 @@ mod tests {
             "pthread-mutex",
             "pthread-rwlock",
             "crossbeam-sharded",
+            "condvar",
+            "std-condvar",
+            "parking-lot-condvar",
         ] {
             assert!(names.contains(n), "{n} missing from the registry");
         }
@@ -365,6 +482,7 @@ mod tests {
             assert!(
                 l.lock.is_some()
                     || l.refcount.is_some()
+                    || l.condvar.is_some()
                     || l.rcu_read.is_some()
                     || l.call_rcu.is_some()
                     || l.rcu_update.is_some()

@@ -1,8 +1,8 @@
 //! locklab's own primitives, as the lab runs them.
 
-use super::{Kind, LockInfo, RefCountUnderTest, lock, refcount};
+use super::{Kind, LockInfo, Queue, RefCountUnderTest, condvar, lock, refcount};
 use crate::workload::Shared;
-use crate::{count_under_lock, mutex_adapter, rwlock_adapter};
+use crate::{condvar_adapter, count_under_lock, mutex_adapter, rwlock_adapter};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 mutex_adapter!(Tas, locklab::TasLock<Shared>);
@@ -72,9 +72,16 @@ impl RefCountUnderTest for AtomicCount {
     }
 }
 
+condvar_adapter!(OurCondvar, locklab::Mutex<Queue>, locklab::Condvar);
+
 /// Registry entries.
 pub fn entries() -> Vec<LockInfo> {
     vec![
+        condvar::<OurCondvar>(
+            "condvar",
+            Kind::Ours,
+            "locklab Mutex + Condvar (notify requeues waiters onto the mutex; no herd)",
+        ),
         lock::<Tas>(
             "tas",
             Kind::Ours,

@@ -3,7 +3,7 @@
 use crate::metrics::ResultRow;
 
 /// The header line's columns, in order.
-pub const COLUMNS: [&str; 41] = [
+pub const COLUMNS: [&str; 44] = [
     "workload",
     "lock",
     "threads",
@@ -45,6 +45,9 @@ pub const COLUMNS: [&str; 41] = [
     "writers",
     "grace_periods",
     "sync_calls",
+    "slots",
+    "notify",
+    "wakeups_per_msg",
 ];
 
 fn quote(s: &str) -> String {
@@ -116,6 +119,11 @@ pub fn render(rows: &[ResultRow]) -> String {
             r.writers.map(|v| v.to_string()).unwrap_or_default(),
             r.grace_periods.map(|v| v.to_string()).unwrap_or_default(),
             r.sync_calls.map(|v| v.to_string()).unwrap_or_default(),
+            r.slots.map(|v| v.to_string()).unwrap_or_default(),
+            r.notify.clone().unwrap_or_default(),
+            r.wakeups_per_msg
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_default(),
         ];
         out += &cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
         out.push('\n');

@@ -195,6 +195,9 @@ fn groups(results: &[ResultRow]) -> Vec<Group<'_>> {
         if let Some(w) = r.writers {
             key += &format!(", {w} writer(s)");
         }
+        if let (Some(n), Some(how)) = (r.slots, &r.notify) {
+            key += &format!(", {n} slot(s), notify_{how}");
+        }
         match out.iter_mut().find(|g| g.key == key) {
             Some(g) => g.rows.push(r),
             None => out.push(Group { key, rows: vec![r] }),

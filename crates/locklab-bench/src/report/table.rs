@@ -103,6 +103,9 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
             if let (Some(g), Some(c)) = (r.grace_periods, r.sync_calls) {
                 mark += &format!("  {c} calls / {g} grace periods");
             }
+            if let Some(w) = r.wakeups_per_msg {
+                mark += &format!("  wake/msg {w:.2}");
+            }
             if let (Some(rd), Some(up)) = (r.reads_per_sec, r.updates_per_sec) {
                 mark += &format!("  reads {} upd {}", group(rd), group(up));
             }

@@ -357,6 +357,7 @@ pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
         think_loops: 0,
         read_pct: 0,
         writers: 0,
+        condvar: Default::default(),
         warmup_ns: 20_000_000,
         duration_ns: if quick { 100 } else { 300 } * 1_000_000,
         cpus: cpus.into_iter().take(1).collect(),

@@ -209,6 +209,7 @@ pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
             think_loops: 0,
             read_pct: 50,
             writers: 0,
+            condvar: Default::default(),
             warmup_ns: 20_000_000,
             duration_ns: if quick { 150 } else { 500 } * 1_000_000,
             cpus: cpus.clone(),

@@ -71,6 +71,7 @@ pub fn run(quick: bool, clock: &dyn Clock) -> anyhow::Result<(Report, Reproducti
         think_ns: 0,
         read_pct: 0,
         writers: 1,
+        condvar: Default::default(),
         duration_ms: if quick { 150 } else { 500 },
         warmup_ms: 30,
         repeats: if quick { 3 } else { 5 },
