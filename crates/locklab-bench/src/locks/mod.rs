@@ -221,11 +221,11 @@ pub struct Unavailable {
     pub workloads: &'static [Workload],
 }
 
-/// Registry entry for a peer missing from this build: listed, never run.
-pub fn unavailable(name: &'static str, summary: &'static str, u: Unavailable) -> LockInfo {
+/// A registry entry that runs nothing yet: the constructors below fill in its runners.
+fn runs_nothing(name: &'static str, kind: Kind, summary: &'static str) -> LockInfo {
     LockInfo {
         name,
-        kind: Kind::Peer,
+        kind,
         summary,
         lock: None,
         refcount: None,
@@ -234,8 +234,17 @@ pub fn unavailable(name: &'static str, summary: &'static str, u: Unavailable) ->
         call_rcu: None,
         rcu_update: None,
         rcu_sync: None,
+        shared_mode: false,
+        unavailable: None,
+    }
+}
+
+/// Registry entry for a peer missing from this build: listed, never run.
+pub fn unavailable(name: &'static str, summary: &'static str, u: Unavailable) -> LockInfo {
+    LockInfo {
         shared_mode: true,
         unavailable: Some(u),
+        ..runs_nothing(name, Kind::Peer, summary)
     }
 }
 
@@ -262,18 +271,9 @@ impl LockInfo {
 /// Registry entry for a [`LockUnderTest`].
 pub fn lock<L: LockUnderTest>(name: &'static str, kind: Kind, summary: &'static str) -> LockInfo {
     LockInfo {
-        name,
-        kind,
-        summary,
         lock: Some(run_lock::<L>),
-        refcount: None,
-        condvar: None,
-        rcu_read: None,
-        call_rcu: None,
-        rcu_update: None,
-        rcu_sync: None,
         shared_mode: L::HAS_SHARED_MODE,
-        unavailable: None,
+        ..runs_nothing(name, kind, summary)
     }
 }
 
@@ -284,18 +284,8 @@ pub fn condvar<C: CondvarUnderTest>(
     summary: &'static str,
 ) -> LockInfo {
     LockInfo {
-        name,
-        kind,
-        summary,
-        lock: None,
-        refcount: None,
         condvar: Some(run_condvar::<C>),
-        rcu_read: None,
-        call_rcu: None,
-        rcu_update: None,
-        rcu_sync: None,
-        shared_mode: false,
-        unavailable: None,
+        ..runs_nothing(name, kind, summary)
     }
 }
 
@@ -306,18 +296,8 @@ pub fn refcount<R: RefCountUnderTest>(
     summary: &'static str,
 ) -> LockInfo {
     LockInfo {
-        name,
-        kind,
-        summary,
-        lock: None,
         refcount: Some(run_refcount::<R>),
-        condvar: None,
-        rcu_read: None,
-        call_rcu: None,
-        rcu_update: None,
-        rcu_sync: None,
-        shared_mode: false,
-        unavailable: None,
+        ..runs_nothing(name, kind, summary)
     }
 }
 
@@ -347,18 +327,11 @@ pub fn none() -> LockInfo {
 /// Registry entry for an [`RcuUnderTest`].
 pub fn rcu<R: RcuUnderTest>(name: &'static str, kind: Kind, summary: &'static str) -> LockInfo {
     LockInfo {
-        name,
-        kind,
-        summary,
-        lock: None,
-        refcount: None,
-        condvar: None,
         rcu_read: Some(run_rcu_read::<R>),
         call_rcu: Some(run_call_rcu::<R>),
         rcu_update: Some(run_rcu_update::<R>),
-        rcu_sync: None,
         shared_mode: true,
-        unavailable: None,
+        ..runs_nothing(name, kind, summary)
     }
 }
 

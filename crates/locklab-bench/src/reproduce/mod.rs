@@ -16,7 +16,7 @@ pub mod s004;
 
 use crate::cli::UsageError;
 use crate::report::Report;
-use crate::runner::Clock;
+use crate::runner::{Clock, TrialSpec};
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
 
@@ -48,6 +48,22 @@ pub struct ReproduceReport {
     pub lab: Report,
     /// One entry per seed run.
     pub reproductions: Vec<Reproduction>,
+}
+
+/// A model's trial: `threads` running its own op (no calibrated cs or think: the models carry their
+/// own work), 20 ms of warm-up and a window of `window_ms`, pinned round-robin to `cpus`.
+pub fn model_spec(threads: usize, window_ms: u64, cpus: Vec<usize>) -> TrialSpec {
+    TrialSpec {
+        threads,
+        cs_loops: 0,
+        think_loops: 0,
+        read_pct: 0,
+        writers: 0,
+        condvar: Default::default(),
+        warmup_ns: 20_000_000,
+        duration_ns: window_ms * 1_000_000,
+        cpus,
+    }
 }
 
 /// Parses the seed argument: one seed or `all`.

@@ -76,53 +76,46 @@ impl<T: Send + Sync + 'static> RwModel<T> for locklab::RwSem<T> {
     }
 }
 
-/// Our `RwSem` with writer spinning on reader-owned locks turned off: the kernel's rwsem of v3.16-v5.2
-/// ([`locklab::raw::RawRwSem::without_reader_spinning`]), the one seed 003 measured.
-pub struct OldRwSem<T>(locklab::RwSem<T>);
+/// An `RwSem` built with one of `RawRwSem`'s historical constructors, as a model lock.
+macro_rules! old_rwsem {
+    ($(#[$doc:meta])* $name:ident, $label:literal, $ctor:ident) => {
+        $(#[$doc])*
+        pub struct $name<T>(locklab::RwSem<T>);
 
-impl<T: Send + Sync + 'static> RwModel<T> for OldRwSem<T> {
-    const NAME: &'static str = "rwsem-no-reader-spin";
-    type Read<'a> = SemRead<'a, T>;
-    type Write<'a> = SemWrite<'a, T>;
-    fn new(v: T) -> Self {
-        OldRwSem(locklab::RwSem::from_raw(
-            locklab::raw::RawRwSem::without_reader_spinning(),
-            v,
-        ))
-    }
-    #[inline]
-    fn read_guard(&self) -> Self::Read<'_> {
-        self.0.read()
-    }
-    #[inline]
-    fn write_guard(&self) -> Self::Write<'_> {
-        self.0.write()
-    }
+        impl<T: Send + Sync + 'static> RwModel<T> for $name<T> {
+            const NAME: &'static str = $label;
+            type Read<'a> = SemRead<'a, T>;
+            type Write<'a> = SemWrite<'a, T>;
+            fn new(v: T) -> Self {
+                $name(locklab::RwSem::from_raw(locklab::raw::RawRwSem::$ctor(), v))
+            }
+            #[inline]
+            fn read_guard(&self) -> Self::Read<'_> {
+                self.0.read()
+            }
+            #[inline]
+            fn write_guard(&self) -> Self::Write<'_> {
+                self.0.write()
+            }
+        }
+    };
 }
 
-/// Our `RwSem` with all writer spinning turned off: the kernel's rwsem before v3.16
-/// ([`locklab::raw::RawRwSem::without_spinning`]), the one seed 001 measured.
-pub struct NoSpinRwSem<T>(locklab::RwSem<T>);
+old_rwsem!(
+    /// Our `RwSem` with writer spinning on reader-owned locks turned off: the kernel's rwsem of
+    /// v3.16-v5.2 ([`locklab::raw::RawRwSem::without_reader_spinning`]), the one seed 003 measured.
+    OldRwSem,
+    "rwsem-no-reader-spin",
+    without_reader_spinning
+);
 
-impl<T: Send + Sync + 'static> RwModel<T> for NoSpinRwSem<T> {
-    const NAME: &'static str = "rwsem-no-spin";
-    type Read<'a> = SemRead<'a, T>;
-    type Write<'a> = SemWrite<'a, T>;
-    fn new(v: T) -> Self {
-        NoSpinRwSem(locklab::RwSem::from_raw(
-            locklab::raw::RawRwSem::without_spinning(),
-            v,
-        ))
-    }
-    #[inline]
-    fn read_guard(&self) -> Self::Read<'_> {
-        self.0.read()
-    }
-    #[inline]
-    fn write_guard(&self) -> Self::Write<'_> {
-        self.0.write()
-    }
-}
+old_rwsem!(
+    /// Our `RwSem` with all writer spinning turned off: the kernel's rwsem before v3.16
+    /// ([`locklab::raw::RawRwSem::without_spinning`]), the one seed 001 measured.
+    NoSpinRwSem,
+    "rwsem-no-spin",
+    without_spinning
+);
 
 impl<T: Send + Sync + 'static> RwModel<T> for parking_lot::RwLock<T> {
     const NAME: &'static str = "parking-lot-rwlock";

@@ -351,17 +351,11 @@ pub fn verdict(ns: &[f64; 4]) -> (bool, String) {
 pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
     let cpus = allowed_cpus();
     let repeats = if quick { 5 } else { 9 };
-    let spec = TrialSpec {
-        threads: 1,
-        cs_loops: 0,
-        think_loops: 0,
-        read_pct: 0,
-        writers: 0,
-        condvar: Default::default(),
-        warmup_ns: 20_000_000,
-        duration_ns: if quick { 100 } else { 300 } * 1_000_000,
-        cpus: cpus.into_iter().take(1).collect(),
-    };
+    let spec = super::model_spec(
+        1,
+        if quick { 100 } else { 300 },
+        cpus.into_iter().take(1).collect(),
+    );
     let mut runs = vec![vec![]; ARMS.len()];
     for _ in 0..repeats {
         for (a, &(_, smp, files)) in ARMS.iter().enumerate() {

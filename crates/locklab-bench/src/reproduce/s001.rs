@@ -331,17 +331,7 @@ pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
     let threads = 2 * cpus.len().max(1);
     let repeats = if quick { 3 } else { 7 };
     let cal = WorkCalibration::measure();
-    let spec = TrialSpec {
-        threads,
-        cs_loops: 0,
-        think_loops: 0,
-        read_pct: 0,
-        writers: 0,
-        condvar: Default::default(),
-        warmup_ns: 20_000_000,
-        duration_ns: if quick { 120 } else { 400 } * 1_000_000,
-        cpus: cpus.clone(),
-    };
+    let spec = super::model_spec(threads, if quick { 120 } else { 400 }, cpus.clone());
     let mut rows = vec![];
     for load in [Load::Dbench, Load::Creates, Load::Stat] {
         let mut runs = vec![vec![]; ARMS.len()];

@@ -294,17 +294,7 @@ pub fn verdict(s: &Shares) -> (bool, String) {
 pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
     let cpus = allowed_cpus();
     let repeats = if quick { 3 } else { 7 };
-    let spec = |threads| TrialSpec {
-        threads,
-        cs_loops: 0,
-        think_loops: 0,
-        read_pct: 0,
-        writers: 0,
-        condvar: Default::default(),
-        warmup_ns: 20_000_000,
-        duration_ns: if quick { 100 } else { 400 } * 1_000_000,
-        cpus: cpus.clone(),
-    };
+    let spec = |threads| super::model_spec(threads, if quick { 100 } else { 400 }, cpus.clone());
     let mut ns = [[0.0; 2]; 5];
     for (col, threads) in [1usize, 2].into_iter().enumerate() {
         let s = spec(threads);

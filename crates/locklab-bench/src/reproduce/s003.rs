@@ -203,17 +203,7 @@ pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
     let cal = WorkCalibration::measure();
     let mut rows = vec![];
     for threads in [n, 4 * n] {
-        let spec = TrialSpec {
-            threads,
-            cs_loops: 0,
-            think_loops: 0,
-            read_pct: 50,
-            writers: 0,
-            condvar: Default::default(),
-            warmup_ns: 20_000_000,
-            duration_ns: if quick { 150 } else { 500 } * 1_000_000,
-            cpus: cpus.clone(),
-        };
+        let spec = super::model_spec(threads, if quick { 150 } else { 500 }, cpus.clone());
         let mut runs = vec![vec![]; ARMS.len()];
         for _ in 0..repeats {
             for (a, (_, f)) in ARMS.iter().enumerate() {
