@@ -7,7 +7,9 @@
 //!    it is free. It stops when a hand-off is pending or its budget runs out (then it unqueues; see
 //!    [`crate::osq`]).
 //! 3. **Sleeping**: a FIFO [`WaitList`] under the small internal `wait_lock`; each waiter sleeps on its
-//!    own futex word. Every unlock that sees WAITERS wakes the first waiter that is still asleep, which
+//!    own futex word. The first waiter spins (loads only, while the owner is unchanged, up to
+//!    [`OWNER_SPIN_NS`]) before each sleep, as the kernel's first waiter does: a woken or requeued
+//!    waiter that found the lock held used to sleep again at once. Every unlock that sees WAITERS wakes the first waiter that is still asleep, which
 //!    retries (it can lose to a spinner: that is what keeps the lock busy and fast). Several woken
 //!    waiters may be awake at once: a herd requeued by `Condvar::notify_all` drains in parallel instead
 //!    of one wake-up latency at a time (issue 8, defect 12: the earlier WAKING bit allowed one wake-up in
@@ -409,6 +411,14 @@ impl RawMutex {
             }
             // `take_queued` saw the lock held (or another's HANDOFF) under wait_lock: sleep (invariant 4).
             drop(list);
+            // The first waiter spins before it sleeps, as the kernel's does: a condvar waiter requeued
+            // here, or a waiter just woken, finding the lock held would otherwise sleep again at once
+            // and cost another wake-up (seen on the `condvar` workload: 1-3 wake-ups per message).
+            if first && crate::clock::time_left(deadline).is_some() && self.spin_as_first_waiter(w)
+            {
+                list = self.waiters();
+                continue;
+            }
             let timed_out = w.sleep(deadline);
             list = self.waiters();
             // Acquire pairs with the Release store of HANDED in `hand_off`.
@@ -421,6 +431,29 @@ impl RawMutex {
                 unsafe { self.leave(w, &mut list) };
                 return false;
             }
+        }
+    }
+
+    /// The first waiter's spin, outside `wait_lock`, its word SLEEPING: watches the state word (loads
+    /// only) while the same owner holds the lock, for up to [`OWNER_SPIN_NS`]. `true` when the lock
+    /// was seen free or our word changed (woken or handed the lock): the caller re-takes `wait_lock`
+    /// and looks again. `false` when the owner held on: the caller sleeps (a wake-up that came
+    /// meanwhile is in our word, so the sleep returns at once: invariant 4 holds, as the spin only
+    /// delays the sleep).
+    fn spin_as_first_waiter(&self, w: &Waiter) -> bool {
+        let mut budget = SpinBudget::new(OWNER_SPIN_NS);
+        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
+        let owner = self.state.load(Ordering::Relaxed) >> OWNER_SHIFT;
+        loop {
+            // Relaxed: a hint to look again; the take under wait_lock decides (and acquires).
+            let s = self.state.load(Ordering::Relaxed);
+            if s & LOCKED == 0 || w.futex.load(Ordering::Relaxed) != SLEEPING {
+                return true;
+            }
+            if s >> OWNER_SHIFT != owner || budget.expired() {
+                return false;
+            }
+            backoff.wait();
         }
     }
 
