@@ -56,6 +56,25 @@ pub enum Command {
         #[arg(long, value_name = "F")]
         json: Option<String>,
     },
+    /// Which lock wins where on this machine: the `rw` workload over a grid of threads x critical
+    /// section (think time equal to it) x read share, every lock and peer; the map and rules of thumb.
+    Advise {
+        /// A small, short grid (15-30 s): threads 1 and max(2, CPUs); cs 0,200; reads 0,90.
+        #[arg(long)]
+        quick: bool,
+        /// Thread counts (default 1,2,2xCPUs).
+        #[arg(long, value_name = "LIST")]
+        threads: Option<String>,
+        /// Critical sections, ns (default 0,200,1000).
+        #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+        cs_ns: Option<String>,
+        /// Read shares, % (default 0,50,90).
+        #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+        read_pct: Option<String>,
+        /// Also write the map, the rules and every row as JSON here (`-`: standard output only).
+        #[arg(long, value_name = "F")]
+        json: Option<String>,
+    },
     /// One self-contained HTML page (inline SVG plots) of runs the lab wrote as JSON. Without
     /// `--from`, runs the default job first and reports it.
     Report {

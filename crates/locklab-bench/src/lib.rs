@@ -8,6 +8,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod advise;
 pub mod calibrate;
 pub mod cli;
 pub mod compare;

@@ -129,6 +129,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => {}
             }
         }
+        Some(Command::Advise {
+            quick,
+            threads,
+            cs_ns,
+            read_pct,
+            json,
+        }) => {
+            let grid = locklab_bench::advise::grid(
+                threads.as_deref(),
+                cs_ns.as_deref(),
+                read_pct.as_deref(),
+                quick,
+                cpus,
+            )?;
+            let to_stdout = json.as_deref() == Some("-");
+            let a = locklab_bench::advise::run(&grid, quick, to_stdout, &SystemClock::default())?;
+            let text = serde_json::to_string_pretty(&a)? + "\n";
+            match json.as_deref() {
+                Some("-") => print!("{text}"),
+                Some(f) => {
+                    std::fs::write(f, text).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?
+                }
+                None => {}
+            }
+        }
         Some(Command::Torture(args)) => {
             let plan = plan_torture(&args, cpus)?;
             if !locklab_bench::torture::run(&plan)? {

@@ -27,6 +27,9 @@ pub fn default_job(out: &str, clock: &dyn Clock) -> anyhow::Result<()> {
     let doc = RunDoc {
         report,
         reproductions: repro.reproductions,
+        grid: None,
+        cells: vec![],
+        rules: vec![],
         source: "the default job".into(),
     };
     html::write(out, &html::render(&[doc])?)?;

@@ -24,6 +24,15 @@ pub struct RunDoc {
     /// `reproduce`'s entries (absent in `bench` documents).
     #[serde(default)]
     pub reproductions: Vec<Reproduction>,
+    /// `advise`'s grid and map (absent elsewhere).
+    #[serde(default)]
+    pub grid: Option<crate::advise::Grid>,
+    /// `advise`'s cells.
+    #[serde(default)]
+    pub cells: Vec<crate::advise::Cell>,
+    /// `advise`'s rules of thumb.
+    #[serde(default)]
+    pub rules: Vec<crate::advise::Rule>,
     /// Where it came from (a file name), for the section heading.
     #[serde(skip)]
     pub source: String,
@@ -432,6 +441,101 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
     plots
 }
 
+/// `advise`'s map as heat maps, one per read share: threads across, critical section up, each cell
+/// coloured by its winner and labelled with it and its margin.
+fn heat_maps(
+    run: usize,
+    grid: &crate::advise::Grid,
+    cells: &[crate::advise::Cell],
+) -> Vec<Result<Plot, String>> {
+    let mut winners: Vec<&str> = vec![];
+    for c in cells {
+        if !winners.contains(&c.winner.as_str()) {
+            winners.push(&c.winner);
+        }
+    }
+    let colour = |w: &str| color(winners.iter().position(|x| *x == w).unwrap_or(0));
+    grid.read_pct
+        .iter()
+        .map(|&read| {
+            let (nx, ny) = (grid.threads.len(), grid.cs_ns.len());
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+                root.fill(&WHITE).map_err(|e| e.to_string())?;
+                let mut chart = ChartBuilder::on(&root)
+                    .caption(format!("who wins at {read}% reads"), ("sans-serif", 16))
+                    .margin(12)
+                    .x_label_area_size(40)
+                    .y_label_area_size(64)
+                    .build_cartesian_2d(-0.5f64..nx as f64 - 0.5, -0.5f64..ny as f64 - 0.5)
+                    .map_err(|e| e.to_string())?;
+                chart
+                    .configure_mesh()
+                    .disable_mesh()
+                    .x_labels(nx)
+                    .y_labels(ny)
+                    .x_desc("threads")
+                    .y_desc("critical section, ns (think the same)")
+                    // Cell i is centred on i: label the integers with the grid's values.
+                    .x_label_formatter(&|v| {
+                        let i = v.round();
+                        if (v - i).abs() < 0.01 && i >= 0.0 {
+                            grid.threads.get(i as usize).map_or(String::new(), |t| t.to_string())
+                        } else {
+                            String::new()
+                        }
+                    })
+                    .y_label_formatter(&|v| {
+                        let i = v.round();
+                        if (v - i).abs() < 0.01 && i >= 0.0 {
+                            grid.cs_ns.get(i as usize).map_or(String::new(), |c| c.to_string())
+                        } else {
+                            String::new()
+                        }
+                    })
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for c in cells.iter().filter(|c| c.read_pct == read) {
+                    let (Some(x), Some(y)) = (
+                        grid.threads.iter().position(|t| *t == c.threads),
+                        grid.cs_ns.iter().position(|v| *v == c.cs_ns),
+                    ) else {
+                        continue;
+                    };
+                    let (x, y) = (x as f64, y as f64);
+                    let fill = colour(&c.winner).mix(0.55).filled();
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(
+                            [(x - 0.48, y - 0.48), (x + 0.48, y + 0.48)],
+                            fill,
+                        )))
+                        .map_err(|e| e.to_string())?;
+                    chart
+                        .draw_series([
+                            Text::new(c.winner.clone(), (x - 0.44, y + 0.12), ("sans-serif", 13)),
+                            Text::new(
+                                format!("x{:.2} (ours/peer {:.2})", c.margin, c.ours_vs_peer),
+                                (x - 0.44, y - 0.12),
+                                ("sans-serif", 11),
+                            ),
+                        ])
+                        .map_err(|e| e.to_string())?;
+                }
+                root.present().map_err(|e| e.to_string())?;
+            }
+            Ok(Plot {
+                id: format!("run{run}-advise-{read}"),
+                caption: format!(
+                    "advise, {read}% reads: the winner of each cell (median ops/s), its margin over the runner-up, and our fastest / the fastest peer."
+                ),
+                svg,
+                legend: winners.iter().map(|w| (w.to_string(), colour(w))).collect(),
+            })
+        })
+        .collect()
+}
+
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1200px;margin:24px auto;padding:0 16px;color:#222}\
 h1{font-size:24px}h2{font-size:20px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:36px}h3{font-size:16px}\
 table.kv td{padding:2px 12px 2px 0;font-size:14px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}\
@@ -450,6 +554,29 @@ figs.forEach(function(f){var s=f.querySelector('svg');if(!s)return;var r=s.getBo
 if(r.width>0&&r.height>0&&s.querySelectorAll('polyline,path,circle,line').length>0){ok++;f.dataset.rendered='1'}});\
 document.body.dataset.plotsExpected=figs.length;document.body.dataset.plotsRendered=ok;\
 document.body.dataset.errors=locklabErrors.length;document.body.dataset.errorText=locklabErrors.join(' | ');});";
+
+/// Writes one plot as a `<figure>` with its caption and legend.
+fn figure(h: &mut String, p: &Plot) -> std::fmt::Result {
+    write!(
+        h,
+        "<figure data-plot=\"{}\">{}<figcaption>{}</figcaption><div class=\"legend\">",
+        esc(&p.id),
+        p.svg,
+        esc(&p.caption)
+    )?;
+    for (name, c) in &p.legend {
+        write!(
+            h,
+            "<span><i style=\"background:rgb({},{},{})\"></i>{}</span>",
+            c.0,
+            c.1,
+            c.2,
+            esc(name)
+        )?;
+    }
+    h.push_str("</div></figure>\n");
+    Ok(())
+}
 
 /// The page for `runs`; `Err` names a plot that could not be drawn.
 pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
@@ -508,6 +635,16 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
                 )?;
             }
         }
+        if let Some(grid) = &run.grid {
+            h += "<h3>Which lock wins where (advise)</h3>\n";
+            for p in heat_maps(i, grid, &run.cells) {
+                let p = p.map_err(|e| anyhow::anyhow!("report: cannot draw a plot: {e}"))?;
+                n_plots += 1;
+                figure(&mut h, &p)?;
+            }
+            let rules: Vec<&str> = run.rules.iter().map(|r| r.text.as_str()).collect();
+            writeln!(h, "<pre>{}</pre>", esc(&rules.join("\n")))?;
+        }
         if r.results.is_empty() {
             continue;
         }
@@ -521,24 +658,7 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
             for p in group_plots(i, &g, m.logical_cpus) {
                 let p = p.map_err(|e| anyhow::anyhow!("report: cannot draw a plot: {e}"))?;
                 n_plots += 1;
-                write!(
-                    h,
-                    "<figure data-plot=\"{}\">{}<figcaption>{}</figcaption><div class=\"legend\">",
-                    esc(&p.id),
-                    p.svg,
-                    esc(&p.caption)
-                )?;
-                for (name, c) in &p.legend {
-                    write!(
-                        h,
-                        "<span><i style=\"background:rgb({},{},{})\"></i>{}</span>",
-                        c.0,
-                        c.1,
-                        c.2,
-                        esc(name)
-                    )?;
-                }
-                h += "</div></figure>\n";
+                figure(&mut h, &p)?;
             }
         }
     }
@@ -589,6 +709,9 @@ mod tests {
                 ..Default::default()
             },
             reproductions: vec![],
+            grid: None,
+            cells: vec![],
+            rules: vec![],
             source: "x.json".into(),
         };
         let html = render(&[doc]).unwrap();
