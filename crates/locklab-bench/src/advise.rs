@@ -8,7 +8,7 @@
 //! `--json F` writes `{machine, calibration, grid, cells: [Cell], rules: [Rule], results: [rows]}`;
 //! `locklab report` draws its cells as a heat map.
 
-use crate::cli::{Plan, UsageError, number, thread_list};
+use crate::cli::{Plan, UsageError, number_list, thread_list};
 use crate::locks::{self, Kind};
 use crate::metrics::ResultRow;
 use crate::report::Report;
@@ -81,17 +81,6 @@ pub struct Advice {
     pub rules: Vec<Rule>,
 }
 
-/// Parses a comma-separated list of numbers in `min..=max`.
-fn list(flag: &str, s: &str, min: u64, max: u64) -> Result<Vec<u64>, UsageError> {
-    let mut v = s
-        .split(',')
-        .map(|x| number(flag, x, min, max))
-        .collect::<Result<Vec<_>, _>>()?;
-    v.sort_unstable();
-    v.dedup();
-    Ok(v)
-}
-
 /// The grid from the flags (each `None`: the default; `quick` shrinks the defaults).
 pub fn grid(
     threads: Option<&str>,
@@ -107,12 +96,12 @@ pub fn grid(
             None => crate::cli::default_threads(cpus),
         },
         cs_ns: match cs {
-            Some(c) => list("cs-ns", c, 0, crate::cli::MAX_WORK_NS)?,
+            Some(c) => number_list("cs-ns", c, 0, crate::cli::MAX_WORK_NS)?,
             None if quick => vec![0, 200],
             None => vec![0, 200, 1000],
         },
         read_pct: match read {
-            Some(r) => list("read-pct", r, 0, 100)?
+            Some(r) => number_list("read-pct", r, 0, 100)?
                 .into_iter()
                 .map(|v| v as u32)
                 .collect(),

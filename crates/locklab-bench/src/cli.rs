@@ -309,34 +309,32 @@ pub fn number(flag: &str, s: &str, min: u64, max: u64) -> Result<u64, UsageError
     Ok(v as u64)
 }
 
-/// Parses `1,2,4` and `start:end:step` items into a sorted, unique list of thread counts.
-pub fn thread_list(s: &str) -> Result<Vec<usize>, UsageError> {
+/// Parses `1,2,4` and `start:end:step` items for `--flag` into a sorted, unique list of numbers in
+/// `[min, max]` (lab.md: ranges are accepted wherever a list is).
+pub fn number_list(flag: &str, s: &str, min: u64, max: u64) -> Result<Vec<u64>, UsageError> {
     let mut out = vec![];
     for item in s.split(',').map(str::trim) {
         if item.is_empty() {
             return usage(format!(
-                "--threads: empty item in '{s}' (expected a list like 1,2,4 or a range like 1:8:1)"
+                "--{flag}: empty item in '{s}' (expected a list like 1,2,4 or a range like 1:8:1)"
             ));
         }
         let parts: Vec<&str> = item.split(':').collect();
         match parts.as_slice() {
-            [n] => out.push(number("threads", n, 1, MAX_THREADS as u64)? as usize),
+            [n] => out.push(number(flag, n, min, max)?),
             [a, b, step] => {
-                let (a, b) = (
-                    number("threads", a, 1, MAX_THREADS as u64)?,
-                    number("threads", b, 1, MAX_THREADS as u64)?,
-                );
-                let step = number("threads", step, 1, MAX_THREADS as u64)?;
+                let (a, b) = (number(flag, a, min, max)?, number(flag, b, min, max)?);
+                let step = number(flag, step, 1, max.max(1))?;
                 if a > b {
                     return usage(format!(
-                        "--threads: range '{item}' runs backwards (start must be <= end)"
+                        "--{flag}: range '{item}' runs backwards (start must be <= end)"
                     ));
                 }
-                out.extend((a..=b).step_by(step as usize).map(|n| n as usize));
+                out.extend((a..=b).step_by(step as usize));
             }
             _ => {
                 return usage(format!(
-                    "--threads: '{item}' is neither a number nor a start:end:step range"
+                    "--{flag}: '{item}' is neither a number nor a start:end:step range"
                 ));
             }
         }
@@ -344,6 +342,14 @@ pub fn thread_list(s: &str) -> Result<Vec<usize>, UsageError> {
     out.sort_unstable();
     out.dedup();
     Ok(out)
+}
+
+/// [`number_list`] for `--threads`: 1 to [`MAX_THREADS`].
+pub fn thread_list(s: &str) -> Result<Vec<usize>, UsageError> {
+    Ok(number_list("threads", s, 1, MAX_THREADS as u64)?
+        .into_iter()
+        .map(|n| n as usize)
+        .collect())
 }
 
 /// The default thread counts: 1, 2 and 2 x logical CPUs.
@@ -528,6 +534,12 @@ mod tests {
         for bad in ["0", "1,,2", "4:1:1", "1:8:0", "x", "1:2", "-1", "2000"] {
             assert!(thread_list(bad).is_err(), "{bad} accepted");
         }
+        // Any list flag takes ranges, within its own bounds.
+        assert_eq!(
+            number_list("read-pct", "0:100:50", 0, 100).unwrap(),
+            [0, 50, 100]
+        );
+        assert!(number_list("read-pct", "0:101:1", 0, 100).is_err());
     }
 
     #[test]

@@ -320,6 +320,12 @@ pub fn handover_model(
     })
 }
 
+/// CPU time as a share of what `busy_cpus` CPUs (at least one) could give over `wall_ns`, % (lab.md's
+/// `cpu_util_pct`; `idle_pct` is 100 minus it, floored at 0).
+pub fn cpu_util_pct(cpu_ns: u64, wall_ns: u64, busy_cpus: usize) -> f64 {
+    100.0 * cpu_ns as f64 / (wall_ns.max(1) as f64 * busy_cpus.max(1) as f64)
+}
+
 /// Summarises the repeats of one row. The median repeat (by throughput) supplies the per-thread,
 /// CPU, context-switch and latency figures.
 pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> ResultRow {
@@ -330,8 +336,7 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
     let ops: Vec<f64> = order.iter().map(|&i| trials[i].ops_per_sec()).collect();
     let median = ops[ops.len() / 2];
     let wall_s = med.wall_ns as f64 / 1e9;
-    let avail_ns = med.wall_ns as f64 * spec.threads.min(spec.cpus).max(1) as f64;
-    let util = 100.0 * med.cpu_ns as f64 / avail_ns;
+    let util = cpu_util_pct(med.cpu_ns, med.wall_ns, spec.threads.min(spec.cpus));
     let ns_per_op = if median > 0.0 {
         1e9 / median
     } else {

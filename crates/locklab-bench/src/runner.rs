@@ -176,18 +176,33 @@ pub struct Usage {
 
 /// Reads this process's resource usage.
 pub fn usage() -> Usage {
-    // SAFETY: `ru` is a valid out-pointer; getrusage fills it and cannot fail for RUSAGE_SELF.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    let ru = rusage(libc::RUSAGE_SELF);
     Usage {
         cpu_ns: tv(ru.ru_utime) + tv(ru.ru_stime),
         voluntary: ru.ru_nvcsw as u64,
         involuntary: ru.ru_nivcsw as u64,
     }
+}
+
+/// `getrusage(who)`.
+fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: `ru` is a valid, zeroed out-pointer; getrusage fills it and cannot fail for
+    // RUSAGE_SELF or RUSAGE_CHILDREN (the only `who`s passed here).
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut ru);
+        ru
+    }
+}
+
+fn tv(t: libc::timeval) -> u64 {
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000
+}
+
+/// The user and system CPU time, ns, of this process's waited-for children (`RUSAGE_CHILDREN`).
+pub fn children_cpu_ns() -> (u64, u64) {
+    let ru = rusage(libc::RUSAGE_CHILDREN);
+    (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
 /// The whole machine's CPU time from `/proc/stat` (all CPUs, nanoseconds): busy (user, nice, system,

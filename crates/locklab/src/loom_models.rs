@@ -665,6 +665,8 @@ mod rcu {
             // The reader may be delayed between the dereference and the use (a cell access is not a
             // scheduling point for loom; this makes the writer's whole grace period fit here).
             thread::yield_now();
+            // SAFETY: a plain read of a `u64` cell; whether the grace period orders it before the
+            // writer's free is what the model checks (loom reports the race if it does not).
             let v = self.objs[i].with(|v| unsafe { *v });
             assert_ne!(v, FREED, "a reader saw object {i} after its grace period");
         }
@@ -674,6 +676,8 @@ mod rcu {
         }
         /// The writer's free of object `k`, after a grace period since it was unpublished.
         fn free(&self, k: usize) {
+            // SAFETY: as in `read`: loom reports this write if a reader's access is not ordered
+            // before it.
             self.objs[k].with_mut(|v| unsafe { *v = FREED });
         }
         fn unpublish_old(&self) {

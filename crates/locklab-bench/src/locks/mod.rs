@@ -70,10 +70,18 @@ pub struct Queue {
     pub closed: bool,
 }
 
-/// An adapter for a mutex + condvar pair whose `wait` takes `&mut guard` (parking_lot, lock_api).
+/// An adapter for a mutex + condvar pair: `lock(m) => expr` locks mutex `m` and gives the guard,
+/// `wait(cv, g) => expr` waits on `cv` with guard `g` and gives the guard back (so one body serves
+/// std's by-value `wait` and parking_lot's `&mut` one).
 #[macro_export]
 macro_rules! condvar_adapter {
-    ($adapter:ident, $m:ty, $cv:ty) => {
+    (
+        $adapter:ident,
+        $m:ty,
+        $cv:ty,
+        lock($lm:ident) => $lock:expr,
+        wait($wcv:ident, $wg:ident) => $wait:expr $(,)?
+    ) => {
         /// Adapter (see the registry for its summary).
         pub struct $adapter {
             queue: $m,
@@ -92,9 +100,15 @@ macro_rules! condvar_adapter {
                 }
             }
             fn produce(&self, msg: u64, notify_all: bool) -> bool {
-                let mut q = self.queue.lock();
+                let mut q = {
+                    let $lm = &self.queue;
+                    $lock
+                };
                 while q.items.len() >= q.slots && !q.closed {
-                    self.not_full.wait(&mut q);
+                    q = {
+                        let ($wcv, $wg) = (&self.not_full, q);
+                        $wait
+                    };
                 }
                 if q.closed {
                     return false;
@@ -109,9 +123,15 @@ macro_rules! condvar_adapter {
                 true
             }
             fn consume(&self, notify_all: bool) -> Option<u64> {
-                let mut q = self.queue.lock();
+                let mut q = {
+                    let $lm = &self.queue;
+                    $lock
+                };
                 while q.items.is_empty() && !q.closed {
-                    self.not_empty.wait(&mut q);
+                    q = {
+                        let ($wcv, $wg) = (&self.not_empty, q);
+                        $wait
+                    };
                 }
                 let m = q.items.pop_front()?;
                 drop(q);
@@ -123,7 +143,11 @@ macro_rules! condvar_adapter {
                 Some(m)
             }
             fn close(&self) {
-                self.queue.lock().closed = true;
+                {
+                    let $lm = &self.queue;
+                    $lock
+                }
+                .closed = true;
                 self.not_full.notify_all();
                 self.not_empty.notify_all();
             }

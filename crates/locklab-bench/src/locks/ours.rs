@@ -72,7 +72,17 @@ impl RefCountUnderTest for AtomicCount {
     }
 }
 
-condvar_adapter!(OurCondvar, locklab::Mutex<Queue>, locklab::Condvar);
+condvar_adapter!(
+    OurCondvar,
+    locklab::Mutex<Queue>,
+    locklab::Condvar,
+    lock(m) => m.lock(),
+    wait(cv, g) => {
+        let mut g = g;
+        cv.wait(&mut g);
+        g
+    }
+);
 
 /// Registry entries.
 pub fn entries() -> Vec<LockInfo> {

@@ -1,6 +1,6 @@
 //! Other crates' and the platform's locks, each in a few lines.
 
-use super::{CondvarUnderTest, Kind, LockInfo, LockUnderTest, Queue, condvar, lock, refcount};
+use super::{Kind, LockInfo, LockUnderTest, Queue, condvar, lock, refcount};
 use crate::workload::Shared;
 use crate::{condvar_adapter, count_under_lock, mutex_adapter, rwlock_adapter};
 use std::cell::UnsafeCell;
@@ -160,69 +160,25 @@ impl Drop for PthreadRwLock {
     }
 }
 
-condvar_adapter!(PlCondvar, parking_lot::Mutex<Queue>, parking_lot::Condvar);
+condvar_adapter!(
+    PlCondvar,
+    parking_lot::Mutex<Queue>,
+    parking_lot::Condvar,
+    lock(m) => m.lock(),
+    wait(cv, g) => {
+        let mut g = g;
+        cv.wait(&mut g);
+        g
+    }
+);
 
-/// std's mutex + condvar (its `wait` takes the guard by value).
-pub struct StdCondvar {
-    queue: std::sync::Mutex<Queue>,
-    not_full: std::sync::Condvar,
-    not_empty: std::sync::Condvar,
-}
-
-impl StdCondvar {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl CondvarUnderTest for StdCondvar {
-    fn new(slots: usize) -> Self {
-        StdCondvar {
-            queue: std::sync::Mutex::new(Queue {
-                slots,
-                ..Default::default()
-            }),
-            not_full: std::sync::Condvar::new(),
-            not_empty: std::sync::Condvar::new(),
-        }
-    }
-    fn produce(&self, msg: u64, notify_all: bool) -> bool {
-        let mut q = self.lock();
-        while q.items.len() >= q.slots && !q.closed {
-            q = self.not_full.wait(q).unwrap_or_else(|e| e.into_inner());
-        }
-        if q.closed {
-            return false;
-        }
-        q.items.push_back(msg);
-        drop(q);
-        if notify_all {
-            self.not_empty.notify_all();
-        } else {
-            self.not_empty.notify_one();
-        }
-        true
-    }
-    fn consume(&self, notify_all: bool) -> Option<u64> {
-        let mut q = self.lock();
-        while q.items.is_empty() && !q.closed {
-            q = self.not_empty.wait(q).unwrap_or_else(|e| e.into_inner());
-        }
-        let m = q.items.pop_front()?;
-        drop(q);
-        if notify_all {
-            self.not_full.notify_all();
-        } else {
-            self.not_full.notify_one();
-        }
-        Some(m)
-    }
-    fn close(&self) {
-        self.lock().closed = true;
-        self.not_full.notify_all();
-        self.not_empty.notify_all();
-    }
-}
+condvar_adapter!(
+    StdCondvar,
+    std::sync::Mutex<Queue>,
+    std::sync::Condvar,
+    lock(m) => m.lock().unwrap_or_else(|e| e.into_inner()),
+    wait(cv, g) => cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+);
 
 /// Registry entries.
 pub fn entries() -> Vec<LockInfo> {

@@ -255,36 +255,71 @@ fn cdf(h: &[(u64, u64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// One line per lock from `points` (the lock's rows, by thread count), in the locks' colours; a lock
+/// with no point is left out.
+fn lines_of(
+    locks: &[(String, Vec<&ResultRow>)],
+    points: impl Fn(&[&ResultRow]) -> Vec<(f64, f64)>,
+) -> Vec<Line> {
+    locks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (n, rows))| {
+            let points = points(rows);
+            (!points.is_empty()).then(|| Line {
+                name: n.clone(),
+                points,
+                dashed: false,
+                color: color(i),
+            })
+        })
+        .collect()
+}
+
+/// What a plot shows: its id suffix, title, axes, scale and caption.
+struct Spec<'a> {
+    id: String,
+    title: String,
+    x: &'a str,
+    y: &'a str,
+    log_x: bool,
+    y_max: Option<f64>,
+    caption: String,
+}
+
+/// Draws `lines` (nothing if there are none) with a legend of every line.
+fn plot(spec: Spec, lines: &[Line]) -> Option<Result<Plot, String>> {
+    if lines.is_empty() {
+        return None;
+    }
+    Some(
+        chart(&spec.title, spec.x, spec.y, lines, spec.log_x, spec.y_max).map(|svg| Plot {
+            id: spec.id,
+            caption: spec.caption,
+            svg,
+            legend: lines.iter().map(|l| (l.name.clone(), l.color)).collect(),
+        }),
+    )
+}
+
 /// The plots of one group: scaling, latency CDF (at the highest thread count), idle %, hand-over rate.
 fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> {
     let locks = by_lock(g);
     let id = |what: &str| format!("run{run}-{}-{what}", slug(&g.key));
-    let legend: Vec<(String, RGBColor)> = locks
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _))| (n.clone(), color(i)))
-        .collect();
-    let mut plots = vec![];
-    // Scaling, with the linear reference from the best 1-thread row.
-    let mut lines: Vec<Line> = locks
-        .iter()
-        .enumerate()
-        .map(|(i, (n, rows))| Line {
-            name: n.clone(),
-            points: rows
-                .iter()
-                .map(|r| (r.threads as f64, r.ops_per_sec.median))
-                .collect(),
-            dashed: false,
-            color: color(i),
-        })
-        .collect();
-    let threads: Vec<usize> = {
-        let mut t: Vec<usize> = g.rows.iter().map(|r| r.threads).collect();
-        t.sort_unstable();
-        t.dedup();
-        t
+    let by_threads = |f: fn(&ResultRow) -> Option<f64>| {
+        move |rows: &[&ResultRow]| -> Vec<(f64, f64)> {
+            rows.iter()
+                .filter_map(|r| Some((r.threads as f64, f(r)?)))
+                .collect()
+        }
     };
+    let mut threads: Vec<usize> = g.rows.iter().map(|r| r.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let top = *threads.last().unwrap_or(&1);
+
+    // Scaling, with the linear reference from the best 1-thread row.
+    let mut scaling = lines_of(&locks, by_threads(|r| Some(r.ops_per_sec.median)));
     let best1 = locks
         .iter()
         .filter_map(|(n, rows)| {
@@ -293,9 +328,8 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
                 .map(|r| (n, r.ops_per_sec.median))
         })
         .max_by(|a, b| a.1.total_cmp(&b.1));
-    let mut legend_s = legend.clone();
     if let Some((name, one)) = best1 {
-        lines.push(Line {
+        scaling.push(Line {
             name: format!("linear (from {name} at 1 thread, capped at {cpus} CPUs)"),
             points: threads
                 .iter()
@@ -304,141 +338,76 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
             dashed: true,
             color: RGBColor(120, 120, 120),
         });
-        legend_s.push((lines.last().unwrap().name.clone(), RGBColor(120, 120, 120)));
     }
-    plots.push(
-        chart(
-            &format!("{}: throughput vs threads", g.key),
-            "threads",
-            "ops/s (median)",
-            &lines,
-            false,
-            None,
-        )
-        .map(|svg| Plot {
-            id: id("scaling"),
-            caption: format!(
-                "Scaling, {}: median ops/s per thread count; dashed: linear scaling.",
-                g.key
-            ),
-            svg,
-            legend: legend_s,
-        }),
-    );
     // Latency CDF at the highest thread count, from the recorded histograms.
-    let top = *threads.last().unwrap_or(&1);
-    let cdf: Vec<Line> = locks
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (n, rows))| {
-            let r = rows.iter().find(|r| r.threads == top)?;
-            let points = cdf(&r.acquire_ns.histogram);
-            if points.is_empty() {
-                return None;
-            }
-            Some(Line {
-                name: n.clone(),
-                points,
-                dashed: false,
-                color: color(i),
-            })
-        })
-        .collect();
-    if !cdf.is_empty() {
-        let legend = cdf.iter().map(|l| (l.name.clone(), l.color)).collect();
-        plots.push(
-            chart(
-                &format!("{}: acquisition latency CDF at {top} threads", g.key),
-                "ns (log)",
-                "% of sampled acquisitions",
-                &cdf,
-                true,
-                Some(100.0),
-            )
-            .map(|svg| Plot {
+    let latency = lines_of(&locks, |rows| {
+        rows.iter()
+            .find(|r| r.threads == top)
+            .map_or(vec![], |r| cdf(&r.acquire_ns.histogram))
+    });
+    let k = &g.key;
+    [
+        plot(
+            Spec {
+                id: id("scaling"),
+                title: format!("{k}: throughput vs threads"),
+                x: "threads",
+                y: "ops/s (median)",
+                log_x: false,
+                y_max: None,
+                caption: format!(
+                    "Scaling, {k}: median ops/s per thread count; dashed: linear scaling."
+                ),
+            },
+            &scaling,
+        ),
+        plot(
+            Spec {
                 id: id("latency"),
+                title: format!("{k}: acquisition latency CDF at {top} threads"),
+                x: "ns (log)",
+                y: "% of sampled acquisitions",
+                log_x: true,
+                y_max: Some(100.0),
                 caption: format!(
-                    "Latency CDF, {} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits).",
-                    g.key
+                    "Latency CDF, {k} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits)."
                 ),
-                svg,
-                legend,
-            }),
-        );
-    }
-    // Idle CPU.
-    let idle: Vec<Line> = locks
-        .iter()
-        .enumerate()
-        .map(|(i, (n, rows))| Line {
-            name: n.clone(),
-            points: rows
-                .iter()
-                .map(|r| (r.threads as f64, r.idle_pct))
-                .collect(),
-            dashed: false,
-            color: color(i),
-        })
-        .collect();
-    plots.push(
-        chart(
-            &format!("{}: idle CPU vs threads", g.key),
-            "threads",
-            "idle % of min(threads, CPUs)",
-            &idle,
-            false,
-            Some(100.0),
-        )
-        .map(|svg| Plot {
-            id: id("idle"),
-            caption: format!(
-                "Idle CPU, {}: 100 x (1 - CPU time / (wall x min(threads, CPUs))).",
-                g.key
-            ),
-            svg,
-            legend: legend.clone(),
-        }),
-    );
-    // Hand-over rate, where the workload has exclusive operations.
-    let hand: Vec<Line> = locks
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (n, rows))| {
-            let points: Vec<(f64, f64)> = rows
-                .iter()
-                .filter_map(|r| Some((r.threads as f64, r.handover_rate?)))
-                .collect();
-            (!points.is_empty()).then(|| Line {
-                name: n.clone(),
-                points,
-                dashed: false,
-                color: color(i),
-            })
-        })
-        .collect();
-    if !hand.is_empty() {
-        let legend = hand.iter().map(|l| (l.name.clone(), l.color)).collect();
-        plots.push(
-            chart(
-                &format!("{}: hand-over rate vs threads", g.key),
-                "threads",
-                "share of exclusive ops changing holder",
-                &hand,
-                false,
-                Some(1.0),
-            )
-            .map(|svg| Plot {
+            },
+            &latency,
+        ),
+        plot(
+            Spec {
+                id: id("idle"),
+                title: format!("{k}: idle CPU vs threads"),
+                x: "threads",
+                y: "idle % of min(threads, CPUs)",
+                log_x: false,
+                y_max: Some(100.0),
+                caption: format!(
+                    "Idle CPU, {k}: 100 x (1 - CPU time / (wall x min(threads, CPUs)))."
+                ),
+            },
+            &lines_of(&locks, by_threads(|r| Some(r.idle_pct))),
+        ),
+        // Hand-over rate, where the workload has exclusive operations.
+        plot(
+            Spec {
                 id: id("handover"),
+                title: format!("{k}: hand-over rate vs threads"),
+                x: "threads",
+                y: "share of exclusive ops changing holder",
+                log_x: false,
+                y_max: Some(1.0),
                 caption: format!(
-                    "Hand-over rate, {}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line).",
-                    g.key
+                    "Hand-over rate, {k}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line)."
                 ),
-                svg,
-                legend,
-            }),
-        );
-    }
-    plots
+            },
+            &lines_of(&locks, by_threads(|r| r.handover_rate)),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// `advise`'s map as heat maps, one per read share: threads across, critical section up, each cell

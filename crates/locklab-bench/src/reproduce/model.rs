@@ -248,6 +248,16 @@ impl<T: Send + Sync + 'static> RwModel<T> for MutexRw<T> {
     }
 }
 
+/// A pseudo-random word for thread `t`'s op `i` (splitmix64's finaliser: every output bit depends
+/// on every input bit): which operation it is and which key it uses, the same sequence every run.
+#[inline]
+pub fn mix(t: usize, i: u64) -> u64 {
+    let mut x = i ^ ((t as u64) << 40);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 /// One model run: throughput and CPU.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Measured {
@@ -263,11 +273,12 @@ pub struct Measured {
 pub(crate) fn measure(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Measured {
     let out = run_trial(spec, clock, op);
     let ops = out.total_ops().max(1) as f64;
-    let avail = out.wall_ns.max(1) as f64 * spec.threads.min(spec.cpus.len()).max(1) as f64;
+    let util =
+        crate::metrics::cpu_util_pct(out.cpu_ns, out.wall_ns, spec.threads.min(spec.cpus.len()));
     Measured {
         ops_per_sec: out.ops_per_sec(),
         cpu_s_per_mop: out.cpu_ns as f64 / 1e9 / ops * 1e6,
-        idle_pct: (100.0 - 100.0 * out.cpu_ns as f64 / avail).max(0.0),
+        idle_pct: (100.0 - util).max(0.0),
     }
 }
 

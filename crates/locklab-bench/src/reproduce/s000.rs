@@ -264,15 +264,6 @@ pub struct Dd {
     pub total_s: f64,
 }
 
-fn children_cpu() -> (f64, f64) {
-    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_CHILDREN is a valid `who`.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (s(ru.ru_utime), s(ru.ru_stime))
-}
-
 /// Runs the seed's `dd` (None when dd is missing or fails).
 pub fn dd(count: u64) -> Option<Dd> {
     let dir = if std::path::Path::new("/dev/shm").is_dir() {
@@ -281,7 +272,7 @@ pub fn dd(count: u64) -> Option<Dd> {
         std::env::temp_dir()
     };
     let file = tempfile_in(&dir)?;
-    let (u0, s0) = children_cpu();
+    let (u0, s0) = crate::runner::children_cpu_ns();
     let t = std::time::Instant::now();
     let st = std::process::Command::new("dd")
         .args(["if=/dev/zero", &format!("of={}", file.display()), "bs=1"])
@@ -290,7 +281,7 @@ pub fn dd(count: u64) -> Option<Dd> {
         .stderr(std::process::Stdio::null())
         .status();
     let total_s = t.elapsed().as_secs_f64();
-    let (u1, s1) = children_cpu();
+    let (u1, s1) = crate::runner::children_cpu_ns();
     let _ = std::fs::remove_file(&file);
     if !st.ok()?.success() {
         return None;
@@ -298,8 +289,8 @@ pub fn dd(count: u64) -> Option<Dd> {
     Some(Dd {
         count,
         dir: dir.display().to_string(),
-        user_s: u1 - u0,
-        system_s: s1 - s0,
+        user_s: u1.saturating_sub(u0) as f64 / 1e9,
+        system_s: s1.saturating_sub(s0) as f64 / 1e9,
         total_s,
     })
 }

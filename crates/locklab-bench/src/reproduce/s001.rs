@@ -22,7 +22,7 @@
 //! "idle_pct"}], "seed": {...}}`.
 
 use super::Reproduction;
-use super::model::{Measured, MutexRw, NoSpinRwSem, RwModel, measure, median};
+use super::model::{Measured, MutexRw, NoSpinRwSem, RwModel, measure, median, mix};
 use crate::runner::{Clock, Op, Tally, TrialSpec, allowed_cpus};
 use crate::work::{WorkCalibration, spin_work};
 
@@ -81,12 +81,6 @@ struct Tree<'a, L> {
     leaf_loops: u64,
     think_loops: u64,
     clock: &'a dyn Clock,
-}
-
-#[inline]
-fn mix(t: usize, i: u64) -> u64 {
-    let x = (i ^ ((t as u64) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^ (x >> 31)
 }
 
 /// The path to `key`'s leaf: root, interior node, leaf.

@@ -18,7 +18,7 @@
 //! `figures`: `{"rows": [{"lock", "threads", "ops_per_sec", "idle_pct", "cpu_s_per_mop"}], "seed": {...}}`.
 
 use super::Reproduction;
-use super::model::{Measured, OldRwSem, RwModel, measure, median};
+use super::model::{Measured, OldRwSem, RwModel, measure, median, mix};
 use crate::runner::{Clock, Op, Tally, TrialSpec, allowed_cpus};
 use crate::work::{WorkCalibration, spin_work};
 use std::collections::HashMap;
@@ -48,13 +48,6 @@ struct DirOp<'a, L> {
     read_loops: u64,
     write_loops: u64,
     think_loops: u64,
-}
-
-/// A cheap mixer: which operation op `i` of thread `t` is, and which name it looks up.
-#[inline]
-fn mix(t: usize, i: u64) -> u64 {
-    let x = (i ^ ((t as u64) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^ (x >> 29)
 }
 
 impl<L: RwModel<Dir>> Op for DirOp<'_, L> {
