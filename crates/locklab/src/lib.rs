@@ -89,7 +89,7 @@ pub mod raw {
     pub use crate::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
     pub use crate::rwsem::{RawRwSem, RwSemToken};
     pub use crate::rwspinlock::RawRwSpinLock;
-    pub use crate::spin::mcs::{McsGuard, McsNode, RawMcsLock};
+    pub use crate::spin::mcs::RawMcsLock;
     pub use crate::spin::qspinlock::RawQueuedSpinLock;
     pub use crate::spin::tas::RawTasLock;
     pub use crate::spin::ticket::RawTicketLock;
@@ -141,21 +141,22 @@ mod aliases {
     /// drop(g);
     /// ```
     pub type TicketLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawTicketLock, T>;
-    /// An MCS queue lock protecting a `T`: each waiter spins on its own node. A thread holds up to eight
-    /// MCS locks with its own nodes; deeper nesting allocates a node per acquisition.
+    /// An MCS queue lock protecting a `T`: each waiter spins on its own node (on its stack, only while it
+    /// waits), so a thread may hold any number of them, released in any order.
     ///
     /// ```
     /// let locks: Vec<_> = (0..10).map(locklab::McsLock::new).collect();
-    /// let guards: Vec<_> = locks.iter().map(|l| l.lock()).collect(); // 10 deep: the last two use heap nodes
+    /// let guards: Vec<_> = locks.iter().map(|l| l.lock()).collect();
     /// assert_eq!(guards.iter().map(|g| **g).sum::<i32>(), 45);
     /// ```
     pub type McsLock<T> = lock_api::Mutex<raw::RawMcsLock, T>;
-    /// Guard of an [`McsLock`]; holds the queue node until dropped (so it is not `Send`).
+    /// Guard of an [`McsLock`]. It holds no queue node, so it may be sent to another thread to unlock.
     ///
     /// ```
     /// let l = locklab::McsLock::new(5);
     /// let g: locklab::McsLockGuard<'_, i32> = l.lock();
-    /// assert_eq!(*g, 5);
+    /// std::thread::scope(|s| s.spawn(move || assert_eq!(*g, 5)).join().unwrap());
+    /// assert!(!l.is_locked());
     /// ```
     pub type McsLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMcsLock, T>;
     /// A queued spinlock (qspinlock) protecting a `T`: four bytes, a plain-store unlock.

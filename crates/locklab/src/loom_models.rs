@@ -97,35 +97,42 @@ fn ticket_mutual_exclusion() {
     });
 }
 
-#[test]
-fn mcs_mutual_exclusion_and_handover() {
-    model(|| {
+/// `n` threads on an MCS lock: the fast path, the queue, the hand-over, and a new holder moving its
+/// place from its stack node back into the lock while a successor links in (three threads).
+fn mcs_threads(n: usize) {
+    model(move || {
         let s = Arc::new((RawMcsLock::new(), Guarded::new()));
-        let hs: Vec<_> = (0..2)
+        let hs: Vec<_> = (1..n)
             .map(|_| {
                 let s = s.clone();
                 thread::spawn(move || {
-                    let node = McsNode::new();
-                    unsafe {
-                        s.0.lock_with(&node);
-                        s.1.critical();
-                        s.0.unlock_with(&node);
-                    }
+                    s.0.lock_raw();
+                    s.1.critical();
+                    // SAFETY: this thread holds the lock.
+                    unsafe { s.0.unlock_raw() };
                 })
             })
             .collect();
-        let node = McsNode::new();
-        unsafe {
-            s.0.lock_with(&node);
-            s.1.critical();
-            s.0.unlock_with(&node);
-        }
+        s.0.lock_raw();
+        s.1.critical();
+        // SAFETY: this thread holds the lock.
+        unsafe { s.0.unlock_raw() };
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(s.1.get(), 3);
+        assert_eq!(s.1.get(), n);
         assert!(!s.0.is_locked());
     });
+}
+
+#[test]
+fn mcs_mutual_exclusion_and_handover() {
+    mcs_threads(2);
+}
+
+#[test]
+fn mcs_new_holder_moves_in_while_successor_links() {
+    mcs_threads(3);
 }
 
 /// Three contenders on a queued spinlock: one takes the fast path, one the pending path, one (at least)

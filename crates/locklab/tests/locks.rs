@@ -176,10 +176,19 @@ fn mutex_const_new_in_static() {
 }
 
 #[test]
-fn mcs_deep_nesting_falls_back_to_heap_nodes() {
+fn mcs_deep_nesting_any_order() {
     let locks: Vec<locklab::McsLock<usize>> = (0..40).map(locklab::McsLock::new).collect();
-    let guards: Vec<_> = locks.iter().map(|l| l.lock()).collect();
+    let mut guards: Vec<_> = locks.iter().map(|l| l.lock()).collect();
     assert_eq!(guards.iter().map(|g| **g).sum::<usize>(), (0..40).sum());
+    // Released out of order: every other one first.
+    let odd: Vec<_> = (0..20).map(|i| guards.remove(i)).collect();
+    drop(odd);
+    assert!(
+        locks
+            .iter()
+            .enumerate()
+            .all(|(i, l)| l.is_locked() == (i % 2 == 1))
+    );
     drop(guards);
     assert!(locks.iter().all(|l| !l.is_locked()));
 }
