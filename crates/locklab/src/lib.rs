@@ -89,7 +89,7 @@ pub mod raw {
     pub use crate::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
     pub use crate::rwsem::{RawRwSem, RwSemToken};
     pub use crate::rwspinlock::RawRwSpinLock;
-    pub use crate::spin::mcs::RawMcsLock;
+    pub use crate::spin::mcs::{McsGuard, RawMcsLock};
     pub use crate::spin::qspinlock::RawQueuedSpinLock;
     pub use crate::spin::tas::RawTasLock;
     pub use crate::spin::ticket::RawTicketLock;
@@ -141,8 +141,8 @@ mod aliases {
     /// drop(g);
     /// ```
     pub type TicketLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawTicketLock, T>;
-    /// An MCS queue lock protecting a `T`: each waiter spins on its own node (on its stack, only while it
-    /// waits), so a thread may hold any number of them, released in any order.
+    /// An MCS queue lock protecting a `T`: each waiter spins on its own node. Uncontended, no node is
+    /// used; a contended acquisition queues one of its thread's eight, or a heap node beyond that.
     ///
     /// ```
     /// let locks: Vec<_> = (0..10).map(locklab::McsLock::new).collect();
@@ -150,13 +150,13 @@ mod aliases {
     /// assert_eq!(guards.iter().map(|g| **g).sum::<i32>(), 45);
     /// ```
     pub type McsLock<T> = lock_api::Mutex<raw::RawMcsLock, T>;
-    /// Guard of an [`McsLock`]. It holds no queue node, so it may be sent to another thread to unlock.
+    /// Guard of an [`McsLock`]; holds the queue node of a contended acquisition until dropped (so it is
+    /// not `Send`).
     ///
     /// ```
     /// let l = locklab::McsLock::new(5);
     /// let g: locklab::McsLockGuard<'_, i32> = l.lock();
-    /// std::thread::scope(|s| s.spawn(move || assert_eq!(*g, 5)).join().unwrap());
-    /// assert!(!l.is_locked());
+    /// assert_eq!(*g, 5);
     /// ```
     pub type McsLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMcsLock, T>;
     /// A queued spinlock (qspinlock) protecting a `T`: four bytes, a plain-store unlock.

@@ -97,42 +97,84 @@ fn ticket_mutual_exclusion() {
     });
 }
 
-/// `n` threads on an MCS lock: the fast path, the queue, the hand-over, and a new holder moving its
-/// place from its stack node back into the lock while a successor links in (three threads).
-fn mcs_threads(n: usize) {
+/// `n` threads on an MCS lock, each trying the node-less fast path (`HELD`) and queueing its own node
+/// when that fails: hand-overs between `HELD` holders and node holders, and linking into the lock's own
+/// `next` (three threads: a `HELD` holder with a successor that has a successor). The main thread takes
+/// the lock `main_rounds` times.
+fn mcs_threads(n: usize, main_rounds: usize) {
+    fn locked_section(l: &RawMcsLock, g: &Guarded) {
+        let node = McsNode::new();
+        if l.try_lock_held() {
+            g.critical();
+            // SAFETY: this thread holds the lock as HELD.
+            unsafe { l.unlock_held() };
+        } else {
+            // SAFETY: `node` outlives the acquisition (unlocked below, before it drops).
+            unsafe { l.lock_queued(&node) };
+            g.critical();
+            // SAFETY: this thread holds the lock with `node`.
+            unsafe { l.unlock_queued(&node) };
+        }
+    }
     model(move || {
         let s = Arc::new((RawMcsLock::new(), Guarded::new()));
         let hs: Vec<_> = (1..n)
             .map(|_| {
                 let s = s.clone();
-                thread::spawn(move || {
-                    s.0.lock_raw();
-                    s.1.critical();
-                    // SAFETY: this thread holds the lock.
-                    unsafe { s.0.unlock_raw() };
-                })
+                thread::spawn(move || locked_section(&s.0, &s.1))
             })
             .collect();
-        s.0.lock_raw();
-        s.1.critical();
-        // SAFETY: this thread holds the lock.
-        unsafe { s.0.unlock_raw() };
+        for _ in 0..main_rounds {
+            locked_section(&s.0, &s.1);
+        }
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(s.1.get(), n);
+        assert_eq!(s.1.get(), n - 1 + main_rounds);
         assert!(!s.0.is_locked());
     });
 }
 
 #[test]
 fn mcs_mutual_exclusion_and_handover() {
-    mcs_threads(2);
+    mcs_threads(2, 2);
 }
 
 #[test]
-fn mcs_new_holder_moves_in_while_successor_links() {
-    mcs_threads(3);
+fn mcs_held_holder_with_a_queue_of_two() {
+    mcs_threads(3, 1);
+}
+
+/// Invariant 1: a `HELD` holder hands over to a successor that linked into `next`; after that successor
+/// is done, a new `HELD` holder must find `next` cleared (a stale link fails this model: the unlock
+/// hands the lock to the gone node and leaves it held).
+#[test]
+fn mcs_held_again_after_handover() {
+    model(|| {
+        let s = Arc::new((RawMcsLock::new(), Guarded::new()));
+        assert!(s.0.try_lock_held());
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            let node = McsNode::new();
+            // SAFETY: `node` outlives the acquisition.
+            unsafe { s2.0.lock_queued(&node) };
+            s2.1.critical();
+            // SAFETY: this thread holds the lock with `node`.
+            unsafe { s2.0.unlock_queued(&node) };
+        });
+        while s.0.next.load(Ordering::Relaxed).is_null() {
+            thread::yield_now(); // until the waiter has linked behind us
+        }
+        // SAFETY: this thread holds the lock as HELD.
+        unsafe { s.0.unlock_held() };
+        t.join().unwrap();
+        assert!(s.0.try_lock_held());
+        s.1.critical();
+        // SAFETY: this thread holds the lock as HELD.
+        unsafe { s.0.unlock_held() };
+        assert_eq!(s.1.get(), 2);
+        assert!(!s.0.is_locked());
+    });
 }
 
 /// Three contenders on a queued spinlock: one takes the fast path, one the pending path, one (at least)

@@ -2,17 +2,17 @@
 //!
 //! Queued locks need a node per waiting thread. The kernel keeps them per CPU, which does not work in
 //! userspace (a thread can migrate while it waits), so each thread gets a [`ThreadSlot`]: its OSQ node,
-//! and its queued-spinlock nodes (one per nesting level). A slot is found by index in [`TABLE`], which is
-//! how the queued spinlock's 14-bit tail names a waiter. (The MCS lock needs none: its waiters queue a
-//! node on their own stack, see [`crate::spin::mcs`].)
+//! its queued-spinlock nodes (one per nesting level) and its MCS nodes (used only when an MCS lock is
+//! contended: the uncontended holder needs none). A slot is found by index in
+//! [`TABLE`], which is how the queued spinlock's 14-bit tail names a waiter.
 //!
 //! # Lifetime
 //! Slots are allocated once and never freed: the protocols may look at a node after its thread has
 //! moved on (the OSQ unqueue reads a predecessor's fields that way, as the kernel does with per-CPU
 //! nodes), so node memory must stay valid forever ("type-stable"). When a thread exits, its slot goes back
-//! to the pool for the next new thread, unless one of its queued-spinlock nodes is still in use (the
-//! thread is exiting from inside a wait, which safe code cannot do): then the slot is kept out of the
-//! pool for good, so a queue never points at a node that someone else reuses.
+//! to the pool for the next new thread, unless one of its MCS nodes is still queued (a guard was leaked
+//! with `mem::forget`): then the slot is kept out of the pool for good, so the queue never points at a
+//! node that someone else reuses.
 //!
 //! Memory is bounded by the largest number of threads alive at once (at most [`MAX_SLOTS`]); past that,
 //! [`current`] returns `None` and the locks fall back to paths that need no node (documented on each).
@@ -29,6 +29,9 @@ pub(crate) const MAX_SLOTS: usize = (1 << 14) - 1;
 /// Queued-spinlock nodes per thread: a thread waits for one queued spinlock at a time; the second level
 /// serves a signal handler that interrupts a wait.
 pub(crate) const QNODE_LEVELS: usize = 2;
+/// MCS nodes per thread: how many MCS locks one thread can hold (or wait for) at once without falling
+/// back to a heap-allocated node.
+pub(crate) const MCS_LEVELS: usize = 8;
 
 /// One thread's queue nodes. Fields in `Cell`s are touched only by the thread that owns the slot.
 pub(crate) struct ThreadSlot {
@@ -43,6 +46,10 @@ pub(crate) struct ThreadSlot {
     pub(crate) qnodes: [McsNode; QNODE_LEVELS],
     /// How many of `qnodes` are in use (owner thread only).
     pub(crate) qdepth: Cell<usize>,
+    /// Nodes for MCS locks.
+    pub(crate) mcs: [McsNode; MCS_LEVELS],
+    /// Bit i set: `mcs[i]` is in a queue (owner thread only).
+    pub(crate) mcs_busy: Cell<u8>,
     /// Whether a live thread owns this slot.
     in_use: AtomicBool,
 }
@@ -55,6 +62,8 @@ impl ThreadSlot {
             osq_busy: Cell::new(false),
             qnodes: [const { McsNode::new() }; QNODE_LEVELS],
             qdepth: Cell::new(0),
+            mcs: [const { McsNode::new() }; MCS_LEVELS],
+            mcs_busy: Cell::new(0),
             in_use: AtomicBool::new(true),
         }
     }
@@ -83,7 +92,7 @@ impl Drop for Releaser {
         }
         // SAFETY: slots are never freed.
         let slot = unsafe { &*slot };
-        if slot.qdepth.get() == 0 {
+        if slot.qdepth.get() == 0 && slot.mcs_busy.get() == 0 {
             // Release pairs with the Acquire CAS in `claim`: the next owner sees our last node writes.
             slot.in_use.store(false, Ordering::Release);
         }

@@ -1,71 +1,63 @@
-//! MCS queue lock (Mellor-Crummey and Scott, 1991), in the variant that needs no queue node outside
-//! `lock()` (Auslander et al.'s, from IBM's K42 kernel; Scott, *Shared-Memory Synchronization*, 4.3.2):
-//! FIFO, each waiter spins on its own cache line, and neither the holder nor the uncontended path touches
-//! a node.
+//! MCS queue lock (Mellor-Crummey and Scott, 1991): FIFO, each waiter spins on its own cache line; and
+//! an uncontended acquisition uses no node at all (the idea of IBM K42's MCS variant, Auslander et al.;
+//! Scott, *Shared-Memory Synchronization*, 4.3.2: the lock itself stands in for the holder's node).
 //!
 //! # Algorithm
-//! The lock is a `tail` pointer to the last waiter and a `next` pointer to the holder's successor. The
-//! holder stands in the queue as the lock itself: `tail == HELD` (a sentinel, not an address) means "held,
-//! nobody waiting", and a waiter that finds `HELD` at the tail links itself into the lock's own `next`.
-//! - Lock, fast path: `cas(tail: null -> HELD)`.
-//! - Lock, slow path: `swap` a node on this call's stack into `tail`. Old tail null: the lock is ours.
-//!   `HELD`: link into `self.next`; a node: link into its `next`; then spin on the node's own `locked`
-//!   flag until the predecessor hands over. Holding the lock, move our place back into the lock before
-//!   returning (the stack node dies with this call): with no successor, `self.next = null` then
-//!   `cas(tail: me -> HELD)`; if that fails, or if a successor had already linked, wait for it and copy
-//!   it into `self.next`.
-//! - Unlock: `self.next` null: `cas(tail: HELD -> null)` frees the lock; if that fails a waiter is linking
-//!   in, so wait for `self.next`. Then `next.locked = true` hands the lock over.
+//! The lock is a `tail` pointer to the last queued node and a `next` pointer used when the holder has no
+//! node. `tail == HELD` (a sentinel, not an address) means "held by a node-less holder".
+//! - Lock, fast path: `cas(tail: null -> HELD)`: no node.
+//! - Lock, queued (the CAS failed): initialise a node, `swap` it into `tail`. Old tail null: the lock is
+//!   ours. `HELD`: link into `self.next`; a node: link into its `next`; then spin on my own `locked`.
+//!   The node stays the holder's place in the queue until unlock (classic MCS).
+//! - Unlock, node-less holder: `self.next` null: `cas(tail: HELD -> null)` frees the lock; if that fails a
+//!   waiter is linking in, so wait for `self.next`. Then `self.next = null` and `next.locked = true`.
+//! - Unlock, node holder: the same with `node.next` and `cas(tail: node -> null)`.
 //!
-//! The classic MCS lock keeps the holder's node queued until unlock, so `lock_api`'s `lock()` had to
-//! fetch a node from per-thread storage and the guard had to carry it (7.2 ns uncontended here against
-//! 4.5 ns for the bare protocol, one AMD EPYC core). This variant pays for its stack node only on the
-//! contended path, and the guard carries nothing.
+//! `lock_api`'s `lock()` takes no node, so a contended acquisition takes one from the calling thread's
+//! slot ([`crate::thread_slot`]): [`MCS_LEVELS`] of them, so one thread can hold several MCS locks at
+//! once and release them in any order (the guard remembers its node). Deeper nesting, or a thread with no
+//! slot, uses a heap node for that acquisition. Fetching a node costs ~2.5 ns (thread-local lookup and
+//! level bitmap, on the chain to the `swap`), so the fast path skips it: uncontended lock+unlock went
+//! from 7.9 to 4.9 ns (criterion, AMD EPYC), where the ticket lock takes 2.1.
 //!
 //! # Properties
 //! Strict FIFO. One cache-line transfer per hand-over (the successor's flag), unlike the ticket lock where
 //! every waiter's copy is invalidated. Uncontended, two locked instructions (the CAS to lock, the CAS to
-//! unlock) where the ticket lock has one and a plain store: that is MCS's price for the queue. A preempted
-//! waiter stalls its successors; waiters yield the CPU after [`SpinWait::SPINS`] steps (never their place
-//! in the queue). 16 bytes.
+//! unlock) where the ticket lock has one and a plain store: MCS's price for its queue (the bare pair is
+//! 4.5 ns here). A preempted waiter stalls its successors; waiters yield the CPU after [`SpinWait::SPINS`]
+//! steps (never their place in the queue). 16 bytes.
 //!
 //! # State
-//! | `tail`       | `next`        | meaning                                                   |
-//! |--------------|---------------|-----------------------------------------------------------|
-//! | null         | null          | free                                                      |
-//! | `HELD`       | null          | held, nobody waiting                                      |
-//! | node N       | any           | held; N is the last waiter; `next` is the holder's successor once linked (transiently stale while a new holder moves in) |
-//!
-//! Transitions: fast lock `null -> HELD`; queueing `t -> N` (swap); a new holder with no successor
-//! `N -> HELD`; unlock with no successor `HELD -> null`.
+//! | `tail`   | `next`          | meaning                                                          |
+//! |----------|-----------------|------------------------------------------------------------------|
+//! | null     | null            | free                                                             |
+//! | `HELD`   | null            | held by a node-less holder, nobody waiting                       |
+//! | node N   | null or S       | held; N is the last waiter (or the holder); S: a node-less holder's linked successor |
 //!
 //! # Invariants
-//! 1. `tail == null` implies `next == null`: unlock frees the lock only by the CAS `HELD -> null` after
-//!    seeing `next` null, and with `tail == HELD` nobody can have linked (linking starts by swapping the
-//!    tail away from `HELD`).
-//! 2. Only a thread that swapped `HELD` out of `tail` writes `self.next` other than the holder, and it
-//!    does so once. The holder writes `self.next` only while `tail` is not `HELD` (so no linker can
-//!    race it) or before its CAS that makes it `HELD`.
-//! 3. A stack node is referenced only while it is in the queue: by its predecessor's hand-over, by its
-//!    successor's link, and by `tail`. Before `lock()` returns the node has left `tail` (the CAS to `HELD`
-//!    or a successor's swap) and its successor (if any) has linked and been copied to `self.next`, so
-//!    nothing refers to it. When nobody borrows the lock, `tail` is null or `HELD`: moving or forgetting
-//!    a held lock leaves no pointer to a dead node.
+//! 1. `self.next` is non-null only from a successor's link into a node-less holder until that holder's
+//!    hand-over, which clears it first. So a new node-less holder finds it null.
+//! 2. Only a thread whose `swap` returned `HELD` writes a link into `self.next`, once; only the node-less
+//!    holder clears it, when `tail` is a node (so no linker races it).
+//! 3. A node is in at most one queue, from its `lock_queued` until its `unlock_queued` returns; once
+//!    `next.locked` is set, the predecessor never touches its node again, nor the successor the
+//!    predecessor's. `tail` names `HELD` or a node that is never freed while named (slot nodes never are;
+//!    a forgotten guard's heap node leaks), so a held lock may be moved or forgotten.
 //!
 //! # Memory orderings
-//! - The fast-path CAS is Acquire, pairing with unlock's Release CAS.
+//! - The fast-path CAS is Acquire, pairing with the Release CAS (or hand-over) of the last unlock.
 //! - The queueing `swap` is AcqRel: Release publishes my node's initialisation to the successor that will
 //!   write `me.next` (so my `next = null` cannot land after its link); Acquire pairs with the Release CAS
 //!   of the last unlock when the old tail is null.
-//! - Link stores (`prev.next` or `self.next`, Release) pair with the Acquire loads of `next` by the node's
-//!   owner (in `lock` while moving in, in `unlock`).
+//! - Link stores (`prev.next` or `self.next`, Release) pair with the Acquire loads of `next` in unlock.
 //! - `next.locked = true` (Release) pairs with the waiter's Acquire load of `locked`: the critical section
-//!   is handed over with the lock.
-//! - The new holder's CAS `me -> HELD` is Release, so its `self.next = null` happens before any later
-//!   linker's store to `self.next` (the linker's swap reads `HELD` with Acquire).
+//!   (and the clearing of `self.next`) is handed over with the lock.
 
 use crate::primitive::{AtomicBool, AtomicPtr, Ordering, SpinWait};
 use core::ptr;
+
+#[cfg(not(loom))]
+use crate::thread_slot::{self, MCS_LEVELS};
 
 /// A queue node: a waiter of [`RawMcsLock`] (on its stack) or of the queued spinlock (in its thread slot).
 #[repr(align(64))]
@@ -127,8 +119,8 @@ impl McsNode {
     }
 }
 
-/// The tail value that means "held by the holder standing in as the lock itself; nobody waiting": the
-/// dangling address 64, which no live node has. Never dereferenced.
+/// The tail value that means "held by a holder that took the free lock with one CAS and has no node;
+/// nobody waiting": the dangling address 64, which no live node has. Never dereferenced.
 #[inline(always)]
 fn held() -> *mut McsNode {
     ptr::dangling_mut::<McsNode>()
@@ -144,10 +136,10 @@ fn held() -> *mut McsNode {
 /// unsafe { l.unlock(g) };
 /// ```
 pub struct RawMcsLock {
-    /// The last waiter, `HELD`, or null (free).
+    /// The last waiter's node, the holder's node, `HELD`, or null (free).
     tail: AtomicPtr<McsNode>,
-    /// The holder's successor, once it has linked (the lock is the holder's queue node).
-    next: AtomicPtr<McsNode>,
+    /// The successor of a `HELD` holder, once it has linked (the lock is that holder's queue node).
+    pub(crate) next: AtomicPtr<McsNode>,
 }
 
 impl RawMcsLock {
@@ -169,67 +161,11 @@ impl RawMcsLock {
         }
     }
 
-    /// Takes the lock, waiting in the queue if it is held.
+    /// Takes the lock without a node if it is free: `null -> HELD`. Release with
+    /// [`unlock_held`](Self::unlock_held).
     #[inline]
-    pub(crate) fn lock_raw(&self) {
-        // Acquire pairs with unlock's Release CAS.
-        if self
-            .tail
-            .compare_exchange(
-                ptr::null_mut(),
-                held(),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_err()
-        {
-            self.lock_slow();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lock_slow(&self) {
-        let node = McsNode::new();
-        let me = &node as *const McsNode as *mut McsNode;
-        // AcqRel: see "Memory orderings" in the module documentation.
-        let prev = self.tail.swap(me, Ordering::AcqRel);
-        if !prev.is_null() {
-            let link = if prev == held() {
-                &self.next
-            } else {
-                // SAFETY: a queued node other than `HELD` stays alive until its owner has seen our link
-                // (invariant 3: it waits for its successor before leaving `lock`).
-                unsafe { &(*prev).next }
-            };
-            // Release pairs with the Acquire load of the predecessor's `next` (its `lock` or `unlock`).
-            link.store(me, Ordering::Release);
-            node.wait_locked();
-        }
-        // We hold the lock; move our place in the queue from `node` to the lock itself.
-        // Acquire pairs with the successor's Release link store.
-        let mut succ = node.next.load(Ordering::Acquire);
-        if succ.is_null() {
-            // Relaxed: ordered before any later linker's store by the Release CAS below (invariant 2).
-            self.next.store(ptr::null_mut(), Ordering::Relaxed);
-            // Release: see "Memory orderings". Relaxed on failure: `wait_next` does the Acquire.
-            if self
-                .tail
-                .compare_exchange(me, held(), Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                return;
-            }
-            succ = node.wait_next() as *const McsNode as *mut McsNode;
-        }
-        // Relaxed: only this thread reads `self.next` until it unlocks (tail is not HELD: nobody links).
-        self.next.store(succ, Ordering::Relaxed);
-    }
-
-    /// Takes the lock if it is free.
-    #[inline]
-    pub(crate) fn try_lock_raw(&self) -> bool {
-        // Acquire pairs with unlock's Release CAS.
+    pub(crate) fn try_lock_held(&self) -> bool {
+        // Acquire pairs with the Release CAS of the unlock that freed the lock.
         self.tail
             .compare_exchange(
                 ptr::null_mut(),
@@ -240,16 +176,41 @@ impl RawMcsLock {
             .is_ok()
     }
 
-    /// Releases the lock, handing it to the next waiter if there is one.
+    /// Takes the lock by queueing `node` (classic MCS). Release with [`unlock_queued`](Self::unlock_queued).
     ///
     /// # Safety
-    /// The caller holds the lock.
+    /// `node` is in no queue and stays alive and unmoved until `unlock_queued(node)` returns, and for
+    /// ever if that never happens (a forgotten guard: `tail` may keep naming it).
     #[inline]
-    pub(crate) unsafe fn unlock_raw(&self) {
+    pub(crate) unsafe fn lock_queued(&self, node: &McsNode) {
+        node.reset();
+        let me = node as *const McsNode as *mut McsNode;
+        // AcqRel: see "Memory orderings" in the module documentation.
+        let prev = self.tail.swap(me, Ordering::AcqRel);
+        if prev.is_null() {
+            return;
+        }
+        let link = if prev == held() {
+            &self.next
+        } else {
+            // SAFETY: a queued node stays alive until it hands over to us (contract, invariant 3).
+            unsafe { &(*prev).next }
+        };
+        // Release pairs with the Acquire load of the predecessor's `next` in its unlock.
+        link.store(me, Ordering::Release);
+        node.wait_locked();
+    }
+
+    /// Releases the lock taken by [`try_lock_held`](Self::try_lock_held).
+    ///
+    /// # Safety
+    /// The caller holds the lock as `HELD`.
+    #[inline]
+    pub(crate) unsafe fn unlock_held(&self) {
         // Acquire pairs with a linker's Release store (its node's initialisation comes with it).
         let mut next = self.next.load(Ordering::Acquire);
         if next.is_null() {
-            // Release publishes the critical section to the next locker (fast-path CAS or swap, Acquire).
+            // Release publishes the critical section to the next locker (Acquire CAS or swap).
             if self
                 .tail
                 .compare_exchange(
@@ -262,20 +223,47 @@ impl RawMcsLock {
             {
                 return;
             }
-            next = self.wait_next();
+            next = Self::wait_link(&self.next);
         }
+        // Invariant 1. Relaxed: ordered before the next holder by the Release hand-over below; nobody
+        // else writes `next` now (the tail is a node, not HELD).
+        self.next.store(ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: `next` is queued behind us and waits for this very store, so it is alive.
         // Release pairs with the Acquire load in `wait_locked`: hands over the critical section.
         unsafe { (*next).locked.store(true, Ordering::Release) };
     }
 
-    /// Waits for the successor that swapped the tail away from `HELD` to link into `self.next`.
+    /// Releases the lock taken by [`lock_queued`](Self::lock_queued) with `node`.
+    ///
+    /// # Safety
+    /// The caller holds the lock, taken with `lock_queued(node)`.
+    #[inline]
+    pub(crate) unsafe fn unlock_queued(&self, node: &McsNode) {
+        // Acquire pairs with the successor's Release link store.
+        let mut next = node.next.load(Ordering::Acquire);
+        if next.is_null() {
+            let me = node as *const McsNode as *mut McsNode;
+            // Release publishes the critical section to the next locker (Acquire CAS or swap).
+            if self
+                .tail
+                .compare_exchange(me, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+            next = Self::wait_link(&node.next);
+        }
+        // SAFETY: as in `unlock_held`.
+        unsafe { (*next).locked.store(true, Ordering::Release) };
+    }
+
+    /// Waits for the successor that swapped the tail away from us to store its link in `link`.
     #[cold]
-    fn wait_next(&self) -> *mut McsNode {
+    fn wait_link(link: &AtomicPtr<McsNode>) -> *mut McsNode {
         let mut wait = SpinWait::new();
         loop {
             // Acquire pairs with the linker's Release store.
-            let next = self.next.load(Ordering::Acquire);
+            let next = link.load(Ordering::Acquire);
             if !next.is_null() {
                 return next;
             }
@@ -297,30 +285,119 @@ impl Default for RawMcsLock {
     }
 }
 
+/// Guard state of [`RawMcsLock`]: the node a contended acquisition queued, if any. Not `Send`: the
+/// node belongs to the locking thread's slot, whose bookkeeping only that thread touches.
+///
+/// ```
+/// use lock_api::RawMutex as _;
+/// let l = locklab::raw::RawMcsLock::new();
+/// let g: locklab::raw::McsGuard = l.lock();
+/// assert!(l.try_lock().is_none());
+/// unsafe { l.unlock(g) };
+/// ```
+pub struct McsGuard {
+    /// `None`: taken uncontended, as `HELD`.
+    #[cfg(not(loom))]
+    node: Option<QueuedNode>,
+}
+
+/// A node lent to one contended acquisition: from a level of this thread's slot, or the heap.
 #[cfg(not(loom))]
-// SAFETY: mutual exclusion, Acquire and Release as documented above. No acquisition leaves state outside
-// the lock (invariant 3), so a forgotten guard only keeps the lock held, and the lock may be moved or
-// dropped while held. The lock has no thread affinity: the stateless guard may be sent.
+struct QueuedNode {
+    node: ptr::NonNull<McsNode>,
+    /// The slot and level the node came from, or `None` for a heap node.
+    home: Option<(&'static thread_slot::ThreadSlot, u8)>,
+}
+
+// SAFETY: a shared `&McsGuard` exposes nothing (no methods read the node through it).
+unsafe impl Sync for McsGuard {}
+
+#[cfg(not(loom))]
+impl RawMcsLock {
+    /// Picks a node for a contended acquisition: a free level in this thread's slot, or a heap node.
+    #[cold]
+    fn acquire_node() -> QueuedNode {
+        if let Some(slot) = thread_slot::current() {
+            let busy = slot.mcs_busy.get();
+            let level = busy.trailing_ones() as usize;
+            if level < MCS_LEVELS {
+                slot.mcs_busy.set(busy | (1 << level));
+                // The level is ours before any store to its node, as a signal handler sees it.
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+                return QueuedNode {
+                    node: ptr::NonNull::from(&slot.mcs[level]),
+                    home: Some((slot, level as u8)),
+                };
+            }
+        }
+        QueuedNode {
+            node: ptr::NonNull::from(Box::leak(Box::new(McsNode::new()))),
+            home: None,
+        }
+    }
+
+    /// Gives the node of a finished acquisition back.
+    #[inline]
+    fn release_node(q: QueuedNode) {
+        match q.home {
+            // The guard is not Send, so this is the slot's own thread.
+            Some((slot, level)) => {
+                // Every use of the node is done before the level is given back (the signal-handler
+                // ordering of the claim above).
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+                slot.mcs_busy.set(slot.mcs_busy.get() & !(1 << level))
+            }
+            // SAFETY: heap nodes are leaked boxes owned by exactly this guard, out of every queue now.
+            None => drop(unsafe { Box::from_raw(q.node.as_ptr()) }),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) -> McsGuard {
+        let q = Self::acquire_node();
+        // SAFETY: the node is reserved for this acquisition until `unlock`, and slot and heap nodes never
+        // move or die while a queue may name them (slots are never freed; a forgotten heap node leaks).
+        unsafe { self.lock_queued(q.node.as_ref()) };
+        McsGuard { node: Some(q) }
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: mutual exclusion, Acquire and Release as documented above. An uncontended acquisition leaves
+// `HELD`, which names no memory; a contended one queues a node that no other acquisition uses until the
+// guard is unlocked. A forgotten guard keeps the lock held: `tail` then names `HELD`, a slot node (never
+// freed) or a leaked heap node, so moving or dropping the held lock is safe. The guard is not Send.
 unsafe impl lock_api::RawMutex for RawMcsLock {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
-    type Guard = lock_api::GuardSend;
+    type Guard = McsGuard;
 
     #[inline]
     fn lock(&self) -> Self::Guard {
-        self.lock_raw();
-        lock_api::GuardSend::new()
+        if self.try_lock_held() {
+            McsGuard { node: None }
+        } else {
+            self.lock_slow()
+        }
     }
 
     #[inline]
     fn try_lock(&self) -> Option<Self::Guard> {
-        self.try_lock_raw().then(lock_api::GuardSend::new)
+        self.try_lock_held().then_some(McsGuard { node: None })
     }
 
     #[inline]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        // SAFETY: the guard proves the caller holds the lock.
-        unsafe { self.unlock_raw() }
+    unsafe fn unlock(&self, guard: Self::Guard) {
+        match guard.node {
+            // SAFETY: the guard proves we hold the lock as HELD.
+            None => unsafe { self.unlock_held() },
+            Some(q) => {
+                // SAFETY: the guard proves we hold the lock with this node.
+                unsafe { self.unlock_queued(q.node.as_ref()) };
+                Self::release_node(q);
+            }
+        }
     }
 
     #[inline]
@@ -342,57 +419,57 @@ unsafe impl lock_api::RawMutexFair for RawMcsLock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use lock_api::RawMutex as _;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
-    /// Invariant 3: a held lock names no node, so it may be moved while a forgotten guard holds it; the
-    /// next waiter links into the lock itself (a stale address would be a use-after-free under Miri).
+    /// A held lock may be moved while a forgotten guard holds it (lock_api's contract): `tail` names
+    /// `HELD` (no address) or a slot node (never freed), and the next waiter links into the moved lock.
     #[test]
     fn moved_while_held_by_a_forgotten_guard() {
-        let m = crate::McsLock::new(1u32);
-        core::mem::forget(m.lock());
-        let moved = Box::new(m.into_inner()); // the data moves out of a held lock: allowed
-        assert_eq!(*moved, 1);
         let l = RawMcsLock::new();
-        l.lock_raw();
+        core::mem::forget(l.lock()); // uncontended: HELD
         let l = Arc::new(l); // moved while held
-        assert!(l.is_locked() && !l.try_lock_raw());
+        assert!(l.is_locked() && l.try_lock().is_none());
         let done = Arc::new(AtomicUsize::new(0));
         let (l2, done2) = (l.clone(), done.clone());
         let t = std::thread::spawn(move || {
-            l2.lock_raw(); // queues behind the moved holder
+            let g = l2.lock(); // queues behind the forgotten holder, linking into `l2.next`
             done2.fetch_add(1, Ordering::Relaxed);
-            // SAFETY: this thread holds the lock.
-            unsafe { l2.unlock_raw() };
+            core::mem::forget(g); // a queued holder's guard forgotten: its slot node stays named
         });
         while l.tail.load(Ordering::Relaxed) == held() {
             std::thread::yield_now();
         }
-        // SAFETY: the holder is this thread (it locked before the move).
-        unsafe { l.unlock_raw() }; // hands over to the queued waiter
+        // SAFETY: the forgotten HELD acquisition is ours to end (nobody else holds it as HELD).
+        unsafe { l.unlock_held() }; // hands over to the queued waiter
         t.join().unwrap();
         assert_eq!(done.load(Ordering::Relaxed), 1);
+        let l = Arc::into_inner(l).unwrap();
+        let moved = Box::new(l); // moved again, held by the exited thread's forgotten guard
+        assert!(moved.is_locked() && moved.try_lock().is_none());
         assert!(
-            l.tail.load(Ordering::Relaxed).is_null() && l.next.load(Ordering::Relaxed).is_null()
+            moved.next.load(Ordering::Relaxed).is_null(),
+            "invariant 1: next cleared at hand-over"
         );
     }
 
-    /// The slow path's move-in: waiters queued behind a holder each take the lock, copy their successor
-    /// into `next` or make the tail `HELD`; the lock ends free with both words null.
+    /// Waiters queued behind a `HELD` holder and behind each other all get in, one at a time, and the
+    /// lock ends free with both words null.
     #[test]
     fn queue_of_three_drains_and_leaves_the_lock_clean() {
         let l = Arc::new(RawMcsLock::new());
         let inside = Arc::new(AtomicUsize::new(0));
-        l.lock_raw();
+        let g = l.lock();
         let ts: Vec<_> = (0..3)
             .map(|_| {
                 let (l, inside) = (l.clone(), inside.clone());
                 std::thread::spawn(move || {
-                    l.lock_raw();
+                    let g = l.lock();
                     assert_eq!(inside.fetch_add(1, Ordering::Relaxed), 0, "two inside");
                     inside.fetch_sub(1, Ordering::Relaxed);
-                    // SAFETY: this thread holds the lock.
-                    unsafe { l.unlock_raw() };
+                    // SAFETY: `g` is this thread's acquisition.
+                    unsafe { l.unlock(g) };
                 })
             })
             .collect();
@@ -401,8 +478,8 @@ mod tests {
         } else {
             20
         }));
-        // SAFETY: this thread holds the lock.
-        unsafe { l.unlock_raw() };
+        // SAFETY: `g` is this thread's acquisition.
+        unsafe { l.unlock(g) };
         for t in ts {
             t.join().unwrap();
         }
