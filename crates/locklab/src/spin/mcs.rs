@@ -428,15 +428,16 @@ mod tests {
     #[test]
     fn moved_while_held_by_a_forgotten_guard() {
         let l = RawMcsLock::new();
-        core::mem::forget(l.lock()); // uncontended: HELD
+        let _never_unlocked = l.lock(); // uncontended: HELD; as a forgotten lock_api guard leaves it
         let l = Arc::new(l); // moved while held
         assert!(l.is_locked() && l.try_lock().is_none());
         let done = Arc::new(AtomicUsize::new(0));
         let (l2, done2) = (l.clone(), done.clone());
         let t = std::thread::spawn(move || {
-            let g = l2.lock(); // queues behind the forgotten holder, linking into `l2.next`
+            // Queues behind the forgotten holder, linking into `l2.next`; never unlocked (a forgotten
+            // guard), so the tail keeps naming this thread's slot node after the thread exits.
+            let _never_unlocked = l2.lock();
             done2.fetch_add(1, Ordering::Relaxed);
-            core::mem::forget(g); // a queued holder's guard forgotten: its slot node stays named
         });
         while l.tail.load(Ordering::Relaxed) == held() {
             std::thread::yield_now();
