@@ -359,6 +359,33 @@ fn condvar_notify() {
     });
 }
 
+/// Condvar, notified after the notifier unlocked (the pattern of the `condvar` workload): the waiter is
+/// woken directly (`NOTIFIED`, in no list) when the mutex is free, or requeued when it is not; it never
+/// misses the flag and the mutex ends free.
+#[test]
+fn condvar_notify_after_unlock() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(false)));
+        let s2 = s.clone();
+        let h = thread::spawn(move || {
+            let t = s2.0.lock();
+            s2.2.with_mut(|f| unsafe { *f = true });
+            // SAFETY: this thread holds the mutex with `t`.
+            unsafe { s2.0.unlock(t) };
+            s2.1.notify_one();
+        });
+        let mut t = s.0.lock();
+        while !s.2.with(|f| unsafe { *f }) {
+            // SAFETY: `t` is this thread's acquisition of `s.0`.
+            unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
+        }
+        // SAFETY: `t` is this thread's acquisition.
+        unsafe { s.0.unlock(t) };
+        h.join().unwrap();
+        assert!(!s.0.is_locked());
+    });
+}
+
 /// Condvar timeout racing with a notification: the waiter either times out (and is off the condvar's
 /// list) or is moved to the mutex and re-locks; the mutex ends free either way.
 #[test]

@@ -15,6 +15,7 @@
 //! | `SLEEPING` | asleep, or about to sleep; set by the waiter itself under the list lock      |
 //! | `WOKEN`    | woken to retry; the waiter is still in the list                            |
 //! | `HANDED`   | the lock was handed to this waiter, which has been removed from the list   |
+//! | `NOTIFIED` | (condvar) notified and dequeued while the mutex was free: it re-locks with `lock()` |
 //!
 //! # Lifetime rule
 //! A waker's store to a waiter's `futex` is its *last access* to the node: after it the waiter may
@@ -34,6 +35,8 @@ pub(crate) const SLEEPING: u32 = 0;
 pub(crate) const WOKEN: u32 = 1;
 /// Handed the lock, dequeued by the waker.
 pub(crate) const HANDED: u32 = 2;
+/// A condvar waiter notified while the mutex was free: in no list; it takes the mutex like any locker.
+pub(crate) const NOTIFIED: u32 = 3;
 
 /// One sleeping thread. Lives on its thread's stack while the thread waits.
 pub(crate) struct Waiter {
