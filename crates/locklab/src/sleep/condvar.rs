@@ -20,6 +20,15 @@
 //! no longer slowed by a queued producer's bookkeeping, empties the queue and sleeps before the woken
 //! producer runs (more idle time, fewer sleeps).
 //!
+//! Before it sleeps, an untimed waiter watches its own word for up to [`WAIT_SPIN_NS`] (loads only,
+//! backing off, yielding at the cap): the other end of a producer/consumer pair is usually running and
+//! notifies within microseconds, while a futex sleep costs a wake-up latency of 4-20 us on these VMs.
+//! Same runs, ours / the better peer, 2 / 4 / 8+8 threads: 64 slots `notify_one` 0.43/0.90/0.57x ->
+//! 2.26/2.02/2.38x, `notify_all` 0.58/0.83/0.36x -> 1.15/1.12/0.36x; one slot `notify_one`
+//! 0.92/0.96/0.32x -> 132/69/9.9x (the peers sleep on every message), `notify_all` 0.98/0.05/0.32x ->
+//! 131/0.32/0.05x. Sleeps per message fell to ~0 everywhere; the cost is CPU time spent watching
+//! (idle 65% -> 2-14% at 2 threads).
+//!
 //! A timed wait that times out takes itself off the condvar's list if it is still there. If a notifier
 //! moved it first, it counts as notified and continues as a mutex waiter (no timeout: it must re-lock).
 //!
@@ -44,6 +53,11 @@ use crate::sys::futex_wait;
 use crate::wait_list::{NOTIFIED, SLEEPING, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::ptr;
+
+/// How long a waiter watches its word before it sleeps (ns).
+const WAIT_SPIN_NS: u64 = 5_000;
+/// Most `pause`s between its looks; at the cap it yields the CPU instead.
+const WAIT_SPIN_BACKOFF: u32 = 16;
 
 /// The condition variable. See the [module documentation](self). Use it through [`crate::Condvar`];
 /// the raw notify calls work alone:
@@ -130,6 +144,19 @@ impl RawCondvar {
         // SAFETY: `held` is the caller's current acquisition.
         unsafe { mutex.unlock(held) };
 
+        // Spin a little before sleeping (loads of our own word only): a notifier that is already running
+        // (the other end of a producer/consumer pair) usually comes within microseconds, and a futex
+        // sleep costs a wake-up latency of 4-20 us here. The word is looked at again before sleeping,
+        // so this only delays the sleep.
+        let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
+        let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+        // Relaxed: a hint; the loop below does the Acquire load.
+        while waiter.futex.load(Ordering::Relaxed) == SLEEPING
+            && deadline.is_none()
+            && !budget.expired()
+        {
+            backoff.wait();
+        }
         let mut timed_out = false;
         loop {
             // Acquire pairs with the wakers' Release stores (WOKEN/HANDED) in the mutex.
