@@ -55,7 +55,7 @@ use core::cell::UnsafeCell;
 use core::ptr;
 
 /// How long a waiter watches its word before it sleeps (ns).
-const WAIT_SPIN_NS: u64 = 5_000;
+pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
 
