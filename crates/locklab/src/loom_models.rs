@@ -337,42 +337,25 @@ fn mutex_timeout_removal() {
     });
 }
 
-/// Condvar: a waiter and a notifier that sets a flag under the mutex; the waiter never misses the
-/// notification (it re-checks the flag, and the wait registers before releasing the mutex).
-#[test]
-fn condvar_notify() {
-    model(|| {
+/// Condvar: a waiter and a notifier that sets a flag under the mutex and notifies, holding the mutex
+/// (`under_mutex`: the waiter is requeued) or after unlocking it (the `condvar` workload's pattern: the
+/// waiter is woken directly, `NOTIFIED` and in no list, when the mutex is free). The waiter never misses
+/// the flag (the wait registers before releasing the mutex) and the mutex ends free.
+fn condvar_flag(under_mutex: bool) {
+    model(move || {
         let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(false)));
         let s2 = s.clone();
         let h = thread::spawn(move || {
             let t = s2.0.lock();
             s2.2.with_mut(|f| unsafe { *f = true });
-            s2.1.notify_one();
-            unsafe { s2.0.unlock(t) };
-        });
-        let mut t = s.0.lock();
-        while !s.2.with(|f| unsafe { *f }) {
-            unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
-        }
-        unsafe { s.0.unlock(t) };
-        h.join().unwrap();
-    });
-}
-
-/// Condvar, notified after the notifier unlocked (the pattern of the `condvar` workload): the waiter is
-/// woken directly (`NOTIFIED`, in no list) when the mutex is free, or requeued when it is not; it never
-/// misses the flag and the mutex ends free.
-#[test]
-fn condvar_notify_after_unlock() {
-    model(|| {
-        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(false)));
-        let s2 = s.clone();
-        let h = thread::spawn(move || {
-            let t = s2.0.lock();
-            s2.2.with_mut(|f| unsafe { *f = true });
+            if under_mutex {
+                s2.1.notify_one();
+            }
             // SAFETY: this thread holds the mutex with `t`.
             unsafe { s2.0.unlock(t) };
-            s2.1.notify_one();
+            if !under_mutex {
+                s2.1.notify_one();
+            }
         });
         let mut t = s.0.lock();
         while !s.2.with(|f| unsafe { *f }) {
@@ -384,6 +367,16 @@ fn condvar_notify_after_unlock() {
         h.join().unwrap();
         assert!(!s.0.is_locked());
     });
+}
+
+#[test]
+fn condvar_notify() {
+    condvar_flag(true);
+}
+
+#[test]
+fn condvar_notify_after_unlock() {
+    condvar_flag(false);
 }
 
 /// Condvar timeout racing with a notification: the waiter either times out (and is off the condvar's

@@ -6,8 +6,8 @@
 //! **moves** the notified waiters onto the mutex's wait list (the kernel's and parking_lot's *requeue*),
 //! where they wait for the mutex like any other waiter. If the mutex is free at that moment, the front
 //! waiter is woken to take it; otherwise the mutex's next unlock wakes it. So `notify_all` with N waiters
-//! wakes at most one thread, and a notifier that holds the mutex wakes none: each unlock then wakes the
-//! next one in turn.
+//! wakes at most two threads (the one woken directly, below, and the mutex list's front), and a notifier
+//! that holds the mutex wakes none: each unlock then wakes the next one in turn.
 //!
 //! If the mutex is free when a notification comes (the notifier unlocked first, the pattern std's docs
 //! show), the front notified waiter is not queued on the mutex: it is dequeued, its word set to
