@@ -148,14 +148,13 @@ impl RawCondvar {
         // (the other end of a producer/consumer pair) usually comes within microseconds, and a futex
         // sleep costs a wake-up latency of 4-20 us here. The word is looked at again before sleeping,
         // so this only delays the sleep.
-        let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
-        let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-        // Relaxed: a hint; the loop below does the Acquire load.
-        while waiter.futex.load(Ordering::Relaxed) == SLEEPING
-            && deadline.is_none()
-            && !budget.expired()
-        {
-            backoff.wait();
+        if deadline.is_none() {
+            let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
+            let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+            // Relaxed: a hint; the loop below does the Acquire load.
+            while waiter.futex.load(Ordering::Relaxed) == SLEEPING && !budget.expired() {
+                backoff.wait();
+            }
         }
         let mut timed_out = false;
         loop {

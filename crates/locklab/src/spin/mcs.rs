@@ -59,7 +59,8 @@ use core::ptr;
 #[cfg(not(loom))]
 use crate::thread_slot::{self, MCS_LEVELS};
 
-/// A queue node: a waiter of [`RawMcsLock`] (on its stack) or of the queued spinlock (in its thread slot).
+/// A queue node, in a thread's slot (or the heap): a contended acquisition of [`RawMcsLock`], or a
+/// waiter of the queued spinlock.
 #[repr(align(64))]
 pub(crate) struct McsNode {
     pub(crate) next: AtomicPtr<McsNode>,
@@ -105,18 +106,37 @@ impl McsNode {
     /// Waits for a successor that is linking in, and returns it.
     #[inline]
     pub(crate) fn wait_next(&self) -> &McsNode {
-        let mut wait = SpinWait::new();
-        loop {
-            // Acquire pairs with the Release store of `prev.next` by the successor.
-            let next = self.next.load(Ordering::Acquire);
-            // SAFETY: a non-null `next` was stored by a successor whose node stays queued (so alive)
-            // until we set its `locked` flag (invariant 2).
-            if let Some(next) = unsafe { next.as_ref() } {
-                return next;
-            }
-            wait.wait();
-        }
+        // SAFETY: the successor's node stays queued (so alive) until we set its `locked` flag
+        // (invariant 3).
+        unsafe { &*wait_link(&self.next) }
     }
+}
+
+/// Waits until the successor that swapped the tail away from us has stored its link in `link` (a
+/// node's `next`, or the lock's own for a `HELD` holder), and returns it.
+#[cold]
+fn wait_link(link: &AtomicPtr<McsNode>) -> *mut McsNode {
+    let mut wait = SpinWait::new();
+    loop {
+        // Acquire pairs with the linker's Release store (its node's initialisation comes with it).
+        let next = link.load(Ordering::Acquire);
+        if !next.is_null() {
+            return next;
+        }
+        wait.wait();
+    }
+}
+
+/// Hands the lock to the queued waiter `next`.
+///
+/// # Safety
+/// `next` is the caller's successor in the queue, waiting in `wait_locked` (so alive until this store,
+/// the last access to it: invariant 3).
+#[inline]
+unsafe fn hand_over(next: *mut McsNode) {
+    // SAFETY: the caller's contract.
+    // Release pairs with the Acquire load in `wait_locked`: hands over the critical section.
+    unsafe { (*next).locked.store(true, Ordering::Release) };
 }
 
 /// The tail value that means "held by a holder that took the free lock with one CAS and has no node;
@@ -207,30 +227,13 @@ impl RawMcsLock {
     /// The caller holds the lock as `HELD`.
     #[inline]
     pub(crate) unsafe fn unlock_held(&self) {
-        // Acquire pairs with a linker's Release store (its node's initialisation comes with it).
-        let mut next = self.next.load(Ordering::Acquire);
-        if next.is_null() {
-            // Release publishes the critical section to the next locker (Acquire CAS or swap).
-            if self
-                .tail
-                .compare_exchange(
-                    held(),
-                    ptr::null_mut(),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                return;
-            }
-            next = Self::wait_link(&self.next);
+        if let Some(next) = self.successor(&self.next, held()) {
+            // Invariant 1. Relaxed: ordered before the next holder by the Release hand-over below;
+            // nobody else writes `next` now (the tail is a node, not HELD).
+            self.next.store(ptr::null_mut(), Ordering::Relaxed);
+            // SAFETY: `next` is queued behind us, waiting for the hand-over.
+            unsafe { hand_over(next) };
         }
-        // Invariant 1. Relaxed: ordered before the next holder by the Release hand-over below; nobody
-        // else writes `next` now (the tail is a node, not HELD).
-        self.next.store(ptr::null_mut(), Ordering::Relaxed);
-        // SAFETY: `next` is queued behind us and waits for this very store, so it is alive.
-        // Release pairs with the Acquire load in `wait_locked`: hands over the critical section.
-        unsafe { (*next).locked.store(true, Ordering::Release) };
     }
 
     /// Releases the lock taken by [`lock_queued`](Self::lock_queued) with `node`.
@@ -239,35 +242,31 @@ impl RawMcsLock {
     /// The caller holds the lock, taken with `lock_queued(node)`.
     #[inline]
     pub(crate) unsafe fn unlock_queued(&self, node: &McsNode) {
-        // Acquire pairs with the successor's Release link store.
-        let mut next = node.next.load(Ordering::Acquire);
-        if next.is_null() {
-            let me = node as *const McsNode as *mut McsNode;
-            // Release publishes the critical section to the next locker (Acquire CAS or swap).
-            if self
-                .tail
-                .compare_exchange(me, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                return;
-            }
-            next = Self::wait_link(&node.next);
+        let me = node as *const McsNode as *mut McsNode;
+        if let Some(next) = self.successor(&node.next, me) {
+            // SAFETY: `next` is queued behind us, waiting for the hand-over.
+            unsafe { hand_over(next) };
         }
-        // SAFETY: as in `unlock_held`.
-        unsafe { (*next).locked.store(true, Ordering::Release) };
     }
 
-    /// Waits for the successor that swapped the tail away from us to store its link in `link`.
-    #[cold]
-    fn wait_link(link: &AtomicPtr<McsNode>) -> *mut McsNode {
-        let mut wait = SpinWait::new();
-        loop {
-            // Acquire pairs with the linker's Release store.
-            let next = link.load(Ordering::Acquire);
-            if !next.is_null() {
-                return next;
-            }
-            wait.wait();
+    /// The unlock's first half, for a holder standing in the queue as `me` (a node, or `HELD`) whose
+    /// successor links into `link`: with nobody behind, frees the lock (`cas(tail: me -> null)`) and
+    /// returns `None`; else returns the successor, once it has linked.
+    #[inline]
+    fn successor(&self, link: &AtomicPtr<McsNode>, me: *mut McsNode) -> Option<*mut McsNode> {
+        // Acquire pairs with the successor's Release link store.
+        let next = link.load(Ordering::Acquire);
+        if !next.is_null() {
+            return Some(next);
+        }
+        // Release publishes the critical section to the next locker (its Acquire CAS or swap).
+        match self
+            .tail
+            .compare_exchange(me, ptr::null_mut(), Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => None,
+            // Someone swapped the tail away from us and is about to link.
+            Err(_) => Some(wait_link(link)),
         }
     }
 
