@@ -149,9 +149,10 @@ impl LockRef {
     /// (`Some`); otherwise the count moves by `delta` (+1 or -1) with one CAS and the answer is
     /// `done(old count)`. A put (`delta < 0`) is Release.
     ///
-    /// The new word is `old + delta << 32` (the count is the top half, so the lock halves are untouched
-    /// and `delta` folds into a constant): on x86-64 that keeps one `add` between the load and the
-    /// `lock cmpxchg` instead of an extract-and-reinsert of the count (criterion: get+put 8.5 -> 5.6 ns).
+    /// The new word is `old + (delta << 32)` (the count is the top half, so the lock halves are
+    /// untouched and `delta` folds into a constant): on x86-64 that keeps one `add` between the load
+    /// and the `lock cmpxchg` instead of an extract-and-reinsert of the count; the retry countdown
+    /// after the CAS keeps a flag off the hot path (criterion, both: get+put 8.5 -> 5.7 ns).
     #[inline(always)]
     fn cmpxchg_loop<R>(
         &self,
