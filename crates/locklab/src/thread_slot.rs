@@ -10,9 +10,10 @@
 //! Slots are allocated once and never freed: the protocols may look at a node after its thread has
 //! moved on (the OSQ unqueue reads a predecessor's fields that way, as the kernel does with per-CPU
 //! nodes), so node memory must stay valid forever ("type-stable"). When a thread exits, its slot goes back
-//! to the pool for the next new thread, unless one of its MCS nodes is still queued (a guard was leaked
-//! with `mem::forget`): then the slot is kept out of the pool for good, so the queue never points at a
-//! node that someone else reuses.
+//! to the pool for the next new thread, unless one of its nodes is still in use (an MCS guard leaked with
+//! `mem::forget`, or a thread exiting from inside a queued-spinlock wait, which safe code cannot do):
+//! then the slot is kept out of the pool for good, so a queue never points at a node that someone else
+//! reuses.
 //!
 //! Memory is bounded by the largest number of threads alive at once (at most [`MAX_SLOTS`]); past that,
 //! [`current`] returns `None` and the locks fall back to paths that need no node (documented on each).

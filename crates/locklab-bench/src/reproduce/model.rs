@@ -282,6 +282,13 @@ pub(crate) fn measure(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Measu
     }
 }
 
+/// The median of `xs` (the upper middle one for an even count).
+pub fn median_f64(mut xs: Vec<f64>) -> f64 {
+    assert!(!xs.is_empty());
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
 /// The median (by throughput) of `runs`.
 pub fn median(mut runs: Vec<Measured>) -> Measured {
     assert!(!runs.is_empty());

@@ -23,7 +23,7 @@
 //! repeats of Mason's / the non-spinning rwsem's dbench ops/s, run back to back; it decides claim 1).
 
 use super::Reproduction;
-use super::model::{Measured, MutexRw, NoSpinRwSem, RwModel, measure, median, mix};
+use super::model::{Measured, MutexRw, NoSpinRwSem, RwModel, measure, median, median_f64, mix};
 use crate::runner::{Clock, Op, Tally, TrialSpec, allowed_cpus};
 use crate::work::{WorkCalibration, spin_work};
 
@@ -342,13 +342,13 @@ pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
         }
         if matches!(load, Load::Dbench) {
             // ARMS[1] (Mason's) and ARMS[2] (the rwsem without spinning) ran back to back.
-            let mut x: Vec<f64> = runs[1]
-                .iter()
-                .zip(&runs[2])
-                .map(|(m, s)| m.ops_per_sec / s.ops_per_sec.max(1e-9))
-                .collect();
-            x.sort_by(f64::total_cmp);
-            paired = Some(x[x.len() / 2]);
+            paired = Some(median_f64(
+                runs[1]
+                    .iter()
+                    .zip(&runs[2])
+                    .map(|(m, s)| m.ops_per_sec / s.ops_per_sec.max(1e-9))
+                    .collect(),
+            ));
         }
         for ((name, _), r) in ARMS.iter().zip(runs) {
             let m = median(r);

@@ -21,6 +21,7 @@
 //! (ns per op per thread: wall time x threads / ops).
 
 use super::Reproduction;
+use super::model::median_f64;
 use crate::locks::{LockUnderTest, RefCountUnderTest, ours};
 use crate::runner::{Clock, NoCount, Op, Tally, TrialSpec, allowed_cpus, run_trial};
 use crate::workload::Shared;
@@ -314,13 +315,11 @@ pub fn run(quick: bool, clock: &dyn Clock) -> Reproduction {
         }
         if col == 0 {
             // ARMS[1] is brlock + lockref, ARMS[2] percpu-rwsem + lockref: run back to back.
-            let mut gaps: Vec<f64> = runs[1].iter().zip(&runs[2]).map(|(b, p)| b - p).collect();
-            gaps.sort_by(f64::total_cmp);
-            percpu_saves_ns_1 = gaps[gaps.len() / 2];
+            percpu_saves_ns_1 =
+                median_f64(runs[1].iter().zip(&runs[2]).map(|(b, p)| b - p).collect());
         }
-        for (a, r) in runs.iter_mut().enumerate() {
-            r.sort_by(f64::total_cmp);
-            ns[a][col] = r[r.len() / 2];
+        for (a, r) in runs.into_iter().enumerate() {
+            ns[a][col] = median_f64(r);
         }
     }
     let sh = shares(&ns, percpu_saves_ns_1);
