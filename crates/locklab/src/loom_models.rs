@@ -314,6 +314,50 @@ fn mutex_lock_unlock_handoff() {
     });
 }
 
+/// Mutex: every waiter that announced its sleep (SLEEPER) is woken by a later unlock, though unlocks
+/// skip `wait_lock` when SLEEPER is clear (invariant 4). Two waiters queue behind the main thread, so
+/// the waker's "was that the last sleeper?" test, and a take or hand-off that keeps SLEEPER for the
+/// other waiter, are explored. Preemption bound 2: with 1, no schedule puts both waiters to sleep
+/// behind the held lock. Dropping any one step that sets, keeps or re-sets SLEEPER deadlocks it.
+#[test]
+fn mutex_sleepers_are_woken() {
+    mutex_two_sleepers(false)
+}
+
+/// As [`mutex_sleepers_are_woken`], the main thread handing the lock over with `unlock_fair`.
+#[test]
+fn mutex_sleepers_are_woken_after_hand_off() {
+    mutex_two_sleepers(true)
+}
+
+fn mutex_two_sleepers(fair: bool) {
+    model_with_preemptions(2, move || {
+        let s = Arc::new((RawMutex::new(), Guarded::new()));
+        let t = s.0.lock();
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let t = s.0.lock();
+                    s.1.critical();
+                    unsafe { s.0.unlock(t) };
+                })
+            })
+            .collect();
+        s.1.critical();
+        if fair {
+            unsafe { s.0.unlock_fair(t) };
+        } else {
+            unsafe { s.0.unlock(t) };
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 3);
+        assert!(!s.0.is_locked());
+    });
+}
+
 /// Timed lock: a waiter whose deadline passes leaves the wait list; it either got the lock or holds
 /// nothing, and the lock still works afterwards.
 #[test]

@@ -9,12 +9,18 @@
 //! 3. **Sleeping**: a FIFO [`WaitList`] under the small internal `wait_lock`; each waiter sleeps on its
 //!    own futex word. The first waiter spins (loads only, while the owner is unchanged, up to
 //!    [`OWNER_SPIN_NS`]) before each sleep, as the kernel's first waiter does: a woken or requeued
-//!    waiter that found the lock held used to sleep again at once. Every unlock that sees WAITERS wakes the first waiter that is still asleep, which
-//!    retries (it can lose to a spinner: that is what keeps the lock busy and fast). Several woken
-//!    waiters may be awake at once: a herd requeued by `Condvar::notify_all` drains in parallel instead
-//!    of one wake-up latency at a time (issue 8, defect 12: the earlier WAKING bit allowed one wake-up in
-//!    flight, and a one-slot producer/consumer queue crawled at ~4.5 K messages/s where parking_lot moves
-//!    ~120 K). The futex wake is made after `wait_lock` is released.
+//!    waiter that found the lock held used to sleep again at once. A waiter about to sleep sets SLEEPER
+//!    (under `wait_lock`, as its last look at the word); an unlock takes the slow path only if it sees
+//!    SLEEPER, and then wakes the first waiter still asleep, unless the first waiter is spinning (it
+//!    will see the free lock itself). The woken waiter retries (it can lose to a spinner: that is what
+//!    keeps the lock busy and fast). Waiters that are awake but queued (spinning, or woken and not yet
+//!    back) cost unlocks nothing: before SLEEPER, every unlock with the list non-empty took `wait_lock`
+//!    (in a scratch build that sent deep spinners to the list, 4 threads: 3.2-3.4 M such unlocks/s, of
+//!    which all but ~300 found nobody asleep). Several woken waiters may be awake at once: a herd
+//!    requeued by `Condvar::notify_all` drains in parallel instead of one wake-up latency at a time
+//!    (issue 8, defect 12: the earlier WAKING bit allowed one wake-up in flight, and a one-slot
+//!    producer/consumer queue crawled at ~4.5 K messages/s where parking_lot moves ~120 K). The futex
+//!    wake is made after `wait_lock` is released.
 //! 4. **Hand-off** (kernel v4.10): a first waiter that has waited longer than [`HANDOFF_NS`] sets HANDOFF.
 //!    From then on nobody but that waiter may take the lock: the next (plain) unlock frees it with
 //!    HANDOFF still set and wakes the waiter, and spinners and `try_lock` keep off until it has taken it.
@@ -37,28 +43,37 @@
 //! | 0     | LOCKED    | held                                                                      |
 //! | 1     | WAITERS   | the wait list is not empty                                                |
 //! | 2     | HANDOFF   | the first waiter asked for the lock: nobody else may take it              |
+//! | 3     | SLEEPER   | a waiter may be asleep on its futex word: unlocks must look               |
 //! | 4-31  | owner tag | the holder's tag (0 when free)                                            |
 //!
-//! Transitions, as `(owner, H, W, L)`:
-//! - fast lock `(0,0,0,0) -> (me,0,0,1)`
-//! - unlock: one `fetch_sub(me|L)`: `(me,h,w,1) -> (0,h,w,0)`; if it left `w` set, the unlocker wakes the
-//!   first waiter still asleep (its word SLEEPING -> WOKEN, under `wait_lock`)
-//! - spinner / `try_lock` take: `(0,0,w,0) -> (me,0,w,1)`
-//! - waiter take (first waiter, or any waiter without HANDOFF): `(0,h,1,0) -> (me,0,w',1)`
-//! - enqueue: `(o,h,0,l) -> (o,h,1,l)`; request hand-off (first waiter): `(o,0,1,1) -> (o,1,1,1)`
-//! - `unlock_fair` / direct hand-off: `(me,h,1,1) -> (first,0,w',1)` with `first` marked HANDED
+//! Transitions, as `(owner, S, H, W, L)`:
+//! - fast lock `(0,0,0,0,0) -> (me,0,0,0,1)`
+//! - unlock: one `fetch_sub(me|L)`: `(me,s,h,w,1) -> (0,s,h,w,0)`; if it saw `s`, the unlocker takes
+//!   `wait_lock` and wakes the first waiter still asleep (its word SLEEPING -> WOKEN), unless the first
+//!   waiter is SPINNING; it clears S if no other waiter's word is SLEEPING
+//! - spinner / `try_lock` take: `(0,s,0,w,0) -> (me,s,0,w,1)`
+//! - waiter take (first waiter, or any waiter without HANDOFF): `(0,s,h,1,0) -> (me,s',0,w',1)`
+//!   (`s' = s` unless the list empties)
+//! - enqueue: `(o,s,h,0,l) -> (o,s,h,1,l)`; request hand-off (first waiter): `(o,s,0,1,1) -> (o,s,1,1,1)`
+//! - about to sleep: `(o,s,h,1,l) -> (o,1,h,1,l)` (a `fetch_or`, the waiter's last look)
+//! - `unlock_fair` / direct hand-off: `(me,s,h,1,1) -> (first,s',0,w',1)` with `first` marked HANDED
 //!
 //! # Invariants
 //! 1. Only the first waiter may take the lock while HANDOFF is set; HANDOFF is cleared by its take, by
 //!    a direct hand-off, or when that waiter leaves (time-out).
 //! 2. Under `wait_lock`, WAITERS is set iff the wait list is non-empty.
-//! 3. A waiter's word is SLEEPING only while it is asleep or about to sleep: it stores SLEEPING under
-//!    `wait_lock` before its last look at the state word, and a waker sets WOKEN under `wait_lock`.
-//! 4. No lost wake-up: a waiter sleeps only after a look at the state word, under `wait_lock`, that saw
-//!    LOCKED (or HANDOFF for another waiter). The unlock that frees the lock comes later in the word's
-//!    modification order, so it sees WAITERS (set before that look); its `wait_lock` section comes after
-//!    the waiter's (else the look would have seen the unlock), where it finds the waiter SLEEPING, or
-//!    an earlier sleeper, and wakes one. A HANDOFF waiter that is first is woken first.
+//! 3. A waiter's word is SLEEPING only while it is asleep or about to sleep, and SPINNING only while it
+//!    is the first waiter watching the word: it stores either under `wait_lock`, and a waker sets WOKEN
+//!    under `wait_lock`.
+//! 4. No lost wake-up: a waiter sleeps only after its `fetch_or(SLEEPER)` under `wait_lock` saw LOCKED
+//!    (or HANDOFF for another waiter). The unlock that frees the lock comes later in the word's
+//!    modification order, so it sees SLEEPER: S is cleared only under `wait_lock` by a waker that found
+//!    no word SLEEPING (a later section than the waiter's, which would have seen ours), or when the list
+//!    empties. The unlock's `wait_lock` section comes after the waiter's, where it finds a SLEEPING word
+//!    (ours or an earlier sleeper's) and wakes it, or finds the first waiter SPINNING: that waiter's next
+//!    `wait_lock` section is later still, and it looks at the word there (a take, then its own
+//!    `fetch_or`) before it can sleep, so it sees the free lock. A HANDOFF waiter that is first is woken
+//!    first.
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
 //!    hand-off whose last access to it is the HANDED store (see [`crate::wait_list`]).
 //! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word, so a direct
@@ -71,14 +86,15 @@
 //!   HANDED sees the previous critical section.
 //! - Flag updates (WAITERS, HANDOFF) are Relaxed RMWs: they publish no data; the list they
 //!   describe is protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release
-//!   operations above. Invariant 4 relies only on the single modification order of the word.
+//!   operations above. Invariant 4 relies on the single modification order of the word, and on
+//!   `wait_lock` (Acquire/Release) ordering the waiter's and the waker's sections.
 
 use crate::clock::{Deadline, SpinBudget};
 use crate::osq::Osq;
 use crate::primitive::{AtomicU32, Backoff, Ordering};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
+use crate::wait_list::{HANDED, LockedList, SLEEPING, SPINNING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
@@ -88,6 +104,8 @@ const LOCKED: u32 = 1 << 0;
 const WAITERS: u32 = 1 << 1;
 /// The first waiter asked for the lock to be handed to it.
 const HANDOFF: u32 = 1 << 2;
+/// A waiter may be asleep on its futex: only then does an unlock take `wait_lock` to wake one.
+const SLEEPER: u32 = 1 << 3;
 /// The owner tag lives above the flags.
 const OWNER_SHIFT: u32 = 4;
 /// Owner tags are 28-bit, never 0.
@@ -268,8 +286,8 @@ impl RawMutex {
         // `(me,k,h,w,1) -> (0,k,h,w,0)`: one RMW whatever the flags.
         // Release pairs with the Acquire of whoever takes the lock next.
         let old = self.state.fetch_sub(token.expected, Ordering::Release);
-        if old != token.expected {
-            self.unlock_slow(old);
+        if old & SLEEPER != 0 {
+            self.unlock_slow();
         }
     }
 
@@ -395,6 +413,11 @@ impl RawMutex {
             // Relaxed: see "Memory orderings"; `(o,k,h,0,l) -> (o,k,h,1,l)`.
             self.state.fetch_or(WAITERS, Ordering::Relaxed);
         }
+        // The first waiter spins before it sleeps, as the kernel's does: a condvar waiter requeued here,
+        // or a waiter just woken, finding the lock held would otherwise sleep again at once and cost
+        // another wake-up (seen on the `condvar` workload: 1-3 wake-ups per message). Cleared when a
+        // spin ends with the owner holding on: the next round sleeps.
+        let mut may_spin = true;
         loop {
             // Acquire pairs with the Release store of HANDED in `hand_off`.
             if w.futex.load(Ordering::Acquire) == HANDED {
@@ -409,17 +432,24 @@ impl RawMutex {
             if first && w.since.older_than(HANDOFF_NS) {
                 self.request_handoff();
             }
-            // `take_queued` saw the lock held (or another's HANDOFF) under wait_lock: sleep (invariant 4).
-            drop(list);
-            // The first waiter spins before it sleeps, as the kernel's does: a condvar waiter requeued
-            // here, or a waiter just woken, finding the lock held would otherwise sleep again at once
-            // and cost another wake-up (seen on the `condvar` workload: 1-3 wake-ups per message).
-            if first && crate::clock::time_left(deadline).is_some() && self.spin_as_first_waiter(w)
-            {
+            if first && may_spin && crate::clock::time_left(deadline).is_some() {
+                // Under wait_lock: from here on, unlocks leave us to see the free lock ourselves.
+                w.futex.store(SPINNING, Ordering::Relaxed);
+                drop(list);
+                may_spin = self.spin_as_first_waiter(w);
                 list = self.waiters();
                 continue;
             }
+            // About to sleep: announce it, so that unlocks wake us. The fetch_or is our last look at the
+            // word (invariant 4): if it shows the lock takable, look again instead of sleeping.
+            // Relaxed: a flag; see "Memory orderings".
+            let s = self.state.fetch_or(SLEEPER, Ordering::Relaxed);
+            if s & LOCKED == 0 && (first || s & HANDOFF == 0) {
+                continue;
+            }
+            drop(list);
             let timed_out = w.sleep(deadline);
+            may_spin = true;
             list = self.waiters();
             // Acquire pairs with the Release store of HANDED in `hand_off`.
             if timed_out && w.futex.load(Ordering::Acquire) != HANDED {
@@ -434,12 +464,11 @@ impl RawMutex {
         }
     }
 
-    /// The first waiter's spin, outside `wait_lock`, its word SLEEPING: watches the state word (loads
-    /// only) while the same owner holds the lock, for up to [`OWNER_SPIN_NS`]. `true` when the lock
-    /// was seen free or our word changed (woken or handed the lock): the caller re-takes `wait_lock`
-    /// and looks again. `false` when the owner held on: the caller sleeps (a wake-up that came
-    /// meanwhile is in our word, so the sleep returns at once: invariant 4 holds, as the spin only
-    /// delays the sleep).
+    /// The first waiter's spin, outside `wait_lock`, its word SPINNING (so unlocks do not wake it, nor
+    /// anyone behind it): watches the state word (loads only) while the same owner holds the lock, for
+    /// up to [`OWNER_SPIN_NS`]. `true` when the lock was seen free or our word changed (handed the
+    /// lock). `false` when the owner held on: the caller re-takes `wait_lock`, looks again, and sleeps
+    /// only after setting SLEEPER (invariant 4).
     fn spin_as_first_waiter(&self, w: &Waiter) -> bool {
         let mut budget = SpinBudget::new(OWNER_SPIN_NS);
         let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
@@ -447,7 +476,7 @@ impl RawMutex {
         loop {
             // Relaxed: a hint to look again; the take under wait_lock decides (and acquires).
             let s = self.state.load(Ordering::Relaxed);
-            if s & LOCKED == 0 || w.futex.load(Ordering::Relaxed) != SLEEPING {
+            if s & LOCKED == 0 || w.futex.load(Ordering::Relaxed) != SPINNING {
                 return true;
             }
             if s >> OWNER_SHIFT != owner || budget.expired() {
@@ -465,7 +494,13 @@ impl RawMutex {
             if s & LOCKED != 0 || (s & HANDOFF != 0 && !first) {
                 return false;
             }
-            let rest = if list.is_only(w) { 0 } else { WAITERS };
+            // SLEEPER stays (it may be stale: a wasted slow unlock, which clears it) unless the list
+            // empties.
+            let rest = if list.is_only(w) {
+                0
+            } else {
+                WAITERS | (s & SLEEPER)
+            };
             // Acquire pairs with the Release of the unlock that freed the lock.
             match self.state.compare_exchange(
                 s,
@@ -510,7 +545,11 @@ impl RawMutex {
         let was_first = list.front().is_some_and(|f| core::ptr::eq(f, w));
         // SAFETY: forwarded contract.
         unsafe { list.remove(w) };
-        let clear = if list.is_empty() { WAITERS } else { 0 } | if was_first { HANDOFF } else { 0 };
+        let clear = if list.is_empty() {
+            WAITERS | SLEEPER
+        } else {
+            0
+        } | if was_first { HANDOFF } else { 0 };
         // Relaxed: flags; see "Memory orderings".
         let s = self.state.fetch_and(!clear, Ordering::Relaxed);
         if was_first && s & LOCKED == 0 {
@@ -518,13 +557,11 @@ impl RawMutex {
         }
     }
 
-    /// After an unlock that left flags behind: wake the first sleeping waiter.
+    /// After an unlock that saw SLEEPER: wake the first sleeping waiter.
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self, old: u32) {
-        if old & WAITERS != 0 {
-            self.wake_front(&mut self.waiters());
-        }
+    fn unlock_slow(&self) {
+        self.wake_front(&mut self.waiters());
     }
 
     /// Direct hand-off (`unlock_fair`): `(me,h,1,1) -> (first,0,w',1)`, giving the lock to the first
@@ -535,8 +572,8 @@ impl RawMutex {
             drop(list);
             // Nobody waits: a plain unlock. Release pairs with the next taker's Acquire.
             let old = self.state.fetch_sub(expected, Ordering::Release);
-            if old != expected {
-                self.unlock_slow(old);
+            if old & SLEEPER != 0 {
+                self.unlock_slow();
             }
             return;
         };
@@ -545,7 +582,12 @@ impl RawMutex {
         let first = unsafe { &*first };
         // SAFETY: `first` is in this list.
         unsafe { list.remove(first) };
-        let rest = if list.is_empty() { 0 } else { WAITERS };
+        // Invariant 6: nobody else changes the word now, so its SLEEPER is current (kept, maybe stale).
+        let rest = if list.is_empty() {
+            0
+        } else {
+            WAITERS | (self.state.load(Ordering::Relaxed) & SLEEPER)
+        };
         // Invariant 6: a plain store is enough. Release: publishes our critical section to `first`.
         self.state
             .store(held_by(first.tag) | rest, Ordering::Release);
@@ -560,9 +602,24 @@ impl RawMutex {
     /// Called with `wait_lock` held (the guard); the futex wake is made after the guard releases
     /// `wait_lock` ([`LockedList::wake_after_unlock`]), since the woken thread's first step is to take it.
     fn wake_front(&self, list: &mut Waiters<'_>) {
+        if list
+            .front()
+            .is_some_and(|f| f.futex.load(Ordering::Relaxed) == SPINNING)
+        {
+            // The first waiter is watching the word: it sees the lock free, or it re-takes wait_lock
+            // after this section and looks again before it sleeps (invariant 4). Waking a sleeper now
+            // would only add a second contender (and a futex call to every unlock). SLEEPER stays.
+            return;
+        }
         let Some(first) = list.first_sleeping() else {
+            // Relaxed: a flag. Under wait_lock, where every waiter sets it: nobody is asleep.
+            self.state.fetch_and(!SLEEPER, Ordering::Relaxed);
             return;
         };
+        if !list.sleeping_after(first) {
+            // Relaxed, as above: `first` is the last sleeper and is about to be woken.
+            self.state.fetch_and(!SLEEPER, Ordering::Relaxed);
+        }
         let word = &first.futex as *const AtomicU32;
         // Release pairs with the Acquire load in `sleep` (it orders nothing the waiter needs, since
         // it re-reads everything under wait_lock, but keeps every waker store uniform).
@@ -584,7 +641,8 @@ impl RawMutex {
         let mut list = self.waiters();
         list.append(moved);
         // Relaxed: flag; see "Memory orderings".
-        let s = self.state.fetch_or(WAITERS, Ordering::Relaxed);
+        // SLEEPER: the moved waiters are asleep (or about to sleep) on their words.
+        let s = self.state.fetch_or(WAITERS | SLEEPER, Ordering::Relaxed);
         if s & LOCKED == 0 {
             self.wake_front(&mut list);
         }
@@ -702,5 +760,56 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
         self.lock_until(&deadline)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// Polls `f` for up to 10 s.
+    fn eventually(f: impl Fn() -> bool) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if f() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    /// SLEEPER's life: set by waiters that go to sleep behind a held lock (else the unlock below would
+    /// not wake them and the joins would hang: the test fails first), and gone from the word once
+    /// every waiter has taken the lock and left.
+    #[test]
+    fn sleeper_set_by_sleeping_waiters_and_gone_when_they_leave() {
+        for waiters in [1, 3] {
+            let m = Arc::new(RawMutex::new());
+            let t = m.lock();
+            let hs: Vec<_> = (0..waiters)
+                .map(|_| {
+                    let m = m.clone();
+                    std::thread::spawn(move || {
+                        let t = m.lock();
+                        // SAFETY: this acquisition's token.
+                        unsafe { m.unlock(t) };
+                    })
+                })
+                .collect();
+            // Spinning ends after SPIN_MAX_NS / OWNER_SPIN_NS (tens of microseconds): all sleep then.
+            assert!(
+                eventually(|| m.state.load(Ordering::Relaxed) & SLEEPER != 0),
+                "{waiters} waiter(s) behind a held lock never announced a sleep"
+            );
+            // SAFETY: the token of the acquisition above.
+            unsafe { m.unlock(t) };
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(m.state.load(Ordering::Relaxed), 0, "flags left behind");
+        }
     }
 }

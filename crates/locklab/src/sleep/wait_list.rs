@@ -16,6 +16,7 @@
 //! | `WOKEN`    | woken to retry; the waiter is still in the list                            |
 //! | `HANDED`   | the lock was handed to this waiter, which has been removed from the list   |
 //! | `NOTIFIED` | (condvar) notified and dequeued while the mutex was free: it re-locks with `lock()` |
+//! | `SPINNING` | (mutex) the first waiter, awake, watching the lock word before it sleeps     |
 //!
 //! # Lifetime rule
 //! A waker's store to a waiter's `futex` is its *last access* to the node: after it the waiter may
@@ -37,6 +38,8 @@ pub(crate) const WOKEN: u32 = 1;
 pub(crate) const HANDED: u32 = 2;
 /// A condvar waiter notified while the mutex was free: in no list; it takes the mutex like any locker.
 pub(crate) const NOTIFIED: u32 = 3;
+/// (mutex) The first waiter, awake and watching the lock word: wakers leave it alone.
+pub(crate) const SPINNING: u32 = 4;
 
 /// One sleeping thread. Lives on its thread's stack while the thread waits.
 pub(crate) struct Waiter {
@@ -192,6 +195,20 @@ impl WaitList {
             p = w.next.get();
         }
         None
+    }
+
+    /// Whether a waiter after `w` (which is queued) has its word SLEEPING.
+    pub(crate) fn sleeping_after(&self, w: &Waiter) -> bool {
+        let mut p = w.next.get();
+        // SAFETY: queued nodes are alive while queued, and we are under the list lock.
+        while let Some(n) = unsafe { p.as_ref() } {
+            // Relaxed: as in `first_sleeping`.
+            if n.futex.load(Ordering::Relaxed) == SLEEPING {
+                return true;
+            }
+            p = n.next.get();
+        }
+        false
     }
 
     /// Whether `w` is the only waiter.
