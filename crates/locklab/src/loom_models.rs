@@ -287,22 +287,27 @@ fn osq_with_unqueue() {
     });
 }
 
+/// Spawns `n` threads that each take the mutex once (with `lock`) around a critical section.
+fn spawn_mutex_lockers(s: &Arc<(RawMutex, Guarded)>, n: usize) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let s = s.clone();
+            thread::spawn(move || {
+                let t = s.0.lock();
+                s.1.critical();
+                unsafe { s.0.unlock(t) };
+            })
+        })
+        .collect()
+}
+
 /// Mutex: spinning (budget runs out quickly under loom), sleeping, waking, and hand-off (a waiter is
 /// "old" from its second look, so it requests hand-off) between three threads.
 #[test]
 fn mutex_lock_unlock_handoff() {
     model(|| {
         let s = Arc::new((RawMutex::new(), Guarded::new()));
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    let t = s.0.lock();
-                    s.1.critical();
-                    unsafe { s.0.unlock(t) };
-                })
-            })
-            .collect();
+        let hs = spawn_mutex_lockers(&s, 2);
         let t = s.0.lock();
         s.1.critical();
         unsafe { s.0.unlock_fair(t) };
@@ -334,16 +339,7 @@ fn mutex_two_sleepers(fair: bool) {
     model_with_preemptions(2, move || {
         let s = Arc::new((RawMutex::new(), Guarded::new()));
         let t = s.0.lock();
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    let t = s.0.lock();
-                    s.1.critical();
-                    unsafe { s.0.unlock(t) };
-                })
-            })
-            .collect();
+        let hs = spawn_mutex_lockers(&s, 2);
         s.1.critical();
         if fair {
             unsafe { s.0.unlock_fair(t) };

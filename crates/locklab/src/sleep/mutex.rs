@@ -129,12 +129,23 @@ pub const HANDOFF_NS: u64 = 1_000_000;
 /// only a spinning heuristic and the value a hand-off writes: a collision only makes a spinner believe
 /// the owner has not changed. One acquisition computes it once and carries it (in its token and its
 /// waiter node), so lock and unlock always agree.
+#[cfg(not(loom))]
 #[inline(always)]
 pub(crate) fn current_tag() -> u32 {
     let marker = 0u8;
     let sp = core::ptr::addr_of!(marker) as usize;
     let t = (sp >> 21) as u32 & TAG_MASK;
     t | (t == 0) as u32
+}
+
+/// Under loom: the model thread's number plus one. Stack addresses differ between a model's
+/// executions (two model threads' stacks may or may not share a 2 MiB frame), and tag equality steers
+/// the spinners' "same owner?" branches, so an address tag made the models nondeterministic.
+#[cfg(loom)]
+pub(crate) fn current_tag() -> u32 {
+    let id = format!("{:?}", loom::thread::current().id());
+    let digits: String = id.chars().filter(char::is_ascii_digit).collect();
+    digits.parse::<u32>().map_or(1, |n| (n + 1) & TAG_MASK)
 }
 
 /// The state word value of a lock held by `tag` with no flags.
