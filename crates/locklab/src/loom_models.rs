@@ -320,10 +320,11 @@ fn mutex_lock_unlock_handoff() {
 }
 
 /// Mutex: every waiter that announced its sleep (SLEEPER) is woken by a later unlock, though unlocks
-/// skip `wait_lock` when SLEEPER is clear (invariant 4). Two waiters queue behind the main thread, so
-/// the waker's "was that the last sleeper?" test, and a take or hand-off that keeps SLEEPER for the
-/// other waiter, are explored. Preemption bound 2: with 1, no schedule puts both waiters to sleep
-/// behind the held lock. Dropping any one step that sets, keeps or re-sets SLEEPER deadlocks it.
+/// skip `wait_lock` when SLEEPER is clear (invariant 4). Two waiters queue behind the main thread.
+/// Preemption bound 2 (at 1 the waiters' `fetch_or(SLEEPER)` could be dropped unnoticed). Dropping
+/// that `fetch_or`, the re-look after it, or SLEEPER kept by a take or by the hand-off deadlocks
+/// these models; the waker's "was that the last sleeper?" test is checked by the unit test
+/// `sleeper_set_by_sleeping_waiters_and_gone_when_they_leave` (these models did not catch it).
 #[test]
 fn mutex_sleepers_are_woken() {
     mutex_two_sleepers(false)

@@ -294,7 +294,7 @@ impl RawMutex {
     /// `token` is the state of the caller's current acquisition of this mutex.
     #[inline]
     pub unsafe fn unlock(&self, token: MutexToken) {
-        // `(me,k,h,w,1) -> (0,k,h,w,0)`: one RMW whatever the flags.
+        // `(me,s,h,w,1) -> (0,s,h,w,0)`: one RMW whatever the flags.
         // Release pairs with the Acquire of whoever takes the lock next.
         let old = self.state.fetch_sub(token.expected, Ordering::Release);
         if old & SLEEPER != 0 {
@@ -324,7 +324,7 @@ impl RawMutex {
         self.state.load(Ordering::Relaxed) & LOCKED != 0
     }
 
-    /// `(0,k,0,w,0) -> (me,k,0,w,1)`.
+    /// `(0,s,0,w,0) -> (me,s,0,w,1)`.
     #[inline]
     fn try_take(&self, tag: u32) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
@@ -421,7 +421,7 @@ impl RawMutex {
             w.since.reset();
             // SAFETY: forwarded contract.
             unsafe { list.push_back(w) };
-            // Relaxed: see "Memory orderings"; `(o,k,h,0,l) -> (o,k,h,1,l)`.
+            // Relaxed: see "Memory orderings"; `(o,s,h,0,l) -> (o,s,h,1,l)`.
             self.state.fetch_or(WAITERS, Ordering::Relaxed);
         }
         // The first waiter spins before it sleeps, as the kernel's does: a condvar waiter requeued here,
@@ -609,7 +609,8 @@ impl RawMutex {
         futex_wake(word, 1);
     }
 
-    /// Wakes the first waiter that is still asleep (those ahead of it are awake and will re-check).
+    /// Wakes the first waiter that is still asleep (those ahead of it are awake and will re-check),
+    /// or nobody while the first waiter spins; clears SLEEPER when no other sleeper remains.
     /// Called with `wait_lock` held (the guard); the futex wake is made after the guard releases
     /// `wait_lock` ([`LockedList::wake_after_unlock`]), since the woken thread's first step is to take it.
     fn wake_front(&self, list: &mut Waiters<'_>) {
@@ -792,9 +793,9 @@ mod tests {
         false
     }
 
-    /// SLEEPER's life: set by waiters that go to sleep behind a held lock (else the unlock below would
-    /// not wake them and the joins would hang: the test fails first), and gone from the word once
-    /// every waiter has taken the lock and left.
+    /// SLEEPER's life: set by waiters that go to sleep behind a held lock, kept while any of them still
+    /// sleeps (else a waiter is never woken: the test fails after 10 s instead of hanging), and gone
+    /// from the word once every waiter has taken the lock and left.
     #[test]
     fn sleeper_set_by_sleeping_waiters_and_gone_when_they_leave() {
         for waiters in [1, 3] {
@@ -815,8 +816,15 @@ mod tests {
                 eventually(|| m.state.load(Ordering::Relaxed) & SLEEPER != 0),
                 "{waiters} waiter(s) behind a held lock never announced a sleep"
             );
+            // Let the others get to sleep too, so that one unlock finds several asleep (the waker must
+            // keep SLEEPER for the ones it does not wake).
+            std::thread::sleep(Duration::from_millis(20));
             // SAFETY: the token of the acquisition above.
             unsafe { m.unlock(t) };
+            assert!(
+                eventually(|| hs.iter().all(|h| h.is_finished())),
+                "a sleeping waiter was never woken ({waiters} waiters)"
+            );
             for h in hs {
                 h.join().unwrap();
             }

@@ -185,7 +185,16 @@ impl WaitList {
     /// The first waiter whose word is SLEEPING (asleep or about to sleep); the ones before it are awake.
     /// The scan passes only awake waiters, each of which re-checks and leaves or sleeps again soon.
     pub(crate) fn first_sleeping(&self) -> Option<&Waiter> {
-        let mut p = self.head;
+        self.sleeping_from(self.head)
+    }
+
+    /// Whether a waiter after `w` (which is queued) has its word SLEEPING.
+    pub(crate) fn sleeping_after(&self, w: &Waiter) -> bool {
+        self.sleeping_from(w.next.get()).is_some()
+    }
+
+    /// The first waiter from `p` on (a queued node, or null) whose word is SLEEPING.
+    fn sleeping_from(&self, mut p: *const Waiter) -> Option<&Waiter> {
         // SAFETY: queued nodes are alive while queued, and we are under the list lock.
         while let Some(w) = unsafe { p.as_ref() } {
             // Relaxed: SLEEPING is stored by the waiter and WOKEN by wakers, all under the list lock.
@@ -195,20 +204,6 @@ impl WaitList {
             p = w.next.get();
         }
         None
-    }
-
-    /// Whether a waiter after `w` (which is queued) has its word SLEEPING.
-    pub(crate) fn sleeping_after(&self, w: &Waiter) -> bool {
-        let mut p = w.next.get();
-        // SAFETY: queued nodes are alive while queued, and we are under the list lock.
-        while let Some(n) = unsafe { p.as_ref() } {
-            // Relaxed: as in `first_sleeping`.
-            if n.futex.load(Ordering::Relaxed) == SLEEPING {
-                return true;
-            }
-            p = n.next.get();
-        }
-        false
     }
 
     /// Whether `w` is the only waiter.
