@@ -315,16 +315,14 @@ fn mutex_lock_unlock_handoff() {
             h.join().unwrap();
         }
         assert_eq!(s.1.get(), 3);
-        assert!(!s.0.is_locked());
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
     });
 }
 
-/// Mutex: every waiter that announced its sleep (SLEEPER) is woken by a later unlock, though unlocks
-/// skip `wait_lock` when SLEEPER is clear (invariant 4). Two waiters queue behind the main thread.
-/// Preemption bound 2 (at 1 the waiters' `fetch_or(SLEEPER)` could be dropped unnoticed). Dropping
-/// that `fetch_or`, the re-look after it, or SLEEPER kept by a take or by the hand-off deadlocks
-/// these models; the waker's "was that the last sleeper?" test is checked by the unit test
-/// `sleeper_set_by_sleeping_waiters_and_gone_when_they_leave` (these models did not catch it).
+/// Mutex: every waiter that queued to sleep (its `fetch_or(WAITERS)` the last look) is woken by a
+/// later unlock, though unlocks skip the wake-up when the lock is held again (invariant 4), and woken
+/// waiters close the fast path with WAKING while they compete (invariant 7: every waiter's WAKING is
+/// withdrawn, so the word ends at 0). Two waiters queue behind the main thread. Preemption bound 2.
 #[test]
 fn mutex_sleepers_are_woken() {
     mutex_two_sleepers(false)
@@ -351,7 +349,7 @@ fn mutex_two_sleepers(fair: bool) {
             h.join().unwrap();
         }
         assert_eq!(s.1.get(), 3);
-        assert!(!s.0.is_locked());
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
     });
 }
 
@@ -373,6 +371,7 @@ fn mutex_timeout_removal() {
         s.1.critical();
         unsafe { s.0.unlock(t) };
         h.join().unwrap();
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
         let t = s.0.try_lock().expect("free after everyone left");
         unsafe { s.0.unlock(t) };
     });

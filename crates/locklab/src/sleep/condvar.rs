@@ -198,7 +198,7 @@ impl RawCondvar {
         }
         // Notified: `waiter` is in the mutex's wait list now (maybe already woken or handed the lock).
         // SAFETY: `waiter` lives on this frame, was made by this thread, and was moved to `mutex`'s list.
-        let got = unsafe { mutex.wait_queued(&waiter, None, false) };
+        let got = unsafe { mutex.wait_queued(&waiter, None, true) };
         debug_assert!(got, "a wait without deadline always gets the lock");
         *token = MutexToken::for_tag(waiter.tag);
         false

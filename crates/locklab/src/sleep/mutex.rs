@@ -1,29 +1,32 @@
 //! The adaptive futex mutex: the kernel's `struct mutex` design in userspace.
 //!
 //! # Algorithm (after the kernel's `kernel/locking/mutex.c` and `Documentation/locking/mutex-design.rst`)
-//! 1. **Fast path**: `cas(state: 0 -> me|LOCKED)` to lock, `cas(me|LOCKED -> 0)` to unlock. One RMW each.
-//! 2. **Optimistic spinning** (seed 001: the 12x of adaptive spinning over sleeping): a contender joins
+//! 1. **Fast path**: `cas(state: 0 -> me|LOCKED)` to lock, `fetch_sub(me|LOCKED)` to unlock. One RMW each.
+//! 2. **Optimistic spinning** (seed 001: the 12x of adaptive spinning over sleeping): a contender, if
+//!    no waiter sleeps (WAITERS clear), joins
 //!    the lock's [`Osq`], so only the OSQ head spins on the lock word; the head takes the lock the moment
 //!    it is free. It stops when a hand-off is pending or its budget runs out (then it unqueues; see
 //!    [`crate::osq`]).
-//! 3. **Sleeping**: a FIFO [`WaitList`] under the small internal `wait_lock`; each waiter sleeps on its
-//!    own futex word. The first waiter spins (loads only, while the owner is unchanged, up to
-//!    [`OWNER_SPIN_NS`]) before each sleep, as the kernel's first waiter does: a woken or requeued
-//!    waiter that found the lock held used to sleep again at once. A waiter about to sleep sets SLEEPER
-//!    (under `wait_lock`, as its last look at the word); an unlock takes the slow path only if it sees
-//!    SLEEPER, and then wakes the first waiter still asleep, unless the first waiter is spinning (it
-//!    will see the free lock itself). The woken waiter retries (it can lose to a spinner: that is what
-//!    keeps the lock busy and fast). Waiters that are awake but queued (spinning, or woken and not yet
-//!    back) cost unlocks nothing: before SLEEPER, every unlock with the list non-empty took `wait_lock`
-//!    (in a scratch build that sent deep spinners to the list, 4 threads: 3.2-3.4 M such unlocks/s, of
-//!    which all but ~300 found nobody asleep). Several woken waiters may be awake at once: a herd
-//!    requeued by `Condvar::notify_all` drains in parallel instead of one wake-up latency at a time
-//!    (issue 8, defect 12: the earlier WAKING bit allowed one wake-up in flight, and a one-slot
-//!    producer/consumer queue crawled at ~4.5 K messages/s where parking_lot moves ~120 K). The futex
-//!    wake is made after `wait_lock` is released.
-//! 4. **Hand-off** (kernel v4.10): a first waiter that has waited longer than [`HANDOFF_NS`] sets HANDOFF.
-//!    From then on nobody but that waiter may take the lock: the next (plain) unlock frees it with
-//!    HANDOFF still set and wakes the waiter, and spinners and `try_lock` keep off until it has taken it.
+//! 3. **Sleeping** (parking_lot's queue shape, the kernel's FIFO): a FIFO [`WaitList`] under the small
+//!    internal `wait_lock` holds **only sleepers**; each sleeps on its own futex word. A locker that
+//!    finds WAITERS set does not spin: it queues behind the sleepers (spinning there would keep a CPU
+//!    from the holder and the woken waiter when threads outnumber CPUs, and barge past older waiters).
+//!    A waiter queues only to sleep; its `fetch_or(WAITERS)` under `wait_lock` is its last look at the
+//!    word. An unlock that saw WAITERS takes `wait_lock`, dequeues the front waiter and wakes it
+//!    (unless the lock was taken again meanwhile: that holder's unlock will wake it). The woken waiter
+//!    competes on the word without `wait_lock`: it sets **WAKING**, which fails every fast-path lock,
+//!    so the thread that just unlocked cannot re-lock at once before the woken one gets a look (it
+//!    goes the slow way); it tries, spins on the word like the OSQ head does, and clears WAKING with
+//!    its take, or when it queues again to sleep, at the front (it keeps its place). Measured on the
+//!    lab (README, Mutex and Condvar): without WAKING a woken waiter lost almost every race at long
+//!    sections (p99 at 16 threads, cs 1000 ns: ~1.2 ms against ~0.35 ms); with the earlier list of
+//!    awake and asleep waiters, a herd requeued by `Condvar::notify_all` kept 16 threads spinning
+//!    on 2 CPUs (0.04x the peers at 8+8 threads, one slot). The futex wake is made after `wait_lock`
+//!    is released.
+//! 4. **Hand-off** (kernel v4.10): a waiter that queues again at the front after waiting longer than
+//!    [`HANDOFF_NS`] sets HANDOFF. From then on nobody but that waiter may take the lock: the next
+//!    (plain) unlock frees it with HANDOFF still set and wakes the waiter (a front waiter that old is
+//!    woken even if the lock looks held), and spinners and `try_lock` keep off until it has taken it.
 //!    Only `unlock_fair` hands the lock over directly (when there are waiters): it writes the first
 //!    waiter's tag into the state word and marks its node HANDED, so the lock moves without ever being
 //!    free.
@@ -43,48 +46,59 @@
 //! | 0     | LOCKED    | held                                                                      |
 //! | 1     | WAITERS   | the wait list is not empty                                                |
 //! | 2     | HANDOFF   | the first waiter asked for the lock: nobody else may take it              |
-//! | 3     | SLEEPER   | a waiter may be asleep on its futex word: unlocks must look               |
+//! | 3     | WAKING    | a woken waiter is competing: the fast path fails (a hint)                 |
 //! | 4-31  | owner tag | the holder's tag (0 when free)                                            |
 //!
-//! Transitions, as `(owner, S, H, W, L)`:
-//! - fast lock `(0,0,0,0,0) -> (me,0,0,0,1)`
-//! - unlock: one `fetch_sub(me|L)`: `(me,s,h,w,1) -> (0,s,h,w,0)`; if it saw `s`, the unlocker takes
-//!   `wait_lock` and wakes the first waiter still asleep (its word SLEEPING -> WOKEN), unless the first
-//!   waiter is SPINNING; it clears S if no other waiter's word is SLEEPING
-//! - spinner / `try_lock` take: `(0,s,0,w,0) -> (me,s,0,w,1)`
-//! - waiter take (first waiter, or any waiter without HANDOFF): `(0,s,h,1,0) -> (me,s',0,w',1)`
-//!   (`s' = s` unless the list empties)
-//! - enqueue: `(o,s,h,0,l) -> (o,s,h,1,l)`; request hand-off (first waiter): `(o,s,0,1,1) -> (o,s,1,1,1)`
-//! - about to sleep: `(o,s,h,1,l) -> (o,1,h,1,l)` (a `fetch_or`, the waiter's last look)
-//! - `unlock_fair` / direct hand-off: `(me,s,h,1,1) -> (first,s',0,w',1)` with `first` marked HANDED
+//! Transitions, as `(owner, H, K, W, L)` (K = WAKING):
+//! - fast lock `(0,0,0,0,0) -> (me,0,0,0,1)`; fails on any flag
+//! - unlock: one `fetch_sub(me|L)`: `(me,h,k,w,1) -> (0,h,k,w,0)`; if it saw `w`, the unlocker takes
+//!   `wait_lock`, dequeues the front waiter (clearing W if the list empties) and wakes it (word
+//!   SLEEPING -> WOKEN), unless the lock is held again and the front waiter is younger than
+//!   [`HANDOFF_NS`]
+//! - spinner take (only while W is clear; OSQ head): `(0,0,k,w,0) -> (me,0,k,w,1)`: K stays, so the
+//!   spinner's next lock after this one goes the slow way too, while the woken waiter still competes
+//! - `try_lock` / waiter take (the waiter that set HANDOFF, or anyone while it is clear):
+//!   `(0,h,k,w,0) -> (me,0,0,w,1)`
+//! - woken waiter running again: `(o,h,k,w,l) -> (o,h,1,w,l)`; its spin's take
+//!   `(0,0,k,w,0) -> (me,0,0,w,1)`
+//! - queue to sleep (under `wait_lock`, the last look): `(o,h,k,w,l) -> (o,h,k',1,l)` (`k' = 0` for a
+//!   woken waiter, which withdraws its WAKING in the same RMW); if it saw the lock takable, it
+//!   dequeues itself again (clearing W if the list empties) and retries
+//! - request hand-off (front waiter queueing, after [`HANDOFF_NS`]): `(o,0,k,1,1) -> (o,1,k,1,1)`
+//! - `unlock_fair` / direct hand-off: `(me,h,k,1,1) -> (first,0,0,w',1)` with `first` dequeued and
+//!   marked HANDED
 //!
 //! # Invariants
-//! 1. Only the first waiter may take the lock while HANDOFF is set; HANDOFF is cleared by its take, by
-//!    a direct hand-off, or when that waiter leaves (time-out).
+//! 1. Only the waiter that set HANDOFF may take the lock while it is set; HANDOFF is cleared by its
+//!    take, by a direct hand-off, or when that waiter leaves (time-out). It is set only by the front
+//!    waiter while it queues, so at most one is pending.
 //! 2. Under `wait_lock`, WAITERS is set iff the wait list is non-empty.
-//! 3. A waiter's word is SLEEPING only while it is asleep or about to sleep, and SPINNING only while it
-//!    is the first waiter watching the word: it stores either under `wait_lock`, and a waker sets WOKEN
-//!    under `wait_lock`.
-//! 4. No lost wake-up: a waiter sleeps only after its `fetch_or(SLEEPER)` under `wait_lock` saw LOCKED
-//!    (or HANDOFF for another waiter). The unlock that frees the lock comes later in the word's
-//!    modification order, so it sees SLEEPER: S is cleared only under `wait_lock` by a waker that found
-//!    no word SLEEPING (a later section than the waiter's, which would have seen ours), or when the list
-//!    empties. The unlock's `wait_lock` section comes after the waiter's, where it finds a SLEEPING word
-//!    (ours or an earlier sleeper's) and wakes it, or finds the first waiter SPINNING: that waiter's next
-//!    `wait_lock` section is later still, and it looks at the word there (a take, then its own
-//!    `fetch_or`) before it can sleep, so it sees the free lock. A HANDOFF waiter that is first is woken
-//!    first.
+//! 3. Every queued waiter's word is SLEEPING; wakers dequeue a waiter before they store WOKEN or
+//!    HANDED, all under `wait_lock`.
+//! 4. No lost wake-up: a waiter sleeps only after its `fetch_or(WAITERS)` under `wait_lock` saw the
+//!    lock held (or HANDOFF for another waiter). The unlock that frees the lock comes later in the
+//!    word's modification order, so it sees WAITERS (cleared only under `wait_lock` when the list
+//!    empties), and its `wait_lock` section comes after the waiter's: the list is non-empty there and
+//!    it wakes the front waiter, or skips because the lock is held again, whose holder's unlock
+//!    repeats the argument. A pending HANDOFF's waiter is woken even then (it is >= [`HANDOFF_NS`]
+//!    old), and only it can take the lock.
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
-//!    hand-off whose last access to it is the HANDED store (see [`crate::wait_list`]).
-//! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word, so a direct
-//!    hand-off may use a plain store.
+//!    waker whose last access to it is the WOKEN or HANDED store (see [`crate::wait_list`]).
+//! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word but a woken
+//!    waiter's WAKING update, so a direct hand-off may use a plain store (dropping a WAKING: a hint).
+//! 7. WAKING is a hint and never decides who owns the lock: it only fails the fast path, whose callers
+//!    then take the slow path, which takes a free lock whatever K says. A waiter that sets it clears it
+//!    on each way out of its competition (its take, its re-queue, its time-out), so the last update
+//!    of the bit by the woken waiters is a clear and it is clear once none of them runs; `try_lock`'s
+//!    take and a direct hand-off clear it too. Several woken waiters share the bit: the first to leave
+//!    clears it for all (a hint lost, never a stuck one).
 //!
 //! # Memory orderings
 //! - Every successful take (CAS) is Acquire; it pairs with the Release `fetch_sub` of the unlock (or the
 //!   hand-off store) that last freed or passed the lock.
 //! - Hand-off: `state.store(Release)` then `futex.store(HANDED, Release)`; the waiter's Acquire load of
 //!   HANDED sees the previous critical section.
-//! - Flag updates (WAITERS, HANDOFF) are Relaxed RMWs: they publish no data; the list they
+//! - Flag updates (WAITERS, HANDOFF, WAKING) are Relaxed RMWs: they publish no data; the list they
 //!   describe is protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release
 //!   operations above. Invariant 4 relies on the single modification order of the word, and on
 //!   `wait_lock` (Acquire/Release) ordering the waiter's and the waker's sections.
@@ -94,18 +108,21 @@ use crate::osq::Osq;
 use crate::primitive::{AtomicU32, Backoff, Ordering};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, LockedList, SLEEPING, SPINNING, WOKEN, WaitList, Waiter};
+use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
+use core::ptr;
 
 /// Held.
 const LOCKED: u32 = 1 << 0;
-/// The wait list is non-empty.
+/// The wait list is non-empty: its waiters sleep, so an unlock must wake one.
 const WAITERS: u32 = 1 << 1;
 /// The first waiter asked for the lock to be handed to it.
 const HANDOFF: u32 = 1 << 2;
-/// A waiter may be asleep on its futex: only then does an unlock take `wait_lock` to wake one.
-const SLEEPER: u32 = 1 << 3;
+/// A woken waiter is running and competing: the fast path fails, so the releasing thread's re-lock
+/// goes the slow way and the woken waiter gets a look (a hint, set and withdrawn by the woken waiter;
+/// invariant 7).
+const WAKING: u32 = 1 << 3;
 /// The owner tag lives above the flags.
 const OWNER_SHIFT: u32 = 4;
 /// Owner tags are 28-bit, never 0.
@@ -297,7 +314,7 @@ impl RawMutex {
         // `(me,s,h,w,1) -> (0,s,h,w,0)`: one RMW whatever the flags.
         // Release pairs with the Acquire of whoever takes the lock next.
         let old = self.state.fetch_sub(token.expected, Ordering::Release);
-        if old & SLEEPER != 0 {
+        if old & WAITERS != 0 {
             self.unlock_slow();
         }
     }
@@ -324,15 +341,28 @@ impl RawMutex {
         self.state.load(Ordering::Relaxed) & LOCKED != 0
     }
 
-    /// `(0,s,0,w,0) -> (me,s,0,w,1)`.
+    /// The whole state word (tests: a free, quiet mutex must read 0, no flag left behind).
+    #[cfg(all(test, loom))]
+    pub(crate) fn state_word(&self) -> u32 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    /// A take by anyone but the hand-off's owner: `(0,0,k,w,0) -> (me,0,0,w,1)`.
     #[inline]
     fn try_take(&self, tag: u32) -> bool {
+        self.take(tag, false)
+    }
+
+    /// `(0,h,k,w,0) -> (me,0,0,w,1)`, allowed with HANDOFF only to the waiter that set it (`handoff`),
+    /// whose take clears it (invariant 1).
+    #[inline]
+    fn take(&self, tag: u32, handoff: bool) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
-        while s & (LOCKED | HANDOFF) == 0 {
+        while s & LOCKED == 0 && (s & HANDOFF == 0 || handoff) {
             // Acquire pairs with the Release of the unlock that freed the lock.
             match self.state.compare_exchange_weak(
                 s,
-                s | held_by(tag),
+                (s & WAITERS) | held_by(tag),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
@@ -347,13 +377,58 @@ impl RawMutex {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self, tag: u32, deadline: Option<&Deadline>) -> bool {
-        if self.spin(tag) {
+        // Spin only while nobody sleeps: a locker that arrives behind sleepers queues behind them.
+        // Spinning then would only keep a CPU from the holder and from the woken waiter when threads
+        // outnumber CPUs (the condvar herd), and barge past waiters that have waited longer.
+        // Relaxed: a hint; the take and the last look in `wait_queued` decide.
+        if self.state.load(Ordering::Relaxed) & WAITERS == 0 && self.spin(tag) {
             return true;
         }
         let waiter = Waiter::new(tag);
-        // SAFETY: `waiter` lives on this frame until `wait_queued` returns, which it does only once the
-        // waiter is out of the list (invariant 4).
-        unsafe { self.wait_queued(&waiter, deadline, true) }
+        // SAFETY: `waiter` is in no list, and lives on this frame until `wait_queued` returns, which it
+        // does only once the waiter is out of the list (invariant 5).
+        unsafe { self.wait_queued(&waiter, deadline, false) }
+    }
+
+    /// A woken waiter's spin, on the word itself (no OSQ: it goes first): loads while the same
+    /// owner holds the lock, for up to [`OWNER_SPIN_NS`] per owner and [`SPIN_MAX_NS`] in all; its
+    /// take clears WAKING. `true` with the lock held.
+    fn spin_woken(&self, tag: u32) -> bool {
+        let mut budget = SpinBudget::new(SPIN_MAX_NS);
+        let mut owner = u32::MAX;
+        let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
+        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
+        loop {
+            let s = self.state.load(Ordering::Relaxed);
+            if s & HANDOFF != 0 {
+                return false;
+            }
+            if s & LOCKED == 0 {
+                // `(0,0,k,w,0) -> (me,0,0,w,1)`. Acquire pairs with the Release of the unlock that
+                // freed the lock.
+                if self
+                    .state
+                    .compare_exchange(
+                        s,
+                        (s & !WAKING) | held_by(tag),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            if s >> OWNER_SHIFT != owner {
+                owner = s >> OWNER_SHIFT;
+                owner_budget = SpinBudget::new(OWNER_SPIN_NS);
+            }
+            if owner_budget.expired() || budget.expired() {
+                return false;
+            }
+            backoff.wait();
+        }
     }
 
     /// Optimistic spinning through the OSQ. Returns `true` with the lock held.
@@ -404,134 +479,134 @@ impl RawMutex {
         got
     }
 
-    /// Sleeps on the wait list until the lock is ours (`true`) or `deadline` passes (`false`).
+    /// Sleeps on the wait list, competing for the word after each wake-up, until the lock is ours
+    /// (`true`) or `deadline` passes (`false`).
+    ///
+    /// The list holds only sleepers: a waiter queues (under `wait_lock`) only to sleep, and whoever
+    /// wakes it dequeues it first. A woken waiter competes on the word like any locker, without
+    /// `wait_lock`: it tries the word, spins (as a fresh locker does), and queues again only to sleep,
+    /// at the front (it keeps its place, so the list stays FIFO), unless another waiter's hand-off
+    /// is pending, which must stay first. A front waiter older than [`HANDOFF_NS`] requests hand-off
+    /// as it queues; from then on only it may take the lock (`handoff` below).
     ///
     /// # Safety
     /// - `w` stays alive and unmoved until this returns;
-    /// - `enqueue`: `w` is in no list; else `w` is already in this mutex's list (moved there by a
-    ///   condvar) and was initialised by this thread for this mutex.
+    /// - `queued`: `w` was moved into this mutex's list by a condvar (it may since have been woken or
+    ///   handed the lock), made by this thread for this mutex; else `w` is in no list.
     pub(crate) unsafe fn wait_queued(
         &self,
         w: &Waiter,
         deadline: Option<&Deadline>,
-        enqueue: bool,
+        mut queued: bool,
     ) -> bool {
-        let mut list = self.waiters();
-        if enqueue {
-            w.since.reset();
-            // SAFETY: forwarded contract.
-            unsafe { list.push_back(w) };
-            // Relaxed: see "Memory orderings"; `(o,s,h,0,l) -> (o,s,h,1,l)`.
-            self.state.fetch_or(WAITERS, Ordering::Relaxed);
-        }
-        // The first waiter spins before it sleeps, as the kernel's does: a condvar waiter requeued here,
-        // or a waiter just woken, finding the lock held would otherwise sleep again at once and cost
-        // another wake-up (seen on the `condvar` workload: 1-3 wake-ups per message). Cleared when a
-        // spin ends with the owner holding on: the next round sleeps.
-        let mut may_spin = true;
+        // HANDOFF is ours: we set it as the front waiter; our take clears it (or `leave`).
+        let mut handoff = false;
+        // Been through the list already: spin again before re-queueing, and re-queue at the front.
+        let mut woken = queued;
+        // We set WAKING and have not withdrawn it (our take, re-queue or time-out does).
+        let mut waking = false;
         loop {
-            // Acquire pairs with the Release store of HANDED in `hand_off`.
-            if w.futex.load(Ordering::Acquire) == HANDED {
+            if queued {
+                let timed_out = w.sleep(deadline);
+                // Acquire pairs with the Release store of HANDED in `hand_off`.
+                let word = w.futex.load(Ordering::Acquire);
+                if word == HANDED {
+                    return true;
+                }
+                if timed_out && word == SLEEPING {
+                    let mut list = self.waiters();
+                    // Relaxed: wakers store under wait_lock, which we hold: still SLEEPING means
+                    // still queued.
+                    if w.futex.load(Ordering::Relaxed) == SLEEPING {
+                        // SAFETY: `w` is in this list (SLEEPING under wait_lock).
+                        unsafe { self.leave(w, handoff, &mut list) };
+                        return false;
+                    }
+                    drop(list);
+                    // Acquire, as above: a hand-off may have come in between.
+                    if w.futex.load(Ordering::Acquire) == HANDED {
+                        return true;
+                    }
+                }
+                // WOKEN: dequeued by the waker; compete like any locker.
+                queued = false;
+                woken = true;
+                // Running again: close the fast path until we take the lock or queue again, so the
+                // thread that just unlocked cannot re-lock at once before we get a look (it goes the
+                // slow way). `(o,h,k,w,l) -> (o,h,1,w,l)`. Relaxed: a hint; see "Memory orderings".
+                self.state.fetch_or(WAKING, Ordering::Relaxed);
+                waking = true;
+            }
+            // `take` and `spin_woken` clear WAKING with their take.
+            if self.take(w.tag, handoff) {
                 return true;
             }
-            // Under wait_lock: no waker's store can land between this and our decision below.
+            // A waiter whose hand-off is pending does not give up here: it queues, and its sleep
+            // (already timed out) takes it out through `leave`, which passes the hand-off on.
+            if !handoff && crate::clock::time_left(deadline).is_none() {
+                if waking {
+                    // Relaxed: a hint, as where it was set.
+                    self.state.fetch_and(!WAKING, Ordering::Relaxed);
+                }
+                return false;
+            }
+            if woken && !handoff && self.spin_woken(w.tag) {
+                return true;
+            }
+            let mut list = self.waiters();
+            // Under wait_lock: no waker can store between this and our decision below.
             w.futex.store(SLEEPING, Ordering::Relaxed);
-            let first = list.front().is_some_and(|f| core::ptr::eq(f, w));
-            if self.take_queued(w, first, &mut list) {
-                return true;
+            // Relaxed: HANDOFF changes under wait_lock (set) or by its owner's take (cleared), and a
+            // stale "set" only sends us to the back.
+            let pending = self.state.load(Ordering::Relaxed) & HANDOFF != 0;
+            if woken && (handoff || !pending) {
+                // SAFETY: `w` is in no list (dequeued by its waker, or never queued) and outlives its
+                // stay (caller's contract).
+                unsafe { list.push_front(w) };
+            } else {
+                // SAFETY: as above.
+                unsafe { list.push_back(w) };
             }
-            if first && w.since.older_than(HANDOFF_NS) {
-                self.request_handoff();
+            if !handoff
+                && list.front().is_some_and(|f| ptr::eq(f, w))
+                && w.since.older_than(HANDOFF_NS)
+            {
+                handoff = self.request_handoff();
             }
-            if first && may_spin && crate::clock::time_left(deadline).is_some() {
-                // Under wait_lock: from here on, unlocks leave us to see the free lock ourselves.
-                w.futex.store(SPINNING, Ordering::Relaxed);
-                drop(list);
-                may_spin = self.spin_as_first_waiter(w);
-                list = self.waiters();
-                continue;
-            }
-            // About to sleep: announce it, so that unlocks wake us. The fetch_or is our last look at the
-            // word (invariant 4): if it shows the lock takable, look again instead of sleeping.
-            // Relaxed: a flag; see "Memory orderings".
-            let s = self.state.fetch_or(SLEEPER, Ordering::Relaxed);
-            if s & LOCKED == 0 && (first || s & HANDOFF == 0) {
+            // The last look (invariant 4): a fetch_or, so that the unlock that frees the lock after it
+            // sees WAITERS. `(o,h,k,w,l) -> (o,h,k,1,l)`. Relaxed: a flag; see "Memory orderings".
+            // A woken waiter withdraws its WAKING in the same RMW: `(o,h,k,w,l) -> (o,h,0,1,l)`.
+            let s = if waking {
+                waking = false;
+                match self
+                    .state
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                        Some((s & !WAKING) | WAITERS)
+                    }) {
+                    Ok(s) | Err(s) => s,
+                }
+            } else {
+                self.state.fetch_or(WAITERS, Ordering::Relaxed)
+            };
+            if s & LOCKED == 0 && (s & HANDOFF == 0 || handoff) {
+                // Takable: leave the list again and compete.
+                // SAFETY: pushed above, under this same wait_lock section.
+                unsafe { list.remove(w) };
+                if list.is_empty() {
+                    // Relaxed: a flag, under wait_lock (invariant 2).
+                    self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+                }
                 continue;
             }
             drop(list);
-            let timed_out = w.sleep(deadline);
-            may_spin = true;
-            list = self.waiters();
-            // Acquire pairs with the Release store of HANDED in `hand_off`.
-            if timed_out && w.futex.load(Ordering::Acquire) != HANDED {
-                let first = list.front().is_some_and(|f| core::ptr::eq(f, w));
-                if self.take_queued(w, first, &mut list) {
-                    return true;
-                }
-                // SAFETY: `w` is in this list: only a hand-off removes a waiter other than itself.
-                unsafe { self.leave(w, &mut list) };
-                return false;
-            }
+            queued = true;
         }
     }
 
-    /// The first waiter's spin, outside `wait_lock`, its word SPINNING (so unlocks do not wake it, nor
-    /// anyone behind it): watches the state word (loads only) while the same owner holds the lock, for
-    /// up to [`OWNER_SPIN_NS`]. `true` when the lock was seen free or our word changed (handed the
-    /// lock). `false` when the owner held on: the caller re-takes `wait_lock`, looks again, and sleeps
-    /// only after setting SLEEPER (invariant 4).
-    fn spin_as_first_waiter(&self, w: &Waiter) -> bool {
-        let mut budget = SpinBudget::new(OWNER_SPIN_NS);
-        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
-        let owner = self.state.load(Ordering::Relaxed) >> OWNER_SHIFT;
-        loop {
-            // Relaxed: a hint to look again; the take under wait_lock decides (and acquires).
-            let s = self.state.load(Ordering::Relaxed);
-            if s & LOCKED == 0 || w.futex.load(Ordering::Relaxed) != SPINNING {
-                return true;
-            }
-            if s >> OWNER_SHIFT != owner || budget.expired() {
-                return false;
-            }
-            backoff.wait();
-        }
-    }
-
-    /// A queued waiter's take: `(0,h,1,0) -> (me,0,w',1)`, dequeuing itself. Allowed with HANDOFF only
-    /// for the first waiter (invariant 1); `w'` says whether others remain (invariant 2).
-    fn take_queued(&self, w: &Waiter, first: bool, list: &mut Waiters<'_>) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & LOCKED != 0 || (s & HANDOFF != 0 && !first) {
-                return false;
-            }
-            // SLEEPER stays (it may be stale: a wasted slow unlock, which clears it) unless the list
-            // empties.
-            let rest = if list.is_only(w) {
-                0
-            } else {
-                WAITERS | (s & SLEEPER)
-            };
-            // Acquire pairs with the Release of the unlock that freed the lock.
-            match self.state.compare_exchange(
-                s,
-                held_by(w.tag) | rest,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    // SAFETY: `w` is in this list (caller's contract).
-                    unsafe { list.remove(w) };
-                    return true;
-                }
-                Err(now) => s = now,
-            }
-        }
-    }
-
-    /// `(o,0,1,1) -> (o,1,1,1)`; nothing if the lock is free (the caller retries) or already
-    /// requested.
-    fn request_handoff(&self) {
+    /// `(o,0,k,1,1) -> (o,1,k,1,1)`: asks for the lock to be kept for us. `true` if we set HANDOFF;
+    /// `false` if the lock is free (the caller retries) or another hand-off is pending. Called by the
+    /// front waiter under `wait_lock`.
+    fn request_handoff(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
         while s & LOCKED != 0 && s & HANDOFF == 0 {
             // Relaxed: a flag; see "Memory orderings".
@@ -541,41 +616,38 @@ impl RawMutex {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(now) => s = now,
             }
         }
+        false
     }
 
-    /// A timed-out waiter leaves: clears WAITERS if it was the last; if it was first, clears its own
-    /// HANDOFF request, and passes the wake-up on if the lock is free (invariant 4).
+    /// A timed-out waiter leaves the list: clears WAITERS if it was the last; if its hand-off was
+    /// pending, clears HANDOFF and, if the lock is free, wakes the front waiter (which may have gone
+    /// to sleep on seeing our HANDOFF over a free lock).
     ///
     /// # Safety
     /// `w` is in `list`.
-    unsafe fn leave(&self, w: &Waiter, list: &mut Waiters<'_>) {
-        let was_first = list.front().is_some_and(|f| core::ptr::eq(f, w));
+    unsafe fn leave(&self, w: &Waiter, handoff: bool, list: &mut Waiters<'_>) {
         // SAFETY: forwarded contract.
         unsafe { list.remove(w) };
-        let clear = if list.is_empty() {
-            WAITERS | SLEEPER
-        } else {
-            0
-        } | if was_first { HANDOFF } else { 0 };
+        let clear = if list.is_empty() { WAITERS } else { 0 } | if handoff { HANDOFF } else { 0 };
         // Relaxed: flags; see "Memory orderings".
         let s = self.state.fetch_and(!clear, Ordering::Relaxed);
-        if was_first && s & LOCKED == 0 {
+        if handoff && s & LOCKED == 0 {
             self.wake_front(list);
         }
     }
 
-    /// After an unlock that saw SLEEPER: wake the first sleeping waiter.
+    /// After an unlock that saw WAITERS: wake the front waiter.
     #[cold]
     #[inline(never)]
     fn unlock_slow(&self) {
         self.wake_front(&mut self.waiters());
     }
 
-    /// Direct hand-off (`unlock_fair`): `(me,h,1,1) -> (first,0,w',1)`, giving the lock to the first
+    /// Direct hand-off (`unlock_fair`): `(me,h,k,1,1) -> (first,0,0,w',1)`, giving the lock to the first
     /// waiter without ever freeing it. Frees it normally if nobody waits.
     fn hand_off(&self, expected: u32) {
         let mut list = self.waiters();
@@ -583,7 +655,7 @@ impl RawMutex {
             drop(list);
             // Nobody waits: a plain unlock. Release pairs with the next taker's Acquire.
             let old = self.state.fetch_sub(expected, Ordering::Release);
-            if old & SLEEPER != 0 {
+            if old & WAITERS != 0 {
                 self.unlock_slow();
             }
             return;
@@ -593,13 +665,11 @@ impl RawMutex {
         let first = unsafe { &*first };
         // SAFETY: `first` is in this list.
         unsafe { list.remove(first) };
-        // Invariant 6: nobody else changes the word now, so its SLEEPER is current (kept, maybe stale).
-        let rest = if list.is_empty() {
-            0
-        } else {
-            WAITERS | (self.state.load(Ordering::Relaxed) & SLEEPER)
-        };
-        // Invariant 6: a plain store is enough. Release: publishes our critical section to `first`.
+        // HANDOFF and WAKING, if set, are cleared. HANDOFF was set by `first` (the front waiter) or by a
+        // waiter woken since, which keeps its `handoff` and takes a free lock like any waiter: only
+        // the order of service is at stake. Invariant 6: a plain store is enough.
+        let rest = if list.is_empty() { 0 } else { WAITERS };
+        // Release: publishes our critical section to `first`.
         self.state
             .store(held_by(first.tag) | rest, Ordering::Release);
         let word = &first.futex as *const AtomicU32;
@@ -609,32 +679,33 @@ impl RawMutex {
         futex_wake(word, 1);
     }
 
-    /// Wakes the first waiter that is still asleep (those ahead of it are awake and will re-check),
-    /// or nobody while the first waiter spins; clears SLEEPER when no other sleeper remains.
-    /// Called with `wait_lock` held (the guard); the futex wake is made after the guard releases
-    /// `wait_lock` ([`LockedList::wake_after_unlock`]), since the woken thread's first step is to take it.
+    /// Dequeues and wakes the front waiter (its word SLEEPING -> WOKEN), clearing WAITERS if the list
+    /// empties, unless the lock has been taken again in the meantime: its holder's unlock will see
+    /// WAITERS (invariant 4) and wake then, so a wake-up now would only find the lock held. A front
+    /// waiter old enough for hand-off is woken anyway, so that it can ask for it (else spinners that
+    /// keep the lock busy could starve it). Called with `wait_lock` held (the guard); the futex wake
+    /// is made after the guard releases `wait_lock` ([`LockedList::wake_after_unlock`]), since the
+    /// woken thread may need it.
     fn wake_front(&self, list: &mut Waiters<'_>) {
-        if list
-            .front()
-            .is_some_and(|f| f.futex.load(Ordering::Relaxed) == SPINNING)
-        {
-            // The first waiter is watching the word: it sees the lock free, or it re-takes wait_lock
-            // after this section and looks again before it sleeps (invariant 4). Waking a sleeper now
-            // would only add a second contender (and a futex call to every unlock). SLEEPER stays.
-            return;
-        }
-        let Some(first) = list.first_sleeping() else {
-            // Relaxed: a flag. Under wait_lock, where every waiter sets it: nobody is asleep.
-            self.state.fetch_and(!SLEEPER, Ordering::Relaxed);
+        let Some(first) = list.front() else {
             return;
         };
-        if !list.sleeping_after(first) {
-            // Relaxed, as above: `first` is the last sleeper and is about to be woken.
-            self.state.fetch_and(!SLEEPER, Ordering::Relaxed);
+        // Relaxed: a hint; correctness rests on WAITERS being seen by the holder's unlock.
+        if self.state.load(Ordering::Relaxed) & LOCKED != 0 && !first.since.older_than(HANDOFF_NS) {
+            return;
+        }
+        let first = first as *const Waiter;
+        // SAFETY: `first` is queued, hence alive until our WOKEN store (invariant 5).
+        let first = unsafe { &*first };
+        // SAFETY: `first` is in this list.
+        unsafe { list.remove(first) };
+        if list.is_empty() {
+            // Relaxed: a flag, under wait_lock (invariant 2).
+            self.state.fetch_and(!WAITERS, Ordering::Relaxed);
         }
         let word = &first.futex as *const AtomicU32;
         // Release pairs with the Acquire load in `sleep` (it orders nothing the waiter needs, since
-        // it re-reads everything under wait_lock, but keeps every waker store uniform).
+        // it competes on the word afresh, but keeps every waker store uniform). Last access to `first`.
         first.futex.store(WOKEN, Ordering::Release);
         list.wake_after_unlock(word);
     }
@@ -652,9 +723,8 @@ impl RawMutex {
         moved.for_each(|w| w.since.reset());
         let mut list = self.waiters();
         list.append(moved);
-        // Relaxed: flag; see "Memory orderings".
-        // SLEEPER: the moved waiters are asleep (or about to sleep) on their words.
-        let s = self.state.fetch_or(WAITERS | SLEEPER, Ordering::Relaxed);
+        // Relaxed: flag; see "Memory orderings". The moved waiters are asleep on their words.
+        let s = self.state.fetch_or(WAITERS, Ordering::Relaxed);
         if s & LOCKED == 0 {
             self.wake_front(&mut list);
         }
@@ -793,11 +863,11 @@ mod tests {
         false
     }
 
-    /// SLEEPER's life: set by waiters that go to sleep behind a held lock, kept while any of them still
+    /// WAITERS's life: set by waiters that go to sleep behind a held lock, kept while any of them still
     /// sleeps (else a waiter is never woken: the test fails after 10 s instead of hanging), and gone
     /// from the word once every waiter has taken the lock and left.
     #[test]
-    fn sleeper_set_by_sleeping_waiters_and_gone_when_they_leave() {
+    fn waiters_set_by_sleeping_waiters_and_gone_when_they_leave() {
         for waiters in [1, 3] {
             let m = Arc::new(RawMutex::new());
             let t = m.lock();
@@ -813,11 +883,11 @@ mod tests {
                 .collect();
             // Spinning ends after SPIN_MAX_NS / OWNER_SPIN_NS (tens of microseconds): all sleep then.
             assert!(
-                eventually(|| m.state.load(Ordering::Relaxed) & SLEEPER != 0),
+                eventually(|| m.state.load(Ordering::Relaxed) & WAITERS != 0),
                 "{waiters} waiter(s) behind a held lock never announced a sleep"
             );
             // Let the others get to sleep too, so that one unlock finds several asleep (the waker must
-            // keep SLEEPER for the ones it does not wake).
+            // keep WAITERS for the ones it does not wake).
             std::thread::sleep(Duration::from_millis(20));
             // SAFETY: the token of the acquisition above.
             unsafe { m.unlock(t) };
@@ -830,5 +900,79 @@ mod tests {
             }
             assert_eq!(m.state.load(Ordering::Relaxed), 0, "flags left behind");
         }
+    }
+
+    /// Every path that sets or clears a flag, mixed under contention with more threads than CPUs:
+    /// plain and fair unlocks, timed locks that time out (while queued, or woken and competing with
+    /// WAKING set), `try_lock`. Mutual exclusion holds (a counter updated non-atomically, with a yield
+    /// between its read and its write now and then) and, once everyone has left, the word is 0: no
+    /// WAKING, WAITERS or HANDOFF left behind.
+    #[test]
+    fn mixed_paths_keep_exclusion_and_leave_no_flag() {
+        struct Shared {
+            m: RawMutex,
+            count: UnsafeCell<u64>,
+        }
+        // SAFETY: `count` is only accessed with `m` held.
+        unsafe impl Sync for Shared {}
+        const THREADS: u64 = if cfg!(miri) { 3 } else { 8 };
+        const ROUNDS: u64 = if cfg!(miri) { 40 } else { 3_000 };
+        let s = Shared {
+            m: RawMutex::new(),
+            count: UnsafeCell::new(0),
+        };
+        let done: u64 = std::thread::scope(|scope| {
+            let hs: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let s = &s;
+                    scope.spawn(move || {
+                        let mut mine = 0;
+                        for i in 0..ROUNDS {
+                            let token = match (i + t) % 4 {
+                                0 | 1 => Some(s.m.lock()),
+                                2 => s.m.lock_until(
+                                    &(Instant::now() + Duration::from_micros(20 + i % 50)),
+                                ),
+                                _ => s.m.try_lock(),
+                            };
+                            let Some(token) = token else { continue };
+                            // SAFETY: `m` is held, so nobody else touches `count`.
+                            unsafe {
+                                let c = s.count.get();
+                                let v = c.read_volatile();
+                                if i % 16 == 0 {
+                                    std::thread::yield_now();
+                                }
+                                // A section long enough that waiters sleep and time out.
+                                let until = Instant::now() + Duration::from_micros(3);
+                                #[cfg(miri)]
+                                let until = Instant::now();
+                                while Instant::now() < until {
+                                    core::hint::spin_loop();
+                                }
+                                c.write_volatile(v + 1);
+                            }
+                            mine += 1;
+                            // SAFETY: this acquisition's token.
+                            unsafe {
+                                if i % 3 == 0 {
+                                    s.m.unlock_fair(token)
+                                } else {
+                                    s.m.unlock(token)
+                                }
+                            };
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(s.count.into_inner(), done, "lost an update");
+        assert!(
+            done >= THREADS * ROUNDS / 2,
+            "the untimed locks alone make half"
+        );
+        assert_eq!(s.m.state.load(Ordering::Relaxed), 0, "flags left behind");
     }
 }

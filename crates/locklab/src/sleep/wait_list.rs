@@ -13,10 +13,9 @@
 //! | `futex`    | meaning                                                                    |
 //! |------------|----------------------------------------------------------------------------|
 //! | `SLEEPING` | asleep, or about to sleep; set by the waiter itself under the list lock      |
-//! | `WOKEN`    | woken to retry; the waiter is still in the list                            |
+//! | `WOKEN`    | woken to retry: dequeued by the waker (mutex) or still queued (rwsem)        |
 //! | `HANDED`   | the lock was handed to this waiter, which has been removed from the list   |
 //! | `NOTIFIED` | (condvar) notified and dequeued while the mutex was free: it re-locks with `lock()` |
-//! | `SPINNING` | (mutex) the first waiter, awake, watching the lock word before it sleeps     |
 //!
 //! # Lifetime rule
 //! A waker's store to a waiter's `futex` is its *last access* to the node: after it the waiter may
@@ -38,8 +37,6 @@ pub(crate) const WOKEN: u32 = 1;
 pub(crate) const HANDED: u32 = 2;
 /// A condvar waiter notified while the mutex was free: in no list; it takes the mutex like any locker.
 pub(crate) const NOTIFIED: u32 = 3;
-/// (mutex) The first waiter, awake and watching the lock word: wakers leave it alone.
-pub(crate) const SPINNING: u32 = 4;
 
 /// One sleeping thread. Lives on its thread's stack while the thread waits.
 pub(crate) struct Waiter {
@@ -182,36 +179,6 @@ impl WaitList {
         unsafe { self.head.as_ref() }
     }
 
-    /// The first waiter whose word is SLEEPING (asleep or about to sleep); the ones before it are awake.
-    /// The scan passes only awake waiters, each of which re-checks and leaves or sleeps again soon.
-    pub(crate) fn first_sleeping(&self) -> Option<&Waiter> {
-        self.sleeping_from(self.head)
-    }
-
-    /// Whether a waiter after `w` (which is queued) has its word SLEEPING.
-    pub(crate) fn sleeping_after(&self, w: &Waiter) -> bool {
-        self.sleeping_from(w.next.get()).is_some()
-    }
-
-    /// The first waiter from `p` on (a queued node, or null) whose word is SLEEPING.
-    fn sleeping_from(&self, mut p: *const Waiter) -> Option<&Waiter> {
-        // SAFETY: queued nodes are alive while queued, and we are under the list lock.
-        while let Some(w) = unsafe { p.as_ref() } {
-            // Relaxed: SLEEPING is stored by the waiter and WOKEN by wakers, all under the list lock.
-            if w.futex.load(Ordering::Relaxed) == SLEEPING {
-                return Some(w);
-            }
-            p = w.next.get();
-        }
-        None
-    }
-
-    /// Whether `w` is the only waiter.
-    #[inline]
-    pub(crate) fn is_only(&self, w: &Waiter) -> bool {
-        ptr::eq(self.head, w) && ptr::eq(self.tail, w)
-    }
-
     /// Appends `w`.
     ///
     /// # Safety
@@ -225,6 +192,21 @@ impl WaitList {
             None => self.head = w,
         }
         self.tail = w;
+    }
+
+    /// Puts `w` first (a mutex waiter that was woken and lost the race keeps its place).
+    ///
+    /// # Safety
+    /// As [`push_back`](Self::push_back).
+    pub(crate) unsafe fn push_front(&mut self, w: &Waiter) {
+        w.prev.set(ptr::null());
+        w.next.set(self.head);
+        // SAFETY: the old head is queued, hence alive.
+        match unsafe { self.head.as_ref() } {
+            Some(h) => h.prev.set(w),
+            None => self.tail = w,
+        }
+        self.head = w;
     }
 
     /// Unlinks `w`.
@@ -360,7 +342,7 @@ mod tests {
         assert_eq!(l.front().unwrap().tag, 1);
         let mut front = l.split_front(1);
         assert_eq!(order(&front), [1]);
-        assert!(l.is_only(&ws[3]));
+        assert_eq!(order(&l), [3]);
         front.append(&mut l);
         assert!(l.is_empty());
         assert_eq!(order(&front), [1, 3]);
@@ -370,5 +352,32 @@ mod tests {
         unsafe { empty.remove(&ws[1]) };
         unsafe { empty.remove(&ws[3]) };
         assert!(empty.is_empty());
+    }
+
+    /// `push_front` on an empty and a non-empty list keeps both ends linked: removals from either
+    /// end and a later `push_back` see the right neighbours.
+    #[test]
+    fn push_front_links_both_ends() {
+        let ws: Vec<Waiter> = (0..4).map(Waiter::new).collect();
+        let mut l = WaitList::new();
+        unsafe { l.push_front(&ws[1]) };
+        assert_eq!(order(&l), [1]);
+        unsafe { l.push_front(&ws[0]) };
+        unsafe { l.push_back(&ws[2]) };
+        assert_eq!(order(&l), [0, 1, 2]);
+        unsafe { l.remove(&ws[2]) };
+        unsafe { l.push_back(&ws[3]) };
+        assert_eq!(order(&l), [0, 1, 3]);
+        unsafe { l.remove(&ws[0]) };
+        assert_eq!(l.front().unwrap().tag, 1);
+        unsafe { l.push_front(&ws[2]) };
+        assert_eq!(order(&l), [2, 1, 3]);
+        for i in [1, 3, 2] {
+            unsafe { l.remove(&ws[i]) };
+        }
+        assert!(l.is_empty());
+        unsafe { l.push_front(&ws[0]) };
+        unsafe { l.push_back(&ws[1]) };
+        assert_eq!(order(&l), [0, 1]);
     }
 }
