@@ -419,6 +419,41 @@ fn condvar_notify_after_unlock() {
     condvar_flag(false);
 }
 
+/// Condvar `notify_all` under the mutex with two waiters (the herd in miniature): both are requeued onto
+/// the mutex's sleepers-only list at once, woken one per unlock, and compete with WAKING set. Both see
+/// the flag, each exactly once, and the mutex ends with its word at 0 (no WAITERS or WAKING left).
+#[test]
+fn condvar_notify_all_requeues_two() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(0u32)));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let mut t = s.0.lock();
+                    while s.2.with(|f| unsafe { *f }) == 0 {
+                        // SAFETY: `t` is this thread's acquisition of `s.0`.
+                        unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
+                    }
+                    s.2.with_mut(|f| unsafe { *f += 1 });
+                    // SAFETY: this thread's acquisition.
+                    unsafe { s.0.unlock(t) };
+                })
+            })
+            .collect();
+        let t = s.0.lock();
+        s.2.with_mut(|f| unsafe { *f = 1 });
+        s.1.notify_all();
+        // SAFETY: this thread's acquisition.
+        unsafe { s.0.unlock(t) };
+        for h in waiters {
+            h.join().unwrap();
+        }
+        assert_eq!(s.2.with(|f| unsafe { *f }), 3);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+    });
+}
+
 /// Condvar timeout racing with a notification: the waiter either times out (and is off the condvar's
 /// list) or is moved to the mutex and re-locks; the mutex ends free either way.
 #[test]
