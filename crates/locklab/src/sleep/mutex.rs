@@ -390,11 +390,17 @@ impl RawMutex {
         unsafe { self.wait_queued(&waiter, deadline, false) }
     }
 
-    /// A woken waiter's spin, on the word itself (no OSQ: it goes first): loads while the same
-    /// owner holds the lock, for up to [`OWNER_SPIN_NS`] per owner and [`SPIN_MAX_NS`] in all; its
-    /// take clears WAKING. `true` with the lock held.
+    /// A woken waiter's spin, on the word itself (no OSQ: it goes first); its take clears WAKING.
+    /// `true` with the lock held.
     fn spin_woken(&self, tag: u32) -> bool {
-        let mut budget = SpinBudget::new(SPIN_MAX_NS);
+        self.spin_on_word(tag, WAKING, &mut SpinBudget::new(SPIN_MAX_NS))
+    }
+
+    /// The spin on the lock word (the OSQ head's, or a woken waiter's): loads while the same owner
+    /// holds the lock, for up to [`OWNER_SPIN_NS`] per owner, until `budget` runs out or a hand-off is
+    /// pending; takes the lock the moment it is free, `(0,0,k,w,0) -> (me,0,k & !clear,w,1)`.
+    /// `true` with the lock held.
+    fn spin_on_word(&self, tag: u32, clear: u32, budget: &mut SpinBudget) -> bool {
         let mut owner = u32::MAX;
         let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
         let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
@@ -404,13 +410,12 @@ impl RawMutex {
                 return false;
             }
             if s & LOCKED == 0 {
-                // `(0,0,k,w,0) -> (me,0,0,w,1)`. Acquire pairs with the Release of the unlock that
-                // freed the lock.
+                // Acquire pairs with the Release of the unlock that freed the lock.
                 if self
                     .state
                     .compare_exchange(
                         s,
-                        (s & !WAKING) | held_by(tag),
+                        (s & !clear) | held_by(tag),
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
@@ -446,34 +451,8 @@ impl RawMutex {
         if !unsafe { self.osq.lock(node, &mut budget) } {
             return false;
         }
-        let mut owner = u32::MAX;
-        let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
-        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
-        let got = loop {
-            let s = self.state.load(Ordering::Relaxed);
-            if s & HANDOFF != 0 {
-                break false;
-            }
-            if s & LOCKED == 0 {
-                // Acquire pairs with the Release of the unlock that freed the lock.
-                if self
-                    .state
-                    .compare_exchange(s, s | held_by(tag), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    break true;
-                }
-                continue;
-            }
-            if s >> OWNER_SHIFT != owner {
-                owner = s >> OWNER_SHIFT;
-                owner_budget = SpinBudget::new(OWNER_SPIN_NS);
-            }
-            if owner_budget.expired() || budget.expired() {
-                break false;
-            }
-            backoff.wait();
-        };
+        // K stays: the spinner's next lock goes the slow way too while a woken waiter competes.
+        let got = self.spin_on_word(tag, 0, &mut budget);
         // SAFETY: we are the OSQ head (lock returned true) with this node.
         unsafe { self.osq.unlock(node) };
         got
