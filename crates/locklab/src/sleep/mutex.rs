@@ -311,7 +311,7 @@ impl RawMutex {
     /// `token` is the state of the caller's current acquisition of this mutex.
     #[inline]
     pub unsafe fn unlock(&self, token: MutexToken) {
-        // `(me,s,h,w,1) -> (0,s,h,w,0)`: one RMW whatever the flags.
+        // `(me,h,k,w,1) -> (0,h,k,w,0)`: one RMW whatever the flags.
         // Release pairs with the Acquire of whoever takes the lock next.
         let old = self.state.fetch_sub(token.expected, Ordering::Release);
         if old & WAITERS != 0 {
@@ -882,8 +882,8 @@ mod tests {
     }
 
     /// Every path that sets or clears a flag, mixed under contention with more threads than CPUs:
-    /// plain and fair unlocks, timed locks that time out (while queued, or woken and competing with
-    /// WAKING set), `try_lock`. Mutual exclusion holds (a counter updated non-atomically, with a yield
+    /// plain and fair unlocks, timed locks with short deadlines (which may time out queued or while
+    /// woken and competing), `try_lock`. Mutual exclusion holds (a counter updated non-atomically, with a yield
     /// between its read and its write now and then) and, once everyone has left, the word is 0: no
     /// WAKING, WAITERS or HANDOFF left behind.
     #[test]
