@@ -5,8 +5,8 @@
 //! # Why (seed 003)
 //! Before v5.3 a writer that found the lock reader-owned could not tell whether the readers were running,
 //! so it went to sleep; with a mixed load the CPUs idled 90% where a mutex idled 15-20%. The fix, kept
-//! here: a spinning writer spins on a reader-owned lock for a bounded time (kernel: 10 us + 0.5 us per
-//! reader, capped at 25 us), and on timeout marks the lock NONSPINNABLE so later writers sleep
+//! here: a writer at the head of the OSQ spins on a reader-owned lock for a bounded time (kernel: 10 us +
+//! 0.5 us per reader, capped at 25 us), and on timeout marks the lock NONSPINNABLE so later writers sleep
 //! at once, until a writer owns it again.
 //!
 //! # Algorithm (after the kernel's `kernel/locking/rwsem.c`)
@@ -18,7 +18,7 @@
 //!   userspace a futex sleep and wake-up cost more than most write sections: without it a reader
 //!   behind a 100 ns write slept, and seed 003's model left a quarter of the CPUs idle); otherwise
 //!   undo the bias, queue, and sleep until a waker grants the read lock (it adds our bias for us).
-//! - `down_write`: `cas(0 -> WRITER_LOCKED)`. Else spin on the word while spinning is promising
+//! - `down_write`: `cas(0 -> WRITER_LOCKED)`. Else spin through the OSQ while spinning is promising
 //!   (below), then queue and sleep; a woken writer retries, and a first waiter past [`HANDOFF_NS`] sets
 //!   HANDOFF, after which only it may take the lock.
 //! - `up_read`: `fetch_sub(READER_BIAS)`; the last reader out wakes the wait list if it is non-empty.
@@ -32,23 +32,12 @@
 //!
 //! # Writer spinning (the owner hint)
 //! `owner` holds the writer's tag, or the last reader's tag with READER_OWNED (a hint only: `up_read`
-//! does not clear it), plus NONSPINNABLE. A spinning writer:
+//! does not clear it), plus NONSPINNABLE. A spinning writer (OSQ head):
 //! - writer-owned: spins while the owner is unchanged, at most [`OWNER_SPIN_NS`] per owner (as the Mutex);
 //! - reader-owned: spins until a deadline of `READER_SPIN_BASE_NS + READER_SPIN_PER_READER_NS x readers`,
 //!   capped at [`READER_SPIN_MAX_NS`], re-armed when the owner changes kind (only the first reader
 //!   after a writer stores its tag: every reader storing made the owner line bounce between
 //!   readers); on timeout it sets NONSPINNABLE and queues.
-//!
-//! Where we differ from the kernel: writers spin on the word each on their own, with exponential
-//! backoff between looks (loads; a CAS only on a free word), not in an OSQ behind one spinning head. In
-//! the kernel a queued spinner gives up when it must reschedule or its predecessor's vCPU is preempted;
-//! in userspace neither is visible, and a queued spinner that yields or is preempted stalls every
-//! writer behind it. Measured (2 vCPUs, cs 100 ns, think 100 ns, 90% reads, 4 threads): with the OSQ,
-//! 43% of the rwsem's CPU time went to writers waiting in it, mostly in `sched_yield` (394 K
-//! involuntary switches/s); without it the rwsem ran at 1.5-1.7x its old throughput (README, issue 12).
-//! The OSQ's gain, one spinner on the word's line instead of many, is a many-CPU effect that std's and
-//! parking_lot's `RwLock` also forgo; each spinner here reads the word between exponentially growing
-//! pauses and yields once the pause is capped.
 //!
 //! Two constructors build the kernel's older rwsems for experiments (`locklab reproduce`):
 //! [`RawRwSem::without_reader_spinning`] (v3.16-v5.2, seed 003: writers spin only on writer owners and
@@ -86,6 +75,7 @@
 
 use crate::clock::{Deadline, SpinBudget};
 use crate::mutex::current_tag;
+use crate::osq::Osq;
 use crate::primitive::{AtomicU64, Backoff, Ordering};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
@@ -131,7 +121,7 @@ pub const READER_SPIN_MAX_NS: u64 = 25_000;
 /// A reader that finds a writer holding the lock (and nobody queued) watches the word this long before
 /// it queues and sleeps (default rwsem only).
 pub const READER_SPIN_ON_WRITER_NS: u64 = 10_000;
-/// Overall cap on one writer's spinning.
+/// Overall cap on one writer's spinning, OSQ wait included.
 pub const SPIN_MAX_NS: u64 = 50_000;
 /// Most `pause`s between two looks while spinning; at the cap the spinner yields instead ([`Backoff`]).
 const MAX_SPIN_BACKOFF: u32 = 64;
@@ -209,6 +199,7 @@ impl RwSemToken {
 pub struct RawRwSem {
     count: AtomicU64,
     owner: AtomicU64,
+    osq: Osq,
     wait_lock: RawTasLock,
     waiters: UnsafeCell<WaitList>,
     /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
@@ -274,6 +265,7 @@ impl RawRwSem {
         RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
+            osq: Osq::new(),
             wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
             spin,
@@ -285,6 +277,7 @@ impl RawRwSem {
         RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
+            osq: Osq::new(),
             wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
             spin,
@@ -564,26 +557,35 @@ impl RawRwSem {
         {
             return false;
         }
+        let Some(claim) = crate::mutex::osq_node() else {
+            return false;
+        };
+        let node: &crate::osq::OsqNode = &claim;
         let mut budget = SpinBudget::new(SPIN_MAX_NS);
+        // SAFETY: OSQ nodes are type-stable (thread slots / leaked under loom); the claim keeps ours out
+        // of any other queue until it drops, after `osq.unlock`.
+        if !unsafe { self.osq.lock(node, &mut budget) } {
+            return false;
+        }
         let mut last_owner = u64::MAX;
         let mut phase_budget = SpinBudget::new(OWNER_SPIN_NS);
         let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
-        loop {
+        let got = loop {
             if self.try_take_write(tag, false) {
-                return true;
+                break true;
             }
             let c = self.count.load(Ordering::Relaxed);
             if c & HANDOFF != 0 {
-                return false;
+                break false;
             }
             let owner = self.owner.load(Ordering::Relaxed);
             if owner & NONSPINNABLE != 0 {
-                return false;
+                break false;
             }
             let reader_owned = c & WRITER_LOCKED == 0 && readers(c) != 0;
             if reader_owned && self.spin == SPIN_WRITERS {
                 // The pre-v5.3 rwsem: readers in, so the writer cannot tell whether they run; sleep.
-                return false;
+                break false;
             }
             // A new owner (or a new reader phase) re-arms the deadline.
             let key = if reader_owned {
@@ -606,10 +608,13 @@ impl RawRwSem {
                     // Relaxed: the owner word is a hint deciding only whether to spin; it orders no data.
                     self.owner.fetch_or(NONSPINNABLE, Ordering::Relaxed);
                 }
-                return false;
+                break false;
             }
             backoff.wait();
-        }
+        };
+        // SAFETY: we are the OSQ head with this node.
+        unsafe { self.osq.unlock(node) };
+        got
     }
 
     /// Releases an exclusive hold.
