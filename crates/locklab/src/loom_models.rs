@@ -425,6 +425,7 @@ fn condvar_notify_after_unlock() {
 #[test]
 fn condvar_notify_all_requeues_two() {
     model(|| {
+        // SAFETY (every access to the flag `s.2` below): it is read and written only with `s.0` held.
         let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(0u32)));
         let waiters: Vec<_> = (0..2)
             .map(|_| {

@@ -360,13 +360,19 @@ mod tests {
     fn push_front_links_both_ends() {
         let ws: Vec<Waiter> = (0..4).map(Waiter::new).collect();
         let mut l = WaitList::new();
+        // SAFETY (every block below): the waiters outlive the list, and each is pushed only while in no
+        // list and removed only while in this one.
         unsafe { l.push_front(&ws[1]) };
         assert_eq!(order(&l), [1]);
-        unsafe { l.push_front(&ws[0]) };
-        unsafe { l.push_back(&ws[2]) };
+        unsafe {
+            l.push_front(&ws[0]);
+            l.push_back(&ws[2]);
+        }
         assert_eq!(order(&l), [0, 1, 2]);
-        unsafe { l.remove(&ws[2]) };
-        unsafe { l.push_back(&ws[3]) };
+        unsafe {
+            l.remove(&ws[2]);
+            l.push_back(&ws[3]);
+        }
         assert_eq!(order(&l), [0, 1, 3]);
         unsafe { l.remove(&ws[0]) };
         assert_eq!(l.front().unwrap().tag, 1);
@@ -376,8 +382,10 @@ mod tests {
             unsafe { l.remove(&ws[i]) };
         }
         assert!(l.is_empty());
-        unsafe { l.push_front(&ws[0]) };
-        unsafe { l.push_back(&ws[1]) };
+        unsafe {
+            l.push_front(&ws[0]);
+            l.push_back(&ws[1]);
+        }
         assert_eq!(order(&l), [0, 1]);
     }
 }
