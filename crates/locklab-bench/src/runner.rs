@@ -1047,7 +1047,7 @@ pub(crate) mod tests {
     fn a_condvar_trial_counts_messages_and_ends() {
         let clock = SystemClock::default();
         let mut sp = spec(4);
-        sp.duration_ns = 30_000_000;
+        sp.duration_ns = 200_000_000;
         sp.warmup_ns = 5_000_000;
         sp.cs_loops = 0;
         sp.think_loops = 0;

@@ -57,7 +57,6 @@ mod built {
     use crate::locks::rcu::{QS_EVERY, object};
     use crate::workload::{Shared, Workload};
     use crossbeam_utils::CachePadded;
-    use std::cell::UnsafeCell;
     use std::sync::atomic::{AtomicPtr, Ordering};
 
     /// liburcu's `struct rcu_head`: a wait-free queue link and the callback. Checked against the C
@@ -127,17 +126,26 @@ mod built {
         }
         #[inline(always)]
         fn read<R>(&self, _: usize, _: u64, f: impl FnOnce(&Shared) -> R) -> R {
-            // SAFETY: the shim registers the thread on its first call; lock and unlock pair up
-            // on this thread around the dereference.
+            /// Ends the section when dropped, so a panicking `f` cannot leave this thread inside
+            /// it (which would hold every later grace period of the process).
+            struct Section;
+            impl Drop for Section {
+                #[inline(always)]
+                fn drop(&mut self) {
+                    // SAFETY: ends the section begun in `read`, on the same thread (the guard is
+                    // a local of that call).
+                    unsafe { ll_memb_read_unlock() };
+                }
+            }
+            // SAFETY: the shim registers the thread on its first call; the section ends when
+            // `_section` drops, on this thread, after the dereference.
             unsafe { ll_memb_read_lock() };
+            let _section = Section;
             // Acquire: rcu_dereference (pairs with `update`'s AcqRel swap).
             let p = self.obj.load(Ordering::Acquire);
             // SAFETY: the published object is freed by `update`'s call_rcu after a grace period
             // (which waits for this section), or in `Drop`, after every reader is gone.
-            let r = f(unsafe { &(*p).data });
-            // SAFETY: ends the section begun above, on the same thread.
-            unsafe { ll_memb_read_unlock() };
-            r
+            f(unsafe { &(*p).data })
         }
         #[inline(always)]
         fn retire(&self, t: usize, v: u64) {
@@ -174,36 +182,30 @@ mod built {
         }
     }
 
-    /// `liburcu-qsbr` (`rcu-read` only): no code per read; each worker registers on its first read
+    /// `liburcu-qsbr` (`rcu-read` only): no code per read; each thread registers on its first read
     /// and announces a quiescent state every [`QS_EVERY`] reads, as our `rcu-qsbr` rows do.
     pub struct Qsbr {
         obj: Box<Shared>,
-        registered: Vec<CachePadded<Flag>>,
     }
 
-    /// Whether worker `t` has registered with liburcu-qsbr.
-    struct Flag(UnsafeCell<bool>);
-
-    // SAFETY: worker `t` alone touches flag `t` (`read(t, ..)` is called by worker `t` only).
-    unsafe impl Sync for Flag {}
+    std::thread_local! {
+        /// Whether this thread has registered with liburcu-qsbr (per thread, as liburcu's own
+        /// registration is: a worker index may be served by another thread in another trial).
+        static REGISTERED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    }
 
     impl RcuUnderTest for Qsbr {
-        fn new(threads: usize) -> Self {
+        fn new(_threads: usize) -> Self {
             Qsbr {
                 obj: Box::new(object(1)),
-                registered: (0..threads)
-                    .map(|_| CachePadded::new(Flag(UnsafeCell::new(false))))
-                    .collect(),
             }
         }
         #[inline(always)]
-        fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&Shared) -> R) -> R {
-            // SAFETY: flag `t` belongs to the calling worker (see the `Sync` impl).
-            let reg = unsafe { &mut *self.registered[t].0.get() };
-            if !*reg {
+        fn read<R>(&self, _t: usize, i: u64, f: impl FnOnce(&Shared) -> R) -> R {
+            if !REGISTERED.get() {
                 // SAFETY: registers this thread (idempotent; unregistered at thread exit).
                 unsafe { ll_qsbr_register() };
-                *reg = true;
+                REGISTERED.set(true);
             }
             let r = f(&self.obj); // never replaced: the read side's cost is what is measured
             if i.is_multiple_of(QS_EVERY) {

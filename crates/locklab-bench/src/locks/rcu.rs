@@ -10,7 +10,7 @@ use super::{Kind, LockInfo, RcuUnderTest, rcu};
 use crate::workload::Shared;
 use crossbeam_utils::CachePadded;
 use locklab::rcu::{RcuCell, RcuDomain};
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
@@ -395,42 +395,67 @@ impl RcuUnderTest for ArcSwapped {
 /// The QSBR domain of the `rcu-qsbr` rows (read-only: no grace period ever runs in it).
 static QSBR: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
 
-/// `rcu-qsbr` (`rcu-read` only): our QSBR flavour. Reads cost nothing; each worker registers on its
-/// first read and announces a quiescent state every [`QS_EVERY`] reads (a load and a compare while no
-/// grace period waits).
+/// `rcu-qsbr` (`rcu-read` only): our QSBR flavour. Reads cost nothing; each thread registers on its
+/// first read (a thread-local handle, as a QSBR program keeps one per thread) and announces a
+/// quiescent state every [`QS_EVERY`] reads (a load and a compare while no grace period waits).
 pub struct QsbrRcu {
     obj: Box<Shared>,
-    threads: Vec<CachePadded<QsSlot>>,
 }
 
 /// How often an `rcu-qsbr` reader announces a quiescent state.
 pub const QS_EVERY: u64 = 256;
 
-/// Worker `t`'s QSBR registration (made on its first read).
-struct QsSlot(UnsafeCell<Option<locklab::rcu::QsbrThread>>);
+std::thread_local! {
+    /// This thread's QSBR registration, or null: the read path's lookup (one thread-local load; no
+    /// destructor, so no lazy-registration check).
+    static QS_ME: Cell<*mut locklab::rcu::QsbrThread> = const { Cell::new(std::ptr::null_mut()) };
+    /// Owns the registration and unregisters it when the thread exits.
+    static QS_OWNER: QsOwner = const { QsOwner(Cell::new(std::ptr::null_mut())) };
+}
 
-// SAFETY: worker `t` is the only thread that touches slot `t` while the trial runs (`read(t, ..)` is
-// called by worker `t` only); after the trial the scheme is dropped on another thread, when every
-// worker has exited (the runner joins them first): the registration (a `!Send` handle, because its
-// record is its thread's) is then only unregistered, which is a store to a record no thread uses.
-unsafe impl Sync for QsSlot {}
-// SAFETY: as above: the scheme moves between threads only while no worker runs.
-unsafe impl Send for QsSlot {}
+/// Drops the thread's registration at thread exit.
+struct QsOwner(Cell<*mut locklab::rcu::QsbrThread>);
+
+impl Drop for QsOwner {
+    fn drop(&mut self) {
+        let p = self.0.replace(std::ptr::null_mut());
+        if !p.is_null() {
+            QS_ME.set(std::ptr::null_mut());
+            // SAFETY: `p` came from `Box::into_raw` in `register_qsbr`, once, on this thread; the
+            // read path no longer finds it (cleared above).
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+/// Registers the calling thread in [`QSBR`] (first read).
+#[cold]
+#[inline(never)]
+fn register_qsbr() -> *mut locklab::rcu::QsbrThread {
+    let p = Box::into_raw(Box::new(QSBR.register()));
+    // A thread past its thread-local destructors keeps the registration for good (leaked, offline
+    // never): the lab's workers never read from a destructor.
+    let _ = QS_OWNER.try_with(|o| o.0.set(p));
+    QS_ME.set(p);
+    p
+}
 
 impl RcuUnderTest for QsbrRcu {
-    fn new(threads: usize) -> Self {
+    fn new(_threads: usize) -> Self {
         QsbrRcu {
             obj: Box::new(object(1)),
-            threads: (0..threads)
-                .map(|_| CachePadded::new(QsSlot(UnsafeCell::new(None))))
-                .collect(),
         }
     }
     #[inline(always)]
-    fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&Shared) -> R) -> R {
-        // SAFETY: slot `t` belongs to the calling worker alone (see the `Sync` impl).
-        let me = unsafe { &mut *self.threads[t].0.get() };
-        let me = me.get_or_insert_with(|| QSBR.register());
+    fn read<R>(&self, _t: usize, i: u64, f: impl FnOnce(&Shared) -> R) -> R {
+        let mut p = QS_ME.get();
+        if p.is_null() {
+            p = register_qsbr();
+        }
+        // SAFETY: the thread's own registration (`register_qsbr`), alive until the thread's
+        // `QsOwner` destructor runs, which clears `QS_ME` first; no other reference to it exists
+        // while this one does (`f` does not reach it).
+        let me = unsafe { &mut *p };
         let r = {
             let _g = me.read_lock();
             f(&self.obj) // never replaced: the read side's cost is what is measured

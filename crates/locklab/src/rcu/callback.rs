@@ -1,8 +1,10 @@
-//! `call_rcu`: callbacks that run after a grace period, queued on per-thread segmented lists.
+//! `call_rcu` for every flavour: callbacks that run after a grace period, queued on per-thread
+//! segmented lists and run by one grace-period thread per domain.
 //!
 //! # Algorithm (the kernel's rcu_segcblist, per thread instead of per CPU)
-//! Each reader record (one per thread and domain) owns a [`SegList`] under a small spinlock that only
-//! its thread and the domain's grace-period thread ever take:
+//! Each domain has an [`Engine`]: a pool of callback records (one per thread that queued on the
+//! domain) and the state of the domain's grace-period thread. A record owns a [`SegList`] under a
+//! small spinlock that only its thread and the grace-period thread take:
 //!
 //! ```text
 //!   DONE        WAIT (gp a)      NEXT_READY (gp b)     NEXT
@@ -14,86 +16,257 @@
 //!   shared counter, no shared queue, no fence: that is seed 004's point. The only shared accesses are
 //!   plain loads: the grace-period thread's `state` (to wake it if it sleeps) and the domain's
 //!   completed grace-period count (to advance the list).
-//! - **Accelerate** (grace-period thread, holding the domain's `gp_lock`, so no grace period is
-//!   running): NEXT gets the target `completed + 1`, the next grace period, which starts after now. It
-//!   joins WAIT or NEXT_READY if one has that target, else takes the first free segment.
+//! - **Accelerate** (grace-period thread, holding the domain's grace-period lock, so no grace period
+//!   is running): NEXT gets the target `completed + 1`, the next grace period, which starts after now.
 //! - **Advance**: a segment whose target is `<= completed` moves to DONE.
-//! - The grace-period thread (one per domain, started by the first `call_rcu`) loops: holding
-//!   `gp_lock`, for every record: lock, advance, take DONE, accelerate, unlock; then, with no lock
-//!   held (a callback may call `synchronize`), invoke the callbacks taken, in queue order; run a grace
-//!   period if any list waits for one, else sleep until kicked (or 10 ms).
+//! - The grace-period thread loops: holding the grace-period lock, for every record: lock, advance,
+//!   take DONE, accelerate, unlock; then, with no lock held (a callback may call `synchronize`),
+//!   invoke the callbacks taken, in queue order; run a grace period if any list waits for one or a
+//!   polled grace period was requested, else sleep until kicked (or 10 ms).
 //!
 //! # Who runs callbacks
 //! The grace-period thread runs every callback, except trivial drops: `defer_drop` of a type with no
 //! drop glue is only a deallocation, which the queueing thread runs itself at its next `call_rcu` once
-//! the grace period is over (as the kernel runs callbacks on the CPU that queued them): the memory goes
-//! back to the allocator that gave it, from a hot cache, and the grace-period thread does not compete
-//! for the CPUs. If the owner does not come back within one pass of the grace-period thread (or has
-//! exited), the grace-period thread runs them. Either way one invoker at a time per list (the
-//! record's `invoking` flag), in queue order. Closures and drops with drop glue never run on a
+//! the grace period is over, under its list's lock. Closures and drops with drop glue never run on a
 //! `call_rcu` caller's thread (they could take a lock the caller holds).
 //!
-//! # Flood control
-//! Every `call_rcu` wakes the grace-period thread if it sleeps idle; at [`LIMIT`] callbacks on one list
-//! its thread waits until the list drains below [`HIGH_WATER`]. Memory is bounded by threads x
-//! [`LIMIT`] callbacks.
+//! # Flood control, and call_rcu inside a reader
+//! Every `call_rcu` wakes the grace-period thread if it sleeps idle. At [`LIMIT`] callbacks on one
+//! list, a thread that may wait for a grace period waits until its list drains below
+//! [`HIGH_WATER`]. A thread that may not (inside a read-side section of the domain, an online QSBR
+//! thread of it, or the grace-period thread itself, in a callback) never waits: it kicks the
+//! grace-period thread and its list grows past the mark, as the kernel's does. So one thread's list
+//! holds at most [`LIMIT`] callbacks plus those it queues without a quiescent state in between (inside
+//! one read-side section, or in one batch of callbacks).
+//!
+//! # Panics
+//! A panicking callback is caught and reported (the others still run), including one whose panic
+//! payload panics again when dropped; the grace-period thread also survives a panic of its own loop.
+//!
+//! # fork()
+//! A fork's prepare handler ([`Engine::prepare_fork`]) waits until the grace-period thread holds no
+//! batch of callbacks (it stops taking them while a fork is pending), then takes the pool's lock and
+//! every list's lock, so the child's copy is consistent: no callback is in flight, no list half
+//! updated. The child has no grace-period thread: the next `call_rcu`, barrier or polled request
+//! starts one, and it runs the callbacks that were pending at the fork (in the child, on the child's
+//! copy of the memory, as the parent runs them on its own). Lists of threads that do not exist in the
+//! child go back to the pool.
 //!
 //! # Invariants
 //! 1. Per list, one invoker at a time (the `invoking` flag, held from taking a batch to the end of
 //!    running it), batches taken in queue order: callbacks run in queue order, and `invoked` counts
-//!    them (`rcu_barrier` relies on both).
+//!    them (barriers rely on both).
 //! 2. A callback moves NEXT -> (WAIT | NEXT_READY) -> DONE only forwards, and to DONE only once the
 //!    grace period it was assigned, which started after it was queued, has completed.
-//! 3. Lists belong to records, which are never freed: a thread that exits leaves its callbacks to the
-//!    grace-period thread, which scans every record, in use or not. Nothing is lost or run early.
+//! 3. Records are never freed: a thread that exits leaves its callbacks to the grace-period thread,
+//!    which scans every record, in use or not. Nothing is lost or run early.
 
-use super::protocol::{Callback, drop_box, segments_pass};
-use super::{RcuDomain, Record};
-use core::sync::atomic::{AtomicU32, Ordering};
+use super::gp::GpSeq;
+use super::protocol::{Callback, SegList, drop_box, segments_pass};
+use super::registry::{Pooled, Registry};
+use core::cell::{Cell, RefCell};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Length of one thread's list down to which a flooding thread waits (see [`LIMIT`]).
 pub const HIGH_WATER: usize = 10_000;
-/// Length of one thread's list at which `call_rcu` waits for it to drain below [`HIGH_WATER`].
+/// Length of one thread's list at which `call_rcu` waits for it to drain below [`HIGH_WATER`] (unless
+/// the caller may not wait: module docs of `locklab::rcu`, "Flood control").
 pub const LIMIT: usize = 4 * HIGH_WATER;
 
 /// How long the idle grace-period thread sleeps between looks (a missed wake costs at most this).
 const IDLE_SLEEP: Duration = Duration::from_millis(10);
-/// The pause between two grace periods while callbacks keep coming: a grace period `membarrier`s every
-/// running thread of the process twice (an interrupt each), so back-to-back grace periods would
-/// interrupt the `call_rcu` callers thousands of times a second. A list past half of [`HIGH_WATER`]
-/// cuts the pause short.
+/// The pause between two grace periods while callbacks keep coming: a memb grace period
+/// `membarrier`s every running thread of the process twice (an interrupt each), so back-to-back
+/// grace periods would interrupt the `call_rcu` callers thousands of times a second. A list past half
+/// of [`HIGH_WATER`] cuts the pause short.
 const GP_INTERVAL: Duration = Duration::from_millis(1);
 
-/// `GpThread::state`: running a pass or a grace period.
+/// `Engine::state`: running a pass or a grace period.
 const RUNNING: u32 = 0;
 /// Sleeping with nothing to do: any `call_rcu` wakes it.
 const IDLE: u32 = 1;
 /// Pausing between grace periods: only a list past half of [`HIGH_WATER`] wakes it.
 const PACING: u32 = 2;
 
-/// The domain's grace-period thread state.
-pub(super) struct GpThread {
-    /// [`RUNNING`], [`IDLE`] or [`PACING`]; `call_rcu` wakes it (a plain load on the common path).
-    pub(super) state: AtomicU32,
-    /// Callbacks invoked (all lists).
-    pub(super) invoked: core::sync::atomic::AtomicU64,
-    /// Passes of the loop (statistics).
-    pub(super) passes: core::sync::atomic::AtomicU64,
+/// `Engine::thread`: no grace-period thread (never started, or a fork child).
+const NO_THREAD: u32 = 0;
+/// One is being spawned.
+const STARTING: u32 = 1;
+/// It runs.
+const STARTED: u32 = 2;
+
+/// One thread's callback list in one domain. Cache-line aligned: lists of different threads never
+/// share a line.
+#[repr(align(128))]
+pub(super) struct CbRecord {
+    list: crate::TasLock<SegList>,
+    /// Callbacks of this list invoked so far (in queue order; barriers).
+    invoked: AtomicU64,
+    /// Someone is running a batch of this list's callbacks (invariant 1).
+    invoking: AtomicBool,
+    /// A thread holds this record.
+    in_use: AtomicBool,
 }
 
-impl GpThread {
+impl Pooled for CbRecord {
+    fn in_use(&self) -> &AtomicBool {
+        &self.in_use
+    }
+}
+
+/// A domain's side of the engine: its grace periods and its rules on who may wait.
+pub(super) trait Host: Sync + 'static {
+    /// The domain's engine.
+    fn engine(&self) -> &Engine;
+    /// The domain's grace-period sequence.
+    fn gp(&self) -> &GpSeq;
+    /// One grace period of the flavour's protocol (run under the sequence's lock).
+    fn grace_period_body(&'static self);
+    /// Whether the calling thread may wait for a grace period of this domain (not inside one of its
+    /// read-side sections, not as an online QSBR thread of it).
+    fn may_wait(&'static self) -> bool;
+    /// Registers the domain's `fork()` handlers (once).
+    fn fork_hooks(&'static self);
+    /// The flavour's names for `call_rcu` and the barrier, for messages.
+    fn names(&self) -> (&'static str, &'static str);
+    /// A shared grace period that ends after the one named by `cookie`.
+    fn run_gp_until(&'static self, cookie: u64) {
+        self.gp().run_until(cookie, || self.grace_period_body());
+    }
+    /// A shared grace period that starts after the call.
+    fn run_gp(&'static self) {
+        self.gp().synchronize(|| self.grace_period_body());
+    }
+}
+
+/// Per domain: the callback records and the grace-period thread's state.
+pub(super) struct Engine {
+    recs: Registry<CbRecord>,
+    /// [`RUNNING`], [`IDLE`] or [`PACING`]; `call_rcu` wakes it (a plain load on the common path).
+    state: AtomicU32,
+    /// [`NO_THREAD`], [`STARTING`] or [`STARTED`].
+    thread: AtomicU32,
+    /// Callbacks invoked (all lists).
+    invoked: AtomicU64,
+    /// Passes of the loop (statistics).
+    passes: AtomicU64,
+    /// The latest polled cookie whose grace period was requested (`start_poll_synchronize`).
+    requested: AtomicU64,
+    /// 1 while a fork is being prepared: the grace-period thread takes no batch.
+    fork_pending: AtomicU32,
+    /// 1 while a pass may hold batches (from before its check of `fork_pending` to their end).
+    in_pass: AtomicU32,
+}
+
+std::thread_local! {
+    /// The callback records this thread holds, by engine address.
+    static HELD: Held = const { Held(RefCell::new(Vec::new())) };
+    /// The last (engine, record) used: `call_rcu`'s fast path. No destructor.
+    static LAST: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The engine whose callback this thread is running now (0: none). No destructor.
+    static IN_CALLBACK: Cell<usize> = const { Cell::new(0) };
+    /// This thread is a grace-period thread. No destructor.
+    static ON_GP_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+struct Held(RefCell<Vec<(usize, &'static CbRecord)>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        LAST.set((0, 0));
+        for (_, r) in self.0.borrow().iter() {
+            // Release: the next holder's Acquire claim sees our last list updates (the list's lock
+            // orders those too). The callbacks stay: the grace-period thread scans every record.
+            r.in_use.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Writes a warning to stderr, ignoring errors (a closed stderr must not make a grace period or the
+/// grace-period thread panic, as `eprintln!` would).
+pub(super) fn warn(msg: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// Drops a panic payload whose own `Drop` may panic: that second payload is leaked, not dropped.
+fn swallow(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)))
+    {
+        core::mem::forget(again);
+    }
+}
+
+impl Engine {
     pub(super) const fn new() -> Self {
-        GpThread {
+        Engine {
+            recs: Registry::new(),
             state: AtomicU32::new(RUNNING),
-            invoked: core::sync::atomic::AtomicU64::new(0),
-            passes: core::sync::atomic::AtomicU64::new(0),
+            thread: AtomicU32::new(NO_THREAD),
+            invoked: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
+            requested: AtomicU64::new(0),
+            fork_pending: AtomicU32::new(0),
+            in_pass: AtomicU32::new(0),
+        }
+    }
+
+    /// Callbacks queued and not yet invoked, over every thread's list.
+    pub(super) fn pending(&self) -> usize {
+        self.recs.snapshot().iter().map(|r| r.list.lock().len).sum()
+    }
+
+    /// Callbacks invoked so far.
+    pub(super) fn invoked(&self) -> u64 {
+        self.invoked.load(Ordering::Relaxed)
+    }
+
+    /// Tests: the length of the calling thread's list.
+    #[cfg(test)]
+    pub(super) fn my_record_len(&'static self) -> usize {
+        self.my_record().0.list.lock().len
+    }
+
+    /// This thread's record, and whether it is a one-off (thread-local storage gone).
+    fn my_record(&'static self) -> (&'static CbRecord, bool) {
+        let me = self as *const Engine as usize;
+        let (e, r) = LAST.get();
+        if e == me {
+            // SAFETY: stored below from a `&'static CbRecord` this thread holds (records are never
+            // freed); `Held`'s destructor clears the cache before the thread gives its records back.
+            return (unsafe { &*(r as *const CbRecord) }, false);
+        }
+        let claim = || {
+            self.recs.claim(|| CbRecord {
+                list: crate::TasLock::new(SegList::default()),
+                invoked: AtomicU64::new(0),
+                invoking: AtomicBool::new(false),
+                in_use: AtomicBool::new(true),
+            })
+        };
+        let found = HELD.try_with(|h| {
+            if let Some(&(_, r)) = h.0.borrow().iter().find(|(e, _)| *e == me) {
+                return r;
+            }
+            let r = claim();
+            h.0.borrow_mut().push((me, r));
+            r
+        });
+        match found {
+            Ok(r) => {
+                LAST.set((me, r as *const CbRecord as usize));
+                (r, false)
+            }
+            // In a thread-local destructor after ours ran: a record for this call alone.
+            Err(_) => (claim(), true),
         }
     }
 
     /// Wakes the thread if it sleeps idle, or pauses between grace periods while `len` (the caller's
     /// list) is past half of [`HIGH_WATER`].
-    pub(super) fn kick(&self, len: usize) {
+    fn kick(&self, len: usize) {
         // Relaxed: a missed wake costs at most IDLE_SLEEP (the thread re-checks on its own).
         let s = self.state.load(Ordering::Relaxed);
         if s == IDLE || (s == PACING && len >= HIGH_WATER / 2) {
@@ -109,289 +282,328 @@ impl GpThread {
         crate::sys::futex_wait(&self.state, state, Some(t));
         self.state.store(RUNNING, Ordering::Relaxed);
     }
-}
 
-impl RcuDomain {
-    /// Starts the grace-period thread once. Not under Miri, which rejects a process that exits with a
-    /// thread still running: there the waiters (`rcu_barrier`, a flooding `call_rcu`) run the passes
-    /// themselves ([`help`](Self::help)).
-    fn ensure_gp_thread(&'static self) {
-        #[cfg(miri)]
-        return;
-        #[cfg(not(miri))]
-        self.gp_thread_started.call_once(|| {
-            std::thread::Builder::new()
-                .name("locklab-rcu-gp".into())
-                .spawn(move || {
-                    // Not the affinity of the thread whose `call_rcu` spawned us (it may be pinned:
-                    // we would compete with it for its CPU).
-                    crate::sys::use_process_affinity();
-                    self.gp_thread_loop()
-                })
-                .expect("locklab::rcu: cannot spawn the grace-period thread");
-        });
-    }
-
-    fn gp_thread_loop(&'static self) -> ! {
-        loop {
-            if self.gp_pass() {
-                self.synchronize_inner();
-                // Pass once more at once (run what this grace period released), then pace.
-                if self.gp_pass() {
-                    self.gpt.sleep(PACING, GP_INTERVAL);
-                }
-            } else if !self.any_pending_next() {
-                self.gpt.sleep(IDLE, IDLE_SLEEP);
-            }
-        }
-    }
-
-    /// Waiting for callbacks: wakes the grace-period thread, or under Miri (no such thread) does its
-    /// work: a pass, and a grace period if one is needed.
-    fn help(&'static self) {
-        if cfg!(miri) {
-            if self.gp_pass() {
-                self.synchronize_inner();
-            }
-        } else {
-            self.gpt.kick(LIMIT);
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
-
-    /// Whether any list holds callbacks with no grace period assigned (new work while idle).
-    fn any_pending_next(&self) -> bool {
-        self.snapshot_records().iter().any(|r| r.cbs.lock().len > 0)
-    }
-
-    /// One pass over every list: advance, take what is ready, accelerate; invoke. Returns whether a
-    /// grace period is needed.
-    pub(super) fn gp_pass(&'static self) -> bool {
-        self.gpt.passes.fetch_add(1, Ordering::Relaxed);
-        let mut waiting = false;
-        let mut batches = vec![];
-        {
-            // No grace period runs while we hold it: the next one starts after our accelerate.
-            let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
-            // Acquire pairs with the Release increment of `completed` in `synchronize`: the grace
-            // period's waits happen-before the callbacks it releases.
-            let completed = self.completed.load(Ordering::Acquire);
-            for r in self.snapshot_records() {
-                let mut l = r.cbs.lock();
-                waiting |= segments_pass(&mut l, completed);
-                if l.done.is_empty() {
-                    continue;
-                }
-                // Ours to run: the owner is gone, or had a pass to do it, or cannot (not trivial).
-                // Relaxed `in_use`: a stale `true` only delays this to the next pass.
-                let ours =
-                    l.done_stale || !r.in_use.load(Ordering::Relaxed) || !l.done[0].trivial();
-                // Acquire pairs with the Release that ended the last invoker's batch (FIFO per list).
-                if ours
-                    && r.invoking
-                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    batches.push((r, l.take_done()));
-                } else {
-                    l.done_stale = true;
-                }
-            }
-        }
-        for (r, ready) in batches {
-            self.invoke(r, ready);
-        }
-        waiting
+    /// Whether any list holds callbacks (work for an idle thread).
+    fn any_pending(&self) -> bool {
+        self.recs.snapshot().iter().any(|r| r.list.lock().len > 0)
     }
 
     /// Runs a batch taken from `r`'s list while holding `r.invoking`, then lets go of it.
-    fn invoke(&self, r: &Record, batch: Vec<Callback>) {
+    fn invoke(&self, r: &CbRecord, batch: Vec<Callback>, names: (&str, &str)) {
         let n = batch.len() as u64;
+        let outer = IN_CALLBACK.replace(self as *const Engine as usize);
         for cb in batch {
             if cb.trivial() {
                 cb.invoke(); // a deallocation: cannot unwind
-            } else if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb.invoke()))
-                .is_err()
+            } else if let Err(p) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb.invoke()))
             {
-                eprintln!("locklab::rcu: a call_rcu callback panicked (the others still run)");
+                warn(format_args!(
+                    "locklab::rcu: a {} callback panicked (the others still run)",
+                    names.0
+                ));
+                swallow(p);
             }
         }
-        // Once per batch, after all of it ran: `rcu_barrier` waits for `invoked >= queued` and sees
-        // the callbacks' effects (Release pairs with its Acquire load).
+        IN_CALLBACK.set(outer);
+        // Once per batch, after all of it ran: barriers wait for `invoked >= queued` and see the
+        // callbacks' effects (Release pairs with their Acquire load).
         r.invoked.fetch_add(n, Ordering::Release);
-        self.gpt.invoked.fetch_add(n, Ordering::Relaxed);
+        self.invoked.fetch_add(n, Ordering::Relaxed);
         // Release: the next invoker of this list (Acquire CAS) runs after this batch.
         r.invoking.store(false, Ordering::Release);
     }
 
-    fn snapshot_records(&self) -> Vec<&'static Record> {
-        self.records.snapshot()
+    // ----- fork ------------------------------------------------------------------------------------
+
+    /// Before `fork()`: no batch in flight, the pool and every list locked, their guards parked
+    /// (module docs).
+    pub(super) fn prepare_fork(&'static self) {
+        // SeqCst (and on `in_pass` below): Dekker's pattern with the pass, which sets `in_pass` and
+        // then reads `fork_pending`: either it sees the fork pending and takes nothing, or we see it
+        // in its pass and wait for the end.
+        self.fork_pending.store(1, Ordering::SeqCst);
+        while self.in_pass.load(Ordering::SeqCst) != 0 {
+            crate::sys::futex_wait(&self.in_pass, 1, Some(Duration::from_millis(1)));
+        }
+        let pool = self.recs.lock_for_fork();
+        let recs = pool.clone();
+        super::fork::park(Box::new(pool));
+        for r in recs {
+            super::fork::park(Box::new(r.list.lock()));
+        }
     }
 
-    /// Queues `f` to run after a grace period of this domain, on the domain's grace-period thread.
-    ///
-    /// The common path touches only the calling thread's own list (module docs): it scales with
-    /// threads. Past [`LIMIT`] pending callbacks on this thread it waits for them to drain.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// use locklab::rcu::RcuDomain;
-    /// static D: RcuDomain = RcuDomain::new();
-    /// static RAN: AtomicBool = AtomicBool::new(false);
-    /// D.call_rcu(|| RAN.store(true, Ordering::SeqCst));
-    /// D.rcu_barrier();
-    /// assert!(RAN.load(Ordering::SeqCst));
-    /// ```
-    pub fn call_rcu(&'static self, f: impl FnOnce() + Send + 'static) {
-        self.enqueue(Callback::Closure(Box::new(f)));
+    /// After `fork()`, in the parent (locks still held, released after): the thread goes on.
+    pub(super) fn parent_after_fork(&self) {
+        // SeqCst: see `prepare_fork`.
+        self.fork_pending.store(0, Ordering::SeqCst);
+        crate::sys::futex_wake(&self.fork_pending, u32::MAX);
     }
 
-    /// Drops `value` after a grace period of this domain (the kernel's `kfree_rcu`): like
-    /// `call_rcu(move || drop(value))` without allocating the callback.
-    ///
-    /// ```
-    /// use locklab::rcu::RcuDomain;
-    /// static D: RcuDomain = RcuDomain::new();
-    /// D.defer_drop(Box::new(vec![1, 2, 3]));
-    /// D.rcu_barrier();
-    /// assert_eq!(D.pending_callbacks(), 0);
-    /// ```
-    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
-        self.enqueue(Callback::Drop {
-            drop: drop_box::<T>,
-            ptr: Box::into_raw(value) as *mut (),
-            trivial: !std::mem::needs_drop::<T>(),
+    /// After `fork()`, in the child (locks still held, released after): no grace-period thread,
+    /// lists of vanished threads returned to the pool (their callbacks stay, to run here).
+    pub(super) fn child_after_fork(&self) {
+        let mine: Vec<usize> = HELD
+            .try_with(|h| {
+                h.0.borrow()
+                    .iter()
+                    .map(|(_, r)| *r as *const CbRecord as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        // SAFETY: `prepare_fork` took the pool's lock on the thread this one is a copy of.
+        for r in unsafe { self.recs.held_snapshot() } {
+            if !mine.contains(&(r as *const CbRecord as usize)) {
+                r.in_use.store(false, Ordering::Relaxed);
+            }
+            // No batch was in flight (prepare), so nobody invokes here.
+            r.invoking.store(false, Ordering::Relaxed);
+        }
+        self.thread.store(NO_THREAD, Ordering::Relaxed);
+        self.state.store(RUNNING, Ordering::Relaxed);
+        self.in_pass.store(0, Ordering::Relaxed);
+        self.fork_pending.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Starts `h`'s grace-period thread unless it runs. Not under Miri, which rejects a process that exits
+/// with a thread still running: there the waiters (barriers, a flooding `call_rcu`) run the passes
+/// themselves ([`help`]).
+fn ensure_thread<H: Host>(h: &'static H) {
+    let e = h.engine();
+    // Acquire: pairs with the Release store below (nothing is read through it; cheap).
+    if e.thread.load(Ordering::Acquire) == STARTED || cfg!(miri) {
+        return;
+    }
+    start_thread(h);
+}
+
+#[cold]
+#[inline(never)]
+fn start_thread<H: Host>(h: &'static H) {
+    let e = h.engine();
+    if e.thread
+        .compare_exchange(NO_THREAD, STARTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return; // another thread starts it
+    }
+    h.fork_hooks();
+    let spawned = std::thread::Builder::new()
+        .name("locklab-rcu-gp".into())
+        .spawn(move || {
+            ON_GP_THREAD.set(true);
+            // Not the affinity of the thread whose `call_rcu` spawned us (it may be pinned: we would
+            // compete with it for its CPU).
+            crate::sys::use_process_affinity();
+            loop {
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(h))) {
+                    warn(format_args!(
+                        "locklab::rcu: the grace-period thread caught a panic and goes on"
+                    ));
+                    swallow(p);
+                }
+            }
         });
+    match spawned {
+        Ok(_) => e.thread.store(STARTED, Ordering::Release),
+        Err(err) => {
+            e.thread.store(NO_THREAD, Ordering::Release);
+            panic!("locklab::rcu: cannot spawn the grace-period thread: {err}");
+        }
     }
+}
 
-    fn enqueue(&'static self, cb: Callback) {
-        self.ensure_gp_thread();
-        let (rec, one_off) = self.record();
-        let (len, mine) = {
-            let mut l = rec.cbs.lock();
-            l.push(cb);
-            // Acquire pairs with the Release increment of `completed`: the grace period's waits
-            // happen-before the callbacks it releases.
-            l.advance(self.completed.load(Ordering::Acquire));
-            // Trivial drops that are ready run here, on the thread that queued them (module docs).
-            let mine = (!l.done.is_empty()
-                && l.done[0].trivial()
-                && rec
-                    .invoking
+/// One round of the grace-period thread.
+fn step<H: Host>(h: &'static H) {
+    let e = h.engine();
+    // SeqCst: see `Engine::prepare_fork`.
+    while e.fork_pending.load(Ordering::SeqCst) != 0 {
+        crate::sys::futex_wait(&e.fork_pending, 1, Some(Duration::from_millis(1)));
+    }
+    // Acquire: pairs with the AcqRel `fetch_max` of the request.
+    let requested = e.requested.load(Ordering::Acquire);
+    if pass(h) || !h.gp().done(requested) {
+        h.run_gp();
+        // Pass once more at once (run what this grace period released), then pace.
+        if pass(h) {
+            e.sleep(PACING, GP_INTERVAL);
+        }
+    } else if !e.any_pending() {
+        e.sleep(IDLE, IDLE_SLEEP);
+    }
+}
+
+/// Clears `in_pass` and wakes a fork's prepare handler, however the pass ends.
+struct PassEnd<'a>(&'a AtomicU32);
+
+impl Drop for PassEnd<'_> {
+    fn drop(&mut self) {
+        // SeqCst: see `Engine::prepare_fork`.
+        self.0.store(0, Ordering::SeqCst);
+        crate::sys::futex_wake(self.0, 1);
+    }
+}
+
+/// One pass over every list: advance, take what is ready, accelerate; invoke. Returns whether a
+/// grace period is needed.
+fn pass<H: Host>(h: &'static H) -> bool {
+    let e = h.engine();
+    e.passes.fetch_add(1, Ordering::Relaxed);
+    let mut waiting = false;
+    let mut batches = vec![];
+    let _end;
+    {
+        // No grace period runs while we hold it: the next one starts after our accelerate.
+        let _g = h.gp().lock();
+        // SeqCst: see `Engine::prepare_fork`.
+        e.in_pass.store(1, Ordering::SeqCst);
+        _end = PassEnd(&e.in_pass);
+        let forking = e.fork_pending.load(Ordering::SeqCst) != 0;
+        // Acquire (in `completed`): the grace period's waits happen-before the callbacks it releases.
+        let completed = h.gp().completed();
+        for r in e.recs.snapshot() {
+            let mut l = r.list.lock();
+            waiting |= segments_pass(&mut l, completed);
+            if l.done.is_empty() || forking {
+                continue;
+            }
+            // Ours to run: the owner is gone, or had a pass to do it, or cannot (not trivial).
+            // Relaxed `in_use`: a stale `true` only delays this to the next pass.
+            let ours = l.done_stale || !r.in_use.load(Ordering::Relaxed) || !l.done[0].trivial();
+            // Acquire pairs with the Release that ended the last invoker's batch (FIFO per list).
+            if ours
+                && r.invoking
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok())
-            .then(|| l.take_trivial_done());
-            (l.len, mine)
-        };
-        if let Some(batch) = mine {
-            self.invoke(rec, batch);
-        }
-        if one_off {
-            // A late thread-local destructor: the record goes back to the pool with its callbacks,
-            // which the grace-period thread still scans (invariant 3).
-            // Release: the next holder's Acquire claim sees the record idle.
-            rec.in_use.store(false, Ordering::Release);
-        }
-        // Wakes the grace-period thread only if it sleeps (a plain load otherwise).
-        self.gpt.kick(len);
-        if len >= LIMIT {
-            self.wait_for_drain(rec);
-        }
-    }
-
-    /// Flood control: waits until `rec`'s list is below [`HIGH_WATER`].
-    #[cold]
-    fn wait_for_drain(&'static self, rec: &'static Record) {
-        while rec.cbs.lock().len >= HIGH_WATER {
-            self.help();
-        }
-    }
-
-    /// Waits until every callback queued (on any thread) before the call has run.
-    ///
-    /// Panics inside a read-side section of this domain (the grace periods would wait for it).
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicUsize, Ordering};
-    /// static N: AtomicUsize = AtomicUsize::new(0);
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// for _ in 0..10 {
-    ///     d.call_rcu(|| { N.fetch_add(1, Ordering::SeqCst); });
-    /// }
-    /// d.rcu_barrier();
-    /// assert_eq!(N.load(Ordering::SeqCst), 10);
-    /// ```
-    pub fn rcu_barrier(&'static self) {
-        assert!(
-            !self.in_read_section(),
-            "locklab::rcu: rcu_barrier inside a read-side section would wait for itself"
-        );
-        let targets: Vec<(&'static Record, u64)> = self
-            .snapshot_records()
-            .into_iter()
-            .map(|r| (r, r.cbs.lock().queued))
-            .collect();
-        if targets
-            .iter()
-            .all(|(r, q)| r.invoked.load(Ordering::Acquire) >= *q)
-        {
-            return;
-        }
-        self.ensure_gp_thread();
-        // Per list, callbacks run in queue order (invariant 1): `invoked >= queued-at-snapshot`
-        // means every callback queued before the snapshot has run.
-        for (r, q) in targets {
-            // Acquire pairs with the Release increment after each callback.
-            while r.invoked.load(Ordering::Acquire) < q {
-                self.help();
+                    .is_ok()
+            {
+                batches.push((r, l.take_done()));
+            } else {
+                l.done_stale = true;
             }
         }
     }
-
-    /// Callbacks queued and not yet invoked, over every thread's list.
-    ///
-    /// ```
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// d.rcu_barrier();
-    /// let _ = d.pending_callbacks();
-    /// ```
-    pub fn pending_callbacks(&self) -> usize {
-        self.snapshot_records()
-            .iter()
-            .map(|r| r.cbs.lock().len)
-            .sum()
+    for (r, ready) in batches {
+        e.invoke(r, ready, h.names());
     }
+    waiting
+}
 
-    /// Callbacks invoked so far.
-    ///
-    /// ```
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// d.call_rcu(|| {});
-    /// d.rcu_barrier();
-    /// assert!(d.callbacks_invoked() >= 1);
-    /// ```
-    pub fn callbacks_invoked(&self) -> u64 {
-        self.gpt.invoked.load(Ordering::Relaxed)
+/// Waiting for callbacks: wakes the grace-period thread, or under Miri (no such thread) does its
+/// work: a pass, and a grace period if one is needed.
+fn help<H: Host>(h: &'static H) {
+    if cfg!(miri) {
+        if pass(h) {
+            h.run_gp();
+        }
+    } else {
+        h.engine().kick(LIMIT);
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
-/// Queues `f` on the global domain (see [`RcuDomain::call_rcu`]).
-///
-/// ```
-/// locklab::rcu::call_rcu(|| println!("after a grace period"));
-/// locklab::rcu::rcu_barrier();
-/// ```
-pub fn call_rcu(f: impl FnOnce() + Send + 'static) {
-    RcuDomain::global().call_rcu(f)
+/// Queues `cb` on the calling thread's list of `h` (module docs).
+pub(super) fn enqueue<H: Host>(h: &'static H, cb: Callback) {
+    ensure_thread(h);
+    let e = h.engine();
+    let (rec, one_off) = e.my_record();
+    let len = {
+        let mut l = rec.list.lock();
+        l.push(cb);
+        // Acquire (in `completed`): the grace period's waits happen-before the callbacks it releases.
+        l.advance(h.gp().completed());
+        // Trivial drops that are ready run here, on the thread that queued them, under the list's
+        // lock (so a fork never finds such a batch in flight).
+        if !l.done.is_empty()
+            && l.done[0].trivial()
+            && rec
+                .invoking
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            let batch = l.take_trivial_done();
+            e.invoke(rec, batch, h.names());
+        }
+        l.len
+    };
+    if one_off {
+        // A late thread-local destructor: the record goes back to the pool with its callbacks, which
+        // the grace-period thread still scans (invariant 3).
+        // Release: the next holder's Acquire claim sees the record idle.
+        rec.in_use.store(false, Ordering::Release);
+    }
+    // Wakes the grace-period thread only if it sleeps (a plain load otherwise).
+    e.kick(len);
+    if len >= LIMIT && !one_off && !ON_GP_THREAD.get() && h.may_wait() {
+        wait_for_drain(h, rec);
+    }
 }
 
-/// [`RcuDomain::rcu_barrier`] on the global domain.
-///
-/// ```
-/// locklab::rcu::rcu_barrier();
-/// ```
-pub fn rcu_barrier() {
-    RcuDomain::global().rcu_barrier()
+/// Flood control: waits until `rec`'s list is below [`HIGH_WATER`].
+#[cold]
+fn wait_for_drain<H: Host>(h: &'static H, rec: &'static CbRecord) {
+    while rec.list.lock().len >= HIGH_WATER {
+        help(h);
+    }
+}
+
+/// `defer_drop`'s callback: drops `value` after a grace period.
+pub(super) fn drop_callback<T: Send + 'static>(value: Box<T>) -> Callback {
+    Callback::Drop {
+        drop: drop_box::<T>,
+        ptr: Box::into_raw(value) as *mut (),
+        trivial: !std::mem::needs_drop::<T>(),
+    }
+}
+
+/// Waits until every callback queued on `h` (on any thread) before the call has run. Panics where it
+/// would wait for itself: where the caller may not wait for a grace period, or inside one of `h`'s
+/// own callbacks.
+pub(super) fn barrier<H: Host>(h: &'static H) {
+    let e = h.engine();
+    let (call, name) = h.names();
+    assert!(
+        h.may_wait(),
+        "locklab::rcu: {name} inside a read-side section (or, for QSBR, on an online thread) of the \
+         same domain would wait for itself"
+    );
+    assert!(
+        IN_CALLBACK.get() != e as *const Engine as usize,
+        "locklab::rcu: {name} inside a {call} callback of the same domain would wait for itself"
+    );
+    let targets: Vec<(&'static CbRecord, u64)> = e
+        .recs
+        .snapshot()
+        .into_iter()
+        .map(|r| (r, r.list.lock().queued))
+        .collect();
+    if targets
+        .iter()
+        .all(|(r, q)| r.invoked.load(Ordering::Acquire) >= *q)
+    {
+        return;
+    }
+    ensure_thread(h);
+    // Per list, callbacks run in queue order (invariant 1): `invoked >= queued-at-snapshot` means
+    // every callback queued before the snapshot has run.
+    for (r, q) in targets {
+        // Acquire pairs with the Release increment after each batch.
+        while r.invoked.load(Ordering::Acquire) < q {
+            help(h);
+        }
+    }
+}
+
+/// `start_poll_synchronize`: asks the grace-period thread for the grace period named by `cookie`.
+pub(super) fn request<H: Host>(h: &'static H, cookie: u64) {
+    // AcqRel: pairs with the thread's Acquire load.
+    h.engine().requested.fetch_max(cookie, Ordering::AcqRel);
+    if cfg!(miri) {
+        return; // no thread: `poll` stays false until someone runs a grace period
+    }
+    ensure_thread(h);
+    h.engine().kick(LIMIT);
 }
 
 #[cfg(test)]

@@ -3,12 +3,31 @@
 //!
 //! The flavours' protocol steps are in `protocol.rs`, shared by the domains and the loom models.
 //!
-//! Status (issue 10): this module has the memb flavour ([`RcuDomain`], [`RcuReadGuard`]),
-//! batched [`RcuDomain::synchronize`], the safe [`RcuCell`], and [`RcuDomain::call_rcu`] with
-//! per-thread segmented callback lists, flood control and [`RcuDomain::rcu_barrier`] (see the
-//! `callback` module's docs), and the QSBR flavour ([`QsbrDomain`], whose read side is free and
-//! whose quiescent states the borrow checker keeps out of read sections), and SRCU ([`SrcuDomain`]:
-//! sleepable readers, two-index counters).
+//! Three flavours: memb ([`RcuDomain`], [`RcuReadGuard`]), QSBR ([`QsbrDomain`], whose read side is
+//! free and whose quiescent states the borrow checker keeps out of read sections) and SRCU
+//! ([`SrcuDomain`]: sleepable readers, two-index counters). Each has batched `synchronize` (concurrent
+//! callers share grace periods), polled grace periods ([`GpCookie`]), `call_rcu` with per-thread
+//! segmented callback lists, flood control and a barrier (the `callback` module's docs), and survives
+//! `fork()` (the `fork` module's docs). [`RcuCell`] is the safe published value.
+//!
+//! # The API against the kernel's and liburcu's
+//!
+//! | locklab (memb / global)                  | kernel                          | liburcu                   |
+//! |------------------------------------------|---------------------------------|---------------------------|
+//! | [`RcuDomain::read_lock`], [`read_lock`]  | `rcu_read_lock`/`unlock`        | `rcu_read_lock`/`unlock`  |
+//! | [`RcuDomain::synchronize`]               | `synchronize_rcu`               | `synchronize_rcu`         |
+//! | [`RcuDomain::call_rcu`], [`call_rcu`]    | `call_rcu`                      | `call_rcu`                |
+//! | [`RcuDomain::defer_drop`]                | `kfree_rcu`                     | `defer_rcu` (roughly)     |
+//! | [`RcuDomain::rcu_barrier`]               | `rcu_barrier`                   | `rcu_barrier`             |
+//! | [`RcuDomain::get_state_synchronize`]     | `get_state_synchronize_rcu`     | -                         |
+//! | [`RcuDomain::start_poll_synchronize`]    | `start_poll_synchronize_rcu`    | `start_poll_synchronize_rcu` |
+//! | [`RcuDomain::poll_state_synchronize`]    | `poll_state_synchronize_rcu`    | `poll_state_synchronize_rcu` |
+//! | [`RcuDomain::cond_synchronize`]          | `cond_synchronize_rcu`          | -                         |
+//! | [`QsbrThread::quiescent_state`]          | (a context switch)              | `rcu_quiescent_state`     |
+//! | [`QsbrThread::offline`], `online`        | -                               | `rcu_thread_offline`/`online` |
+//! | [`SrcuDomain::call_srcu`], [`SrcuDomain::srcu_barrier`] | `call_srcu`, `srcu_barrier` | -          |
+//!
+//! QSBR and SRCU domains have the same polled and callback calls as methods.
 //!
 //! # Algorithm
 //! A domain has a global grace-period counter `gp` and a registry of per-thread reader records. A
@@ -46,43 +65,55 @@
 //! 1. A record's `ctr` is written only by the thread that holds the record (it is per thread, and
 //!    guards are `!Send`), with plain load + store.
 //! 2. Records are never freed (type-stable, like the thread slots of the queued locks); a thread
-//!    returns its record to the domain's pool at exit only if its nesting is 0, so no guard ever
-//!    points at a record another thread uses.
+//!    returns its record to the domain's pool when it exits with nesting 0, or else at its last read
+//!    unlock (a guard kept in a thread-local destroyed after ours: the record is "orphaned" until
+//!    then), so no guard ever points at a record another thread uses, and none leaks.
 //! 3. `gp` only grows (2^48 grace periods before it could wrap: centuries at a microsecond each).
 //!
 //! # Orderings
 //! Readers use Relaxed loads and stores plus compiler fences; the writer's `membarrier` provides the
 //! hardware barrier on both sides (as `PercpuRwSem` does). Where the kernel refuses `membarrier` (and
 //! under Miri), readers use SeqCst fences and the writer a SeqCst fence: the same protocol, Dekker
-//! style. Each fence below names its pair.
+//! style. If `membarrier` starts failing after readers ran without fences (a seccomp filter on one
+//! thread), the process switches to the fences and fences the running readers once by moving the
+//! writer across every CPU (`sys::cpu_walk_barrier`). Each fence below names its pair.
 //!
-//! # Sharp edges
+//! # Rules, and what happens when they are broken
 //! - `mem::forget` of a read guard leaves the thread in a read-side section forever: every later grace
 //!   period of that domain waits forever (safe, but a hang; the stall warning names the thread).
-//! - Calling `synchronize` inside a read-side section of the same domain deadlocks (the kernel's rule
-//!   too); it is detected for the calling thread and panics.
+//! - `synchronize`, `cond_synchronize` and `rcu_barrier` inside a read-side section of the same domain
+//!   would wait for themselves (the kernel's rule too): they panic, also in thread-local destructors.
+//!   `rcu_barrier` inside a callback of the same domain panics likewise. `call_rcu` is allowed
+//!   anywhere: inside a section it never waits (flood control, `callback` module).
+//! - No panic wedges a domain: a grace period that unwinds puts the sequence back and wakes its
+//!   waiters, warnings ignore a closed stderr, the grace-period thread survives panicking callbacks.
 //! - A thread's first read lock in a domain registers it (allocates, takes the registry lock): do that
 //!   once outside any signal handler before reading in one.
+//! - `fork()`: the child may use every domain (grace periods, callbacks, barriers). Read-side sections
+//!   of other threads at the fork do not exist in the child and do not hold its grace periods; the
+//!   forking thread's own sections go on. Callbacks pending at the fork run in both processes. A
+//!   callback must not wait for the thread that forks (the fork waits for the running batch).
 
 mod callback;
 mod cell;
+mod fork;
+mod gp;
 pub(crate) mod protocol;
 mod qsbr;
 mod registry;
 mod srcu;
 
-use callback::GpThread;
-pub use callback::{HIGH_WATER, LIMIT, call_rcu, rcu_barrier};
+use callback::{Engine, Host};
+pub use callback::{HIGH_WATER, LIMIT};
 pub use cell::RcuCell;
-use protocol::SegList;
-pub use qsbr::{QsbrDomain, QsbrReadGuard, QsbrThread};
+use gp::GpSeq;
+pub use qsbr::{QsbrDomain, QsbrOffline, QsbrReadGuard, QsbrThread};
 use registry::{Pooled, Registry, Wait, wait_for_records};
 pub use srcu::{SrcuDomain, SrcuReadGuard};
 
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
 use std::cell::RefCell;
-use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
 pub use protocol::NEST_BITS;
@@ -97,12 +128,9 @@ struct Record {
     in_use: AtomicBool,
     /// The kernel thread id of the holder, for stall warnings.
     tid: AtomicU32,
-    /// The thread's `call_rcu` callbacks (taken by the thread and the grace-period thread only).
-    cbs: crate::TasLock<SegList>,
-    /// Callbacks of this list invoked so far (in queue order; `rcu_barrier`).
-    invoked: AtomicU64,
-    /// Someone is running a batch of this list's callbacks (callback module, invariant 1).
-    invoking: AtomicBool,
+    /// The holder's thread-local storage is gone while a section is open (invariant 2): the outermost
+    /// unlock returns the record. Written by the holder only.
+    orphan: AtomicBool,
 }
 
 impl Pooled for Record {
@@ -129,24 +157,18 @@ pub struct RcuDomain {
     gp: AtomicU64,
     /// Every record ever created for this domain (type-stable: leaked boxes).
     records: Registry<Record>,
-    /// Serialises grace periods.
-    gp_lock: StdMutex<()>,
-    /// Grace periods completed.
-    completed: AtomicU64,
-    /// Even while no grace period runs, odd while one does (for sharing: see `synchronize`).
-    gp_seq: AtomicU64,
-    /// Bumped after each grace period: the futex that callers wait on while one runs.
-    gp_seq_word: AtomicU32,
+    /// Grace-period sequence, lock and completed count (`gp.rs`).
+    gps: GpSeq,
     /// `synchronize` calls (statistics: grace periods are shared between concurrent callers).
     calls: AtomicU64,
     /// 1 while a writer sleeps waiting for readers; the outermost read unlock wakes it.
     waiting: AtomicU32,
     /// Stall warning threshold, ms (0: never).
     stall_ms: AtomicU64,
-    /// The `call_rcu` grace-period thread's state.
-    gpt: GpThread,
-    /// Started once, by the first `call_rcu` or `rcu_barrier`.
-    gp_thread_started: std::sync::Once,
+    /// `call_rcu`'s lists and grace-period thread.
+    engine: Engine,
+    /// The `fork()` handlers know this domain.
+    fork_registered: AtomicBool,
 }
 
 /// Whether `membarrier` carries the readers' fences: one decision per process, shared with
@@ -167,17 +189,23 @@ fn light_fence() {
 
 /// The writer's side.
 fn heavy_fence() {
-    if mode::fast() {
+    if mode::writers_heavy() {
         // Pairs with every reader's compiler fence.
-        if !crate::sys::membarrier() {
-            panic!(
-                "locklab::rcu: membarrier failed on this thread; a grace period cannot fence readers"
-            );
+        if crate::sys::membarrier() {
+            return;
         }
-    } else {
-        // Pairs with the readers' SeqCst fences.
-        fence(Ordering::SeqCst);
+        // Refused (seccomp on this thread): readers switch to fences, and the CPU walk fences those
+        // still on the fast path (`percpu_rwsem::mode::degrade`).
+        if !mode::degrade() {
+            callback::warn(format_args!(
+                "locklab::rcu: membarrier failed and this thread cannot run on every CPU to fence \
+                 readers; a grace period cannot be completed safely: aborting"
+            ));
+            std::process::abort();
+        }
     }
+    // Pairs with the readers' SeqCst fences.
+    fence(Ordering::SeqCst);
 }
 
 /// Per-thread: the records this thread holds, one per domain it has read in.
@@ -185,17 +213,24 @@ struct Held(RefCell<Vec<(*const RcuDomain, &'static Record)>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // The records go back below: later lookups (a late thread-local destructor) must not find
-        // them through the cache.
-        LAST.set((0, 0));
+        let (_, last) = LAST.get();
+        let mut keep_last = false;
         for (_, rec) in self.0.borrow().iter() {
             // Relaxed: our own word (invariant 1).
             if rec.ctr.load(Ordering::Relaxed) & NEST_MASK == 0 {
                 // Release: the next holder's Acquire claim sees the record idle.
                 rec.in_use.store(false, Ordering::Release);
+            } else {
+                // A guard outlives this destructor (one kept in a later thread-local, or a forgotten
+                // guard): the record stays ours until its outermost unlock returns it (invariant 2).
+                rec.orphan.store(true, Ordering::Relaxed);
+                keep_last |= core::ptr::eq(*rec, last as *const Record);
             }
-            // Otherwise a guard outlives this destructor (a later thread-local destructor, or a
-            // forgotten guard): the record stays ours forever (invariant 2).
+        }
+        // Later lookups (a late thread-local destructor) must not find a returned record through the
+        // cache; an orphaned one stays findable, so that nested locks and `in_read_section` see it.
+        if !keep_last {
+            LAST.set((0, 0));
         }
     }
 }
@@ -203,7 +238,8 @@ impl Drop for Held {
 std::thread_local! {
     static HELD: Held = const { Held(RefCell::new(Vec::new())) };
     /// The last (domain, record) this thread used: the read lock's fast path. No destructor, so it
-    /// stays readable in every thread-local destructor; `Held`'s destructor clears it.
+    /// stays readable in every thread-local destructor; `Held`'s destructor clears it unless it
+    /// names an orphaned record.
     static LAST: core::cell::Cell<(usize, usize)> = const { core::cell::Cell::new((0, 0)) };
 }
 
@@ -226,15 +262,12 @@ impl RcuDomain {
         RcuDomain {
             gp: AtomicU64::new(1),
             records: Registry::new(),
-            gp_lock: StdMutex::new(()),
-            completed: AtomicU64::new(0),
-            gp_seq: AtomicU64::new(0),
-            gp_seq_word: AtomicU32::new(0),
+            gps: GpSeq::new(),
             calls: AtomicU64::new(0),
             waiting: AtomicU32::new(0),
             stall_ms: AtomicU64::new(10_000),
-            gpt: GpThread::new(),
-            gp_thread_started: std::sync::Once::new(),
+            engine: Engine::new(),
+            fork_registered: AtomicBool::new(false),
         }
     }
 
@@ -251,35 +284,34 @@ impl RcuDomain {
 
     /// A free record of this domain, claimed for the calling thread (a pooled one if any).
     fn claim(&'static self) -> &'static Record {
+        self.fork_hooks();
         let tid = crate::sys::thread_id();
         let r = self.records.claim(|| Record {
             ctr: AtomicU64::new(0),
             in_use: AtomicBool::new(true),
             tid: AtomicU32::new(tid),
-            cbs: crate::TasLock::new(SegList::default()),
-            invoked: AtomicU64::new(0),
-            invoking: AtomicBool::new(false),
+            orphan: AtomicBool::new(false),
         });
         r.tid.store(tid, Ordering::Relaxed);
         r
     }
 
-    /// This thread's record in this domain, and whether it is a one-off (thread-local storage gone).
+    /// This thread's record in this domain.
     #[inline(always)]
-    fn record(&'static self) -> (&'static Record, bool) {
+    fn record(&'static self) -> &'static Record {
         let (d, r) = LAST.get();
         if d == self as *const RcuDomain as usize {
             // SAFETY: `r` was stored below from a `&'static Record` this thread holds (records are
-            // never freed, invariant 2), and `Held`'s destructor clears the cache before the thread
-            // gives its records back.
-            return (unsafe { &*(r as *const Record) }, false);
+            // never freed, invariant 2); the cache is cleared before the thread gives a record back
+            // (`Held`'s destructor, `release_orphan`).
+            return unsafe { &*(r as *const Record) };
         }
         self.record_slow()
     }
 
     #[cold]
     #[inline(never)]
-    fn record_slow(&'static self) -> (&'static Record, bool) {
+    fn record_slow(&'static self) -> &'static Record {
         let me: *const RcuDomain = self;
         let found = HELD.try_with(|h| {
             if let Some(&(_, r)) = h.0.borrow().iter().find(|(d, _)| *d == me) {
@@ -289,14 +321,32 @@ impl RcuDomain {
             h.0.borrow_mut().push((me, r));
             r
         });
-        match found {
-            Ok(r) => {
-                LAST.set((me as usize, r as *const Record as usize));
-                (r, false)
-            }
-            // In a thread-local destructor after ours ran: a record for this guard alone.
-            Err(_) => (self.claim(), true),
+        let r = found.unwrap_or_else(|_| {
+            // In a thread-local destructor after ours ran: a record that the outermost unlock (or
+            // the caller, if no section opens) returns.
+            let r = self.claim();
+            r.orphan.store(true, Ordering::Relaxed);
+            r
+        });
+        LAST.set((me as usize, r as *const Record as usize));
+        r
+    }
+
+    /// Returns an orphaned record whose sections have all ended (invariant 2).
+    #[cold]
+    fn release_orphan(rec: &'static Record) {
+        rec.orphan.store(false, Ordering::Relaxed);
+        if LAST.get().1 == rec as *const Record as usize {
+            LAST.set((0, 0));
         }
+        // Release: the next holder's Acquire claim sees the record idle.
+        rec.in_use.store(false, Ordering::Release);
+    }
+
+    /// Registers this domain's `fork()` handlers (once).
+    #[inline]
+    fn fork_hooks(&'static self) {
+        fork::register(&self.fork_registered, self);
     }
 
     /// Enters a read-side critical section; it lasts until the guard drops. Sections nest.
@@ -313,13 +363,12 @@ impl RcuDomain {
     /// ```
     #[inline]
     pub fn read_lock(&'static self) -> RcuReadGuard {
-        let (rec, one_off) = self.record();
+        let rec = self.record();
         // Our own word (invariant 1); the protocol's steps and their fences: `protocol.rs`.
         protocol::memb_enter(&rec.ctr, &self.gp, light_fence);
         RcuReadGuard {
             domain: self,
             rec,
-            one_off,
             _not_send: PhantomData,
         }
     }
@@ -332,14 +381,18 @@ impl RcuDomain {
     /// let g = d.read_lock();
     /// assert!(d.in_read_section());
     /// ```
+    ///
+    /// Also right in thread-local destructors, after this module's own thread-local is gone.
     pub fn in_read_section(&'static self) -> bool {
         let me: *const RcuDomain = self;
-        HELD.try_with(|h| {
-            h.0.borrow()
-                .iter()
-                .any(|(d, r)| *d == me && r.ctr.load(Ordering::Relaxed) & NEST_MASK != 0)
-        })
-        .unwrap_or(false)
+        let nested = |r: &Record| r.ctr.load(Ordering::Relaxed) & NEST_MASK != 0;
+        let (d, r) = LAST.get();
+        if d == me as usize {
+            // SAFETY: as in `record`.
+            return nested(unsafe { &*(r as *const Record) });
+        }
+        HELD.try_with(|h| h.0.borrow().iter().any(|(d, r)| *d == me && nested(r)))
+            .unwrap_or(false)
     }
 
     /// Waits until every read-side section that began before the call has ended (a grace period).
@@ -355,38 +408,171 @@ impl RcuDomain {
     /// assert_eq!((D.synchronize_calls(), D.grace_periods()), (1, 1));
     /// ```
     pub fn synchronize(&'static self) {
-        assert!(
-            !self.in_read_section(),
-            "locklab::rcu: synchronize inside a read-side section of the same domain would wait for itself"
-        );
+        self.refuse_inside("synchronize");
         self.calls.fetch_add(1, Ordering::Relaxed);
-        self.synchronize_inner();
+        self.fork_hooks();
+        self.run_gp();
     }
 
-    /// A grace period, shared with concurrent callers (no checks, not counted as a call): see
-    /// `protocol::shared_grace_period` for the sharing, `protocol::memb_grace_period` for the rest.
-    fn synchronize_inner(&'static self) {
-        protocol::shared_grace_period(
-            &self.gp_seq,
-            &self.completed,
-            || self.gp_lock.lock().unwrap_or_else(|e| e.into_inner()),
-            |seen| {
-                // The futex word changes (then wakes everyone) after every grace period, after
-                // `gp_seq` did: read it, re-check `gp_seq`, sleep while the word is unchanged. A grace
-                // period that ends in between changes the word, so the sleep returns at once.
-                // SeqCst on the three accesses: the word's load must not pass the `gp_seq` check.
-                let w = self.gp_seq_word.load(Ordering::SeqCst);
-                if self.gp_seq.load(Ordering::SeqCst) == seen {
-                    crate::sys::futex_wait(&self.gp_seq_word, w, Some(Duration::from_millis(10)));
-                }
-            },
-            || {
-                // SeqCst: see the waiters' loads above (after `gp_seq`'s Release store).
-                self.gp_seq_word.fetch_add(1, Ordering::SeqCst);
-                crate::sys::futex_wake(&self.gp_seq_word, u32::MAX);
-            },
-            || protocol::memb_grace_period(&self.gp, heavy_fence, |gp| self.wait_for_readers(gp)),
+    /// Panics if the calling thread is inside a read-side section of this domain (`what` would wait
+    /// for itself).
+    fn refuse_inside(&'static self, what: &str) {
+        assert!(
+            !self.in_read_section(),
+            "locklab::rcu: {what} inside a read-side section of the same domain would wait for itself"
         );
+    }
+
+    /// A cookie naming the first grace period that starts after this call (the kernel's
+    /// `get_state_synchronize_rcu`). Starts nothing: pass it to
+    /// [`poll_state_synchronize`](Self::poll_state_synchronize) or
+    /// [`cond_synchronize`](Self::cond_synchronize).
+    ///
+    /// ```
+    /// use locklab::rcu::RcuDomain;
+    /// static D: RcuDomain = RcuDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// assert!(!D.poll_state_synchronize(c));
+    /// D.synchronize();
+    /// assert!(D.poll_state_synchronize(c), "a full grace period has passed since");
+    /// ```
+    pub fn get_state_synchronize(&'static self) -> GpCookie {
+        GpCookie::new(self.gps.snap(), self as *const Self as usize)
+    }
+
+    /// Like [`get_state_synchronize`](Self::get_state_synchronize), and makes sure that grace period
+    /// runs (the domain's grace-period thread starts it): polling the cookie eventually succeeds
+    /// without anyone calling `synchronize` (the kernel's `start_poll_synchronize_rcu`).
+    ///
+    /// ```
+    /// use locklab::rcu::RcuDomain;
+    /// static D: RcuDomain = RcuDomain::new();
+    /// let c = D.start_poll_synchronize();
+    /// # #[cfg(not(miri))]
+    /// while !D.poll_state_synchronize(c) {
+    ///     std::thread::sleep(std::time::Duration::from_millis(1));
+    /// }
+    /// ```
+    pub fn start_poll_synchronize(&'static self) -> GpCookie {
+        let c = self.get_state_synchronize();
+        self.fork_hooks();
+        callback::request(self, c.seq);
+        c
+    }
+
+    /// Whether a full grace period has passed since `cookie` was taken: every read-side section that
+    /// began before then has ended, and its accesses happen-before the caller's next ones (the
+    /// kernel's `poll_state_synchronize_rcu`). Never blocks.
+    ///
+    /// Panics if `cookie` came from another domain.
+    ///
+    /// ```
+    /// let d = locklab::rcu::RcuDomain::global();
+    /// let c = d.get_state_synchronize();
+    /// d.synchronize();
+    /// assert!(d.poll_state_synchronize(c));
+    /// ```
+    pub fn poll_state_synchronize(&'static self, cookie: GpCookie) -> bool {
+        self.gps.done(cookie.check(self as *const Self as usize))
+    }
+
+    /// Waits for the grace period named by `cookie` unless it has already ended (the kernel's
+    /// `cond_synchronize_rcu`). Panics inside a read-side section of this domain (unless the grace
+    /// period has ended), or for a cookie of another domain.
+    ///
+    /// ```
+    /// let d = locklab::rcu::RcuDomain::global();
+    /// let c = d.get_state_synchronize();
+    /// d.cond_synchronize(c); // runs (or shares) the grace period
+    /// assert!(d.poll_state_synchronize(c));
+    /// d.cond_synchronize(c); // returns at once
+    /// ```
+    pub fn cond_synchronize(&'static self, cookie: GpCookie) {
+        let seq = cookie.check(self as *const Self as usize);
+        if self.gps.done(seq) {
+            return;
+        }
+        self.refuse_inside("cond_synchronize");
+        self.fork_hooks();
+        self.run_gp_until(seq);
+    }
+
+    /// Queues `f` to run after a grace period of this domain, on the domain's grace-period thread.
+    ///
+    /// The common path touches only the calling thread's own list (the `callback` module's docs): it
+    /// scales with threads. Allowed anywhere, inside a read-side section too; past [`LIMIT`] pending
+    /// callbacks on this thread it waits for them to drain, unless it is inside a read-side section
+    /// of this domain (then the list grows: memory is bounded by [`LIMIT`] plus what the thread
+    /// queues in one section).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use locklab::rcu::RcuDomain;
+    /// static D: RcuDomain = RcuDomain::new();
+    /// static RAN: AtomicBool = AtomicBool::new(false);
+    /// D.call_rcu(|| RAN.store(true, Ordering::SeqCst));
+    /// D.rcu_barrier();
+    /// assert!(RAN.load(Ordering::SeqCst));
+    /// ```
+    pub fn call_rcu(&'static self, f: impl FnOnce() + Send + 'static) {
+        callback::enqueue(self, protocol::Callback::Closure(Box::new(f)));
+    }
+
+    /// Drops `value` after a grace period of this domain (the kernel's `kfree_rcu`): like
+    /// `call_rcu(move || drop(value))` without allocating the callback.
+    ///
+    /// ```
+    /// use locklab::rcu::RcuDomain;
+    /// static D: RcuDomain = RcuDomain::new();
+    /// D.defer_drop(Box::new(vec![1, 2, 3]));
+    /// D.rcu_barrier();
+    /// assert_eq!(D.pending_callbacks(), 0);
+    /// ```
+    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
+        callback::enqueue(self, callback::drop_callback(value));
+    }
+
+    /// Waits until every callback queued (on any thread) before the call has run.
+    ///
+    /// Panics inside a read-side section of this domain, or inside one of its callbacks (it would
+    /// wait for itself).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// static N: AtomicUsize = AtomicUsize::new(0);
+    /// let d = locklab::rcu::RcuDomain::global();
+    /// for _ in 0..10 {
+    ///     d.call_rcu(|| { N.fetch_add(1, Ordering::SeqCst); });
+    /// }
+    /// d.rcu_barrier();
+    /// assert_eq!(N.load(Ordering::SeqCst), 10);
+    /// ```
+    pub fn rcu_barrier(&'static self) {
+        self.fork_hooks();
+        callback::barrier(self);
+    }
+
+    /// Callbacks queued and not yet invoked, over every thread's list.
+    ///
+    /// ```
+    /// let d = locklab::rcu::RcuDomain::global();
+    /// d.rcu_barrier();
+    /// let _ = d.pending_callbacks();
+    /// ```
+    pub fn pending_callbacks(&self) -> usize {
+        self.engine.pending()
+    }
+
+    /// Callbacks invoked so far.
+    ///
+    /// ```
+    /// let d = locklab::rcu::RcuDomain::global();
+    /// d.call_rcu(|| {});
+    /// d.rcu_barrier();
+    /// assert!(d.callbacks_invoked() >= 1);
+    /// ```
+    pub fn callbacks_invoked(&self) -> u64 {
+        self.engine.invoked()
     }
 
     /// Like [`synchronize`](Self::synchronize); in this flavour a grace period is already a pair of
@@ -408,7 +594,7 @@ impl RcuDomain {
     /// assert!(d.grace_periods() > before);
     /// ```
     pub fn grace_periods(&self) -> u64 {
-        self.completed.load(Ordering::Relaxed)
+        self.gps.completed()
     }
 
     /// `synchronize` calls so far (compare with [`grace_periods`](Self::grace_periods): the calls a
@@ -458,6 +644,61 @@ impl RcuDomain {
     }
 }
 
+impl Host for RcuDomain {
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    fn gp(&self) -> &GpSeq {
+        &self.gps
+    }
+    /// `protocol::memb_grace_period`: heavy fence, `gp += 1`, wait for the readers, heavy fence.
+    fn grace_period_body(&'static self) {
+        protocol::memb_grace_period(&self.gp, heavy_fence, |gp| self.wait_for_readers(gp));
+    }
+    fn may_wait(&'static self) -> bool {
+        !self.in_read_section()
+    }
+    fn fork_hooks(&'static self) {
+        RcuDomain::fork_hooks(self)
+    }
+    fn names(&self) -> (&'static str, &'static str) {
+        ("call_rcu", "rcu_barrier")
+    }
+}
+
+impl fork::ForkAware for RcuDomain {
+    fn prepare(&'static self) {
+        self.engine.prepare_fork();
+        fork::park(Box::new(self.records.lock_for_fork()));
+    }
+    fn parent(&'static self) {
+        self.engine.parent_after_fork();
+    }
+    fn child(&'static self) {
+        self.gps.repair_after_fork();
+        // The forking thread's records (thread-locals are copied with it).
+        let mut mine: Vec<usize> = HELD
+            .try_with(|h| {
+                h.0.borrow()
+                    .iter()
+                    .map(|(_, r)| *r as *const Record as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        mine.push(LAST.get().1);
+        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
+        for r in unsafe { self.records.held_snapshot() } {
+            if !mine.contains(&(r as *const Record as usize)) {
+                // Its thread does not exist here, nor do its sections (guards are not `Send`).
+                r.ctr.store(0, Ordering::Relaxed);
+                r.orphan.store(false, Ordering::Relaxed);
+                r.in_use.store(false, Ordering::Release);
+            }
+        }
+        self.engine.child_after_fork();
+    }
+}
+
 /// A read-side critical section of one [`RcuDomain`]; ends when dropped. Not `Send`: the section
 /// belongs to the thread that entered it.
 ///
@@ -469,7 +710,6 @@ impl RcuDomain {
 pub struct RcuReadGuard {
     domain: &'static RcuDomain,
     rec: &'static Record,
-    one_off: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -497,9 +737,9 @@ impl Drop for RcuReadGuard {
                 self.domain.waiting.store(0, Ordering::Relaxed);
                 crate::sys::futex_wake(&self.domain.waiting, 1);
             }
-            if self.one_off {
-                // Release: the next holder's Acquire claim sees the record idle.
-                self.rec.in_use.store(false, Ordering::Release);
+            // Relaxed: our own flag (the record's line, already in cache).
+            if self.rec.orphan.load(Ordering::Relaxed) {
+                RcuDomain::release_orphan(self.rec);
             }
         }
     }
@@ -523,6 +763,101 @@ pub fn read_lock() -> RcuReadGuard {
 /// ```
 pub fn synchronize_rcu() {
     GLOBAL.synchronize()
+}
+
+/// [`RcuDomain::get_state_synchronize`] on the global domain.
+///
+/// ```
+/// let c = locklab::rcu::get_state_synchronize_rcu();
+/// locklab::rcu::cond_synchronize_rcu(c);
+/// assert!(locklab::rcu::poll_state_synchronize_rcu(c));
+/// ```
+pub fn get_state_synchronize_rcu() -> GpCookie {
+    GLOBAL.get_state_synchronize()
+}
+
+/// [`RcuDomain::start_poll_synchronize`] on the global domain.
+///
+/// ```
+/// let c = locklab::rcu::start_poll_synchronize_rcu();
+/// # #[cfg(not(miri))]
+/// while !locklab::rcu::poll_state_synchronize_rcu(c) {
+///     std::thread::yield_now();
+/// }
+/// ```
+pub fn start_poll_synchronize_rcu() -> GpCookie {
+    GLOBAL.start_poll_synchronize()
+}
+
+/// [`RcuDomain::poll_state_synchronize`] on the global domain.
+///
+/// ```
+/// let c = locklab::rcu::get_state_synchronize_rcu();
+/// locklab::rcu::synchronize_rcu();
+/// assert!(locklab::rcu::poll_state_synchronize_rcu(c));
+/// ```
+pub fn poll_state_synchronize_rcu(cookie: GpCookie) -> bool {
+    GLOBAL.poll_state_synchronize(cookie)
+}
+
+/// [`RcuDomain::cond_synchronize`] on the global domain.
+///
+/// ```
+/// locklab::rcu::cond_synchronize_rcu(locklab::rcu::get_state_synchronize_rcu());
+/// ```
+pub fn cond_synchronize_rcu(cookie: GpCookie) {
+    GLOBAL.cond_synchronize(cookie)
+}
+
+/// Queues `f` on the global domain (see [`RcuDomain::call_rcu`]).
+///
+/// ```
+/// locklab::rcu::call_rcu(|| println!("after a grace period"));
+/// locklab::rcu::rcu_barrier();
+/// ```
+pub fn call_rcu(f: impl FnOnce() + Send + 'static) {
+    GLOBAL.call_rcu(f)
+}
+
+/// [`RcuDomain::rcu_barrier`] on the global domain.
+///
+/// ```
+/// locklab::rcu::rcu_barrier();
+/// ```
+pub fn rcu_barrier() {
+    GLOBAL.rcu_barrier()
+}
+
+/// Names a grace period of one domain, for the polled calls (`get_state_synchronize`,
+/// `start_poll_synchronize`, `poll_state_synchronize`, `cond_synchronize`): the value the domain's
+/// grace-period sequence reaches when that grace period ends. Cheap to copy and keep, e.g. next to an
+/// object waiting to be freed.
+///
+/// ```
+/// let d = locklab::rcu::RcuDomain::global();
+/// let c: locklab::rcu::GpCookie = d.get_state_synchronize();
+/// d.synchronize();
+/// assert!(d.poll_state_synchronize(c));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GpCookie {
+    seq: u64,
+    domain: usize,
+}
+
+impl GpCookie {
+    fn new(seq: u64, domain: usize) -> Self {
+        GpCookie { seq, domain }
+    }
+
+    /// The sequence value, after checking that the cookie is `domain`'s.
+    fn check(self, domain: usize) -> u64 {
+        assert_eq!(
+            self.domain, domain,
+            "locklab::rcu: a grace-period cookie used with another domain than the one it came from"
+        );
+        self.seq
+    }
 }
 
 #[cfg(test)]

@@ -80,11 +80,35 @@ pub(crate) fn memb_grace_period(gp: &AtomicU64, heavy_fence: impl Fn(), wait_unt
     heavy_fence();
 }
 
-/// A grace period shared with concurrent callers, by sequence number (the kernel's `rcu_seq_snap`):
-/// `seq` is even while no grace period runs and odd while one does (+1 at its start, +1 at its end);
-/// `completed` counts the grace periods. A caller needs one grace period that starts after its call:
-/// if none is running it needs the next one to end (`seq + 2`), if one is running, the one after it
-/// (`seq + 3`).
+/// The cookie of the first grace period that starts after now (the kernel's `rcu_seq_snap`, what
+/// `get_state_synchronize_rcu` returns): the value `seq` holds once that grace period has ended.
+/// `seq` is even while no grace period runs and odd while one does (+1 at its start, +1 at its end),
+/// so if none is running the next one ends at `seq + 2`, and if one is running, the one after it
+/// ends at `seq + 3` rounded down to even.
+#[inline]
+pub(crate) fn seq_snap(seq: &AtomicU64) -> u64 {
+    // Orders the caller's unpublish before its look at `seq` (pairs with the fence after a grace
+    // period's odd store in `shared_grace_period`): either we see that grace period running (and
+    // need the next), or it started after this fence, and its scan covers every reader that could
+    // hold the old version. (Without it a caller could be served by a grace period that never saw its
+    // unpublish: the loom model `rcu_memb_shared_grace_periods_still_wait` found that in an earlier
+    // version.)
+    fence(Ordering::SeqCst);
+    // Acquire pairs with the Release store that ended a grace period.
+    (seq.load(Ordering::Acquire) + 3) & !1
+}
+
+/// Whether the grace period named by `cookie` (from [`seq_snap`]) has ended: every read-side section
+/// that began before the snapshot has ended, and (Acquire, pairing with the Release end of that
+/// grace period) its accesses happen-before whatever the caller does next. `seq` only grows (2^63
+/// grace periods before it could wrap).
+#[inline]
+pub(crate) fn seq_done(seq: &AtomicU64, cookie: u64) -> bool {
+    seq.load(Ordering::Acquire) >= cookie
+}
+
+/// A grace period shared with concurrent callers, by sequence number (see [`seq_snap`]); `completed`
+/// counts the grace periods.
 ///
 /// While a grace period runs, callers do not queue on the lock (a sleeping lock would hand it to one
 /// of them at a time, and each would run a grace period of its own): they wait for `seq` to change
@@ -92,24 +116,42 @@ pub(crate) fn memb_grace_period(gp: &AtomicU64, heavy_fence: impl Fn(), wait_unt
 /// period and wakes them). Then one takes `lock` (which serialises grace periods; its guard is held
 /// to the end) and runs the next grace period, which serves every caller that arrived while the
 /// previous one ran; they find their target reached and return without running one.
+///
+/// If `grace_period` unwinds, the grace period did not complete: `seq` goes back to the even value
+/// it had before (a lower value only makes waiters wait for a later grace period, never return
+/// early), the lock is released and the waiters are woken, so the domain is not wedged.
 pub(crate) fn shared_grace_period<G>(
     seq: &AtomicU64,
     completed: &AtomicU64,
     lock: impl Fn() -> G,
     wait_change: impl Fn(u64),
-    ended: impl FnOnce(),
+    ended: impl Fn(),
     grace_period: impl FnOnce(),
 ) {
-    // Orders the caller's unpublish before its look at `seq` (pairs with the fence after a grace
-    // period's odd store): either we see that grace period running (and wait for the next), or it
-    // started after this fence, and its scan covers every reader that could hold the old version.
-    // (Without it a caller could be served by a grace period that never saw its unpublish: the loom
-    // model `rcu_memb_shared_grace_periods_still_wait` found that in an earlier version.)
-    fence(Ordering::SeqCst);
-    // Acquire pairs with the Release store that ended a grace period: its waits happen-before us.
-    let target = (seq.load(Ordering::Acquire) + 3) & !1;
+    let target = seq_snap(seq);
+    run_grace_period_until(
+        seq,
+        completed,
+        target,
+        lock,
+        wait_change,
+        ended,
+        grace_period,
+    );
+}
+
+/// [`shared_grace_period`] for a target taken earlier (a polled cookie).
+pub(crate) fn run_grace_period_until<G>(
+    seq: &AtomicU64,
+    completed: &AtomicU64,
+    target: u64,
+    lock: impl Fn() -> G,
+    wait_change: impl Fn(u64),
+    ended: impl Fn(),
+    grace_period: impl FnOnce(),
+) {
     let guard = loop {
-        // Acquire as above.
+        // Acquire pairs with the Release store that ended a grace period: its waits happen-before us.
         let now = seq.load(Ordering::Acquire);
         if now >= target {
             return;
@@ -129,9 +171,33 @@ pub(crate) fn shared_grace_period<G>(
     // Only the lock holder writes `seq`, and no grace period runs: it is even here.
     let now = seq.load(Ordering::Relaxed);
     seq.store(now + 1, Ordering::Relaxed);
-    // Orders the odd store before the grace period (pairs with the callers' fence above).
+    // Restores `seq` and wakes the waiters if the grace period unwinds (dropped before `guard`, so
+    // the lock is still held while `seq` is put back).
+    struct Unwind<'a, E: Fn()> {
+        seq: &'a AtomicU64,
+        now: u64,
+        ended: &'a E,
+        armed: bool,
+    }
+    impl<E: Fn()> Drop for Unwind<'_, E> {
+        fn drop(&mut self) {
+            if self.armed {
+                // Release: as the normal end below (nothing was freed on the strength of it).
+                self.seq.store(self.now, Ordering::Release);
+                (self.ended)();
+            }
+        }
+    }
+    let mut unwind = Unwind {
+        seq,
+        now,
+        ended: &ended,
+        armed: true,
+    };
+    // Orders the odd store before the grace period (pairs with the callers' fence in `seq_snap`).
     fence(Ordering::SeqCst);
     grace_period();
+    unwind.armed = false;
     // Release: see the Acquire loads above.
     completed.fetch_add(1, Ordering::Release);
     seq.store(now + 2, Ordering::Release);

@@ -8,28 +8,37 @@
 //! - **Quiescent state** (the thread holds no RCU reference): if `ctr != gp`: fence, `ctr = gp`, fence,
 //!   wake a writer that sleeps.
 //! - **Offline / online** (around blocking): `ctr = 0` / `ctr = gp`, fenced the same way.
-//! - **Grace period** (under `gp_lock`): fence, `gp += 1`, wait until every record is 0 or equals the
-//!   new `gp`, fence.
+//! - **Grace period** (under the grace-period lock, shared between concurrent callers as memb's
+//!   are): fence, `gp += 1`, wait until every record is 0 or equals the new `gp`, fence.
 //!
 //! # Why it is sound from safe code
 //! A thread can only announce a quiescent state, go offline or unregister through `&mut` of its
 //! [`QsbrThread`], and a read guard borrows the handle (`&`): the borrow checker rules out announcing
 //! a quiescent state while a guard, or any reference read under it, is alive. That is QSBR's whole
-//! contract, checked at compile time. A handle is `!Send` (the record is the thread's).
+//! contract, checked at compile time. A handle is `!Send` (the record is the thread's). Going
+//! offline returns a [`QsbrOffline`] that borrows the handle mutably, so no read lock can be taken
+//! while offline: that rule is checked at compile time too.
 //!
 //! # Orderings
 //! SeqCst fences on both sides (Dekker's pattern between the announcing store and the writer's scan);
 //! quiescent states are rare (the caller chooses how often), so the fences are off the read path.
 //!
-//! # Sharp edge
-//! A registered thread that stays online and never announces a quiescent state holds every grace
-//! period up (the classic QSBR bug): the stall warning names it. `mem::forget` of a handle does the same
-//! forever.
+//! # Sharp edges
+//! - A registered thread that stays online and never announces a quiescent state holds every grace
+//!   period up (the classic QSBR bug): the stall warning names it. `mem::forget` of a handle does the
+//!   same forever.
+//! - [`QsbrDomain::synchronize`] (and `cond_synchronize`, `rcu_barrier`) on a thread registered and
+//!   online in the same domain would wait for itself: it panics; use [`QsbrThread::synchronize`],
+//!   which goes offline around the wait. `call_rcu` on such a thread never waits (its list grows past
+//!   [`LIMIT`](super::LIMIT) until the thread's next quiescent state lets callbacks drain).
 
+use super::callback::{self, Engine, Host};
+use super::gp::GpSeq;
 use super::registry::{Pooled, Registry, Wait, wait_for_records};
+use super::{GpCookie, fork, protocol};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
-use std::sync::Mutex as StdMutex;
+use std::cell::RefCell;
 use std::time::Duration;
 
 #[repr(align(128))]
@@ -57,10 +66,16 @@ struct QsbrRecord {
 pub struct QsbrDomain {
     gp: AtomicU64,
     records: Registry<QsbrRecord>,
-    gp_lock: StdMutex<()>,
-    completed: AtomicU64,
+    gps: GpSeq,
     waiting: AtomicU32,
     stall_ms: AtomicU64,
+    engine: Engine,
+    fork_registered: AtomicBool,
+}
+
+std::thread_local! {
+    /// The records of the handles this thread holds: (domain, record).
+    static MINE: RefCell<Vec<(usize, &'static QsbrRecord)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Default for QsbrDomain {
@@ -80,10 +95,11 @@ impl QsbrDomain {
         QsbrDomain {
             gp: AtomicU64::new(1),
             records: Registry::new(),
-            gp_lock: StdMutex::new(()),
-            completed: AtomicU64::new(0),
+            gps: GpSeq::new(),
             waiting: AtomicU32::new(0),
             stall_ms: AtomicU64::new(10_000),
+            engine: Engine::new(),
+            fork_registered: AtomicBool::new(false),
         }
     }
 
@@ -95,6 +111,7 @@ impl QsbrDomain {
     /// drop(me);
     /// ```
     pub fn register(&'static self) -> QsbrThread {
+        fork::register(&self.fork_registered, self);
         let tid = crate::sys::thread_id();
         let rec = self.records.claim(|| QsbrRecord {
             ctr: AtomicU64::new(0),
@@ -102,6 +119,8 @@ impl QsbrDomain {
             tid: AtomicU32::new(0),
         });
         rec.tid.store(tid, Ordering::Relaxed);
+        let me = self as *const Self as usize;
+        let _ = MINE.try_with(|m| m.borrow_mut().push((me, rec)));
         let t = QsbrThread {
             domain: self,
             rec,
@@ -112,8 +131,10 @@ impl QsbrDomain {
     }
 
     /// Waits until every registered thread has announced a quiescent state (or gone offline) since the
-    /// call began. Call it from an unregistered thread, or use [`QsbrThread::synchronize`] (an online
-    /// registered thread would wait for itself).
+    /// call began. Concurrent callers share grace periods.
+    ///
+    /// Panics on a thread registered and online in this domain (it would wait for itself): use
+    /// [`QsbrThread::synchronize`], which goes offline around the wait.
     ///
     /// ```
     /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
@@ -121,10 +142,141 @@ impl QsbrDomain {
     /// assert_eq!(D.grace_periods(), 1);
     /// ```
     pub fn synchronize(&'static self) {
-        let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Serialised by `gp_lock`; the steps and their fences: `protocol.rs`.
-        super::protocol::qsbr_grace_period(&self.gp, |gp| self.wait_for(gp));
-        self.completed.fetch_add(1, Ordering::Release);
+        self.refuse_online("synchronize");
+        fork::register(&self.fork_registered, self);
+        self.run_gp();
+    }
+
+    fn refuse_online(&'static self, what: &str) {
+        assert!(
+            !self.caller_online(),
+            "locklab::rcu: QsbrDomain::{what} on a thread registered online in the same domain would \
+             wait for itself (use QsbrThread::synchronize, or go offline first)"
+        );
+    }
+
+    /// A cookie naming the first grace period that starts after this call (see
+    /// [`RcuDomain::get_state_synchronize`](super::RcuDomain::get_state_synchronize)).
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// assert!(!D.poll_state_synchronize(c));
+    /// D.synchronize();
+    /// assert!(D.poll_state_synchronize(c));
+    /// ```
+    pub fn get_state_synchronize(&'static self) -> GpCookie {
+        GpCookie::new(self.gps.snap(), self as *const Self as usize)
+    }
+
+    /// A cookie, and the grace period it names started by the domain's grace-period thread.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// let c = D.start_poll_synchronize();
+    /// # #[cfg(not(miri))]
+    /// while !D.poll_state_synchronize(c) {
+    ///     std::thread::yield_now();
+    /// }
+    /// ```
+    pub fn start_poll_synchronize(&'static self) -> GpCookie {
+        let c = self.get_state_synchronize();
+        fork::register(&self.fork_registered, self);
+        callback::request(self, c.seq);
+        c
+    }
+
+    /// Whether the grace period named by `cookie` has ended. Never blocks. Panics for a cookie of
+    /// another domain.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// D.cond_synchronize(c);
+    /// assert!(D.poll_state_synchronize(c));
+    /// ```
+    pub fn poll_state_synchronize(&'static self, cookie: GpCookie) -> bool {
+        self.gps.done(cookie.check(self as *const Self as usize))
+    }
+
+    /// Waits for the grace period named by `cookie` unless it has ended. Panics like
+    /// [`synchronize`](Self::synchronize) when it would wait.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// D.cond_synchronize(c);
+    /// D.cond_synchronize(c); // at once
+    /// ```
+    pub fn cond_synchronize(&'static self, cookie: GpCookie) {
+        let seq = cookie.check(self as *const Self as usize);
+        if self.gps.done(seq) {
+            return;
+        }
+        self.refuse_online("cond_synchronize");
+        fork::register(&self.fork_registered, self);
+        self.run_gp_until(seq);
+    }
+
+    /// Queues `f` to run after a grace period of this domain, on its grace-period thread (liburcu's
+    /// `call_rcu` for the QSBR flavour). Never waits on a thread registered online in this domain.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// static RAN: AtomicBool = AtomicBool::new(false);
+    /// D.call_rcu(|| RAN.store(true, Ordering::SeqCst));
+    /// D.rcu_barrier();
+    /// assert!(RAN.load(Ordering::SeqCst));
+    /// ```
+    pub fn call_rcu(&'static self, f: impl FnOnce() + Send + 'static) {
+        callback::enqueue(self, protocol::Callback::Closure(Box::new(f)));
+    }
+
+    /// Drops `value` after a grace period of this domain.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// D.defer_drop(Box::new(String::from("old")));
+    /// D.rcu_barrier();
+    /// assert_eq!(D.pending_callbacks(), 0);
+    /// ```
+    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
+        callback::enqueue(self, callback::drop_callback(value));
+    }
+
+    /// Waits until every callback queued on this domain before the call has run. Panics on a thread
+    /// registered online in this domain, or inside one of its callbacks.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// D.call_rcu(|| {});
+    /// D.rcu_barrier();
+    /// assert_eq!(D.callbacks_invoked(), 1);
+    /// ```
+    pub fn rcu_barrier(&'static self) {
+        fork::register(&self.fork_registered, self);
+        callback::barrier(self);
+    }
+
+    /// Callbacks queued and not yet invoked.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// assert_eq!(D.pending_callbacks(), 0);
+    /// ```
+    pub fn pending_callbacks(&self) -> usize {
+        self.engine.pending()
+    }
+
+    /// Callbacks invoked so far.
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// assert_eq!(D.callbacks_invoked(), 0);
+    /// ```
+    pub fn callbacks_invoked(&self) -> u64 {
+        self.engine.invoked()
     }
 
     /// Grace periods completed.
@@ -135,7 +287,7 @@ impl QsbrDomain {
     /// assert_eq!(D.grace_periods(), 1);
     /// ```
     pub fn grace_periods(&self) -> u64 {
-        self.completed.load(Ordering::Relaxed)
+        self.gps.completed()
     }
 
     /// Sets the stall warning threshold (default 10 s; `Duration::ZERO`: never).
@@ -152,7 +304,19 @@ impl QsbrDomain {
     }
 
     fn blocks(r: &QsbrRecord, gp: u64) -> bool {
-        super::protocol::qsbr_blocks(&r.ctr, gp)
+        protocol::qsbr_blocks(&r.ctr, gp)
+    }
+
+    /// Whether the calling thread holds a handle of this domain and is online (it would wait for
+    /// itself in a grace period).
+    fn caller_online(&'static self) -> bool {
+        let me = self as *const Self as usize;
+        MINE.try_with(|m| {
+            m.borrow()
+                .iter()
+                .any(|(d, r)| *d == me && r.ctr.load(Ordering::Relaxed) != 0)
+        })
+        .unwrap_or(false)
     }
 
     fn wait_for(&self, gp: u64) {
@@ -200,9 +364,9 @@ impl Pooled for QsbrRecord {
 /// ```
 /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
 /// let mut me = D.register();
-/// me.offline(); // about to block: grace periods need not wait for us
+/// let off = me.offline(); // about to block: grace periods need not wait for us
 /// std::thread::sleep(std::time::Duration::from_millis(1));
-/// me.online();
+/// off.online();
 /// ```
 pub struct QsbrThread {
     domain: &'static QsbrDomain,
@@ -211,7 +375,11 @@ pub struct QsbrThread {
 }
 
 impl QsbrThread {
-    /// Stores `v` as our announcement, fenced both sides, and wakes a waiting writer.
+    /// Stores `v` as our announcement, fenced both sides, and wakes a waiting writer. Out of line:
+    /// it is off the read path (`quiescent_state` calls it only when a grace period waits), and
+    /// inlined into a reader's loop its fences and futex call cost registers there.
+    #[cold]
+    #[inline(never)]
     fn announce(&self, v: u64) {
         // Fenced on both sides (`protocol.rs`); the second fence also orders the `waiting` load.
         super::protocol::qsbr_announce(&self.rec.ctr, v);
@@ -222,9 +390,8 @@ impl QsbrThread {
     }
 
     /// A read-side section: free. References read under it live no longer than the guard, and the
-    /// guard borrows the handle, so no quiescent state can be announced meanwhile.
-    ///
-    /// Panics if the thread is offline (it would not hold grace periods off).
+    /// guard borrows the handle, so no quiescent state can be announced meanwhile, nor can the thread
+    /// go offline (a [`QsbrOffline`] borrows the handle mutably).
     ///
     /// ```
     /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
@@ -234,10 +401,6 @@ impl QsbrThread {
     /// ```
     #[inline(always)]
     pub fn read_lock(&self) -> QsbrReadGuard<'_> {
-        debug_assert!(
-            self.rec.ctr.load(Ordering::Relaxed) != 0,
-            "locklab::rcu: QSBR read lock on an offline thread"
-        );
         QsbrReadGuard { _t: PhantomData }
     }
 
@@ -258,29 +421,30 @@ impl QsbrThread {
         }
     }
 
-    /// Goes offline (e.g. before blocking): grace periods stop waiting for this thread.
+    /// Goes offline (e.g. before blocking): grace periods stop waiting for this thread until the
+    /// returned [`QsbrOffline`] is dropped (or [`online`](QsbrOffline::online) is called). It borrows
+    /// the handle mutably, so no read lock can be taken while offline (liburcu's
+    /// `rcu_thread_offline`/`rcu_thread_online`, checked at compile time):
+    ///
+    /// ```compile_fail
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// let mut me = D.register();
+    /// let off = me.offline();
+    /// let g = me.read_lock(); // error: `me` is borrowed mutably by `off`
+    /// drop(off);
+    /// ```
     ///
     /// ```
     /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
     /// let mut me = D.register();
-    /// me.offline();
-    /// me.online();
-    /// ```
-    pub fn offline(&mut self) {
-        self.announce(0);
-    }
-
-    /// Comes back online.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// let mut me = D.register();
-    /// me.offline();
-    /// me.online();
+    /// let off = me.offline();
+    /// D.synchronize(); // does not wait for us
+    /// off.online();
     /// assert!(me.is_online());
     /// ```
-    pub fn online(&mut self) {
-        self.announce(self.domain.gp.load(Ordering::Relaxed));
+    pub fn offline(&mut self) -> QsbrOffline<'_> {
+        self.announce(0);
+        QsbrOffline { t: self }
     }
 
     /// Whether the thread is online.
@@ -302,20 +466,109 @@ impl QsbrThread {
     /// assert!(me.is_online());
     /// ```
     pub fn synchronize(&mut self) {
-        let was_online = self.is_online();
-        self.offline();
-        self.domain.synchronize();
-        if was_online {
-            self.online();
-        }
+        self.offline().domain_synchronize();
     }
 }
 
 impl Drop for QsbrThread {
     fn drop(&mut self) {
-        self.offline();
+        self.announce(0);
+        let rec: *const QsbrRecord = self.rec;
+        let _ = MINE.try_with(|m| m.borrow_mut().retain(|(_, r)| !core::ptr::eq(*r, rec)));
         // Release: the next registrant's Acquire claim sees the record offline.
         self.rec.in_use.store(false, Ordering::Release);
+    }
+}
+
+/// A registered thread gone offline ([`QsbrThread::offline`]): grace periods do not wait for it.
+/// Dropping it, or [`online`](Self::online), brings the thread back online.
+///
+/// ```
+/// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+/// let mut me = D.register();
+/// {
+///     let _off = me.offline();
+///     std::thread::sleep(std::time::Duration::from_millis(1)); // blocking is fine offline
+/// }
+/// assert!(me.is_online());
+/// ```
+#[must_use = "the thread comes back online when this drops"]
+pub struct QsbrOffline<'t> {
+    t: &'t mut QsbrThread,
+}
+
+impl QsbrOffline<'_> {
+    /// Comes back online (the same as dropping it).
+    ///
+    /// ```
+    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
+    /// let mut me = D.register();
+    /// me.offline().online();
+    /// assert!(me.is_online());
+    /// ```
+    pub fn online(self) {}
+
+    /// A grace period of the thread's domain, waited for while offline.
+    fn domain_synchronize(self) {
+        self.t.domain.synchronize();
+    }
+}
+
+impl Drop for QsbrOffline<'_> {
+    fn drop(&mut self) {
+        self.t.announce(self.t.domain.gp.load(Ordering::Relaxed));
+    }
+}
+
+impl Host for QsbrDomain {
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    fn gp(&self) -> &GpSeq {
+        &self.gps
+    }
+    /// `protocol::qsbr_grace_period`: fence, `gp += 1`, fence, wait for the records, fence.
+    fn grace_period_body(&'static self) {
+        protocol::qsbr_grace_period(&self.gp, |gp| self.wait_for(gp));
+    }
+    fn may_wait(&'static self) -> bool {
+        !self.caller_online()
+    }
+    fn fork_hooks(&'static self) {
+        fork::register(&self.fork_registered, self);
+    }
+    fn names(&self) -> (&'static str, &'static str) {
+        ("call_rcu", "rcu_barrier")
+    }
+}
+
+impl fork::ForkAware for QsbrDomain {
+    fn prepare(&'static self) {
+        self.engine.prepare_fork();
+        fork::park(Box::new(self.records.lock_for_fork()));
+    }
+    fn parent(&'static self) {
+        self.engine.parent_after_fork();
+    }
+    fn child(&'static self) {
+        self.gps.repair_after_fork();
+        let mine: Vec<usize> = MINE
+            .try_with(|m| {
+                m.borrow()
+                    .iter()
+                    .map(|(_, r)| *r as *const QsbrRecord as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
+        for r in unsafe { self.records.held_snapshot() } {
+            if !mine.contains(&(r as *const QsbrRecord as usize)) {
+                // A handle of a thread that does not exist here (handles are not `Send`): offline.
+                r.ctr.store(0, Ordering::Relaxed);
+                r.in_use.store(false, Ordering::Release);
+            }
+        }
+        self.engine.child_after_fork();
     }
 }
 
@@ -396,9 +649,9 @@ mod tests {
     fn offline_threads_do_not_block() {
         static D: QsbrDomain = QsbrDomain::new();
         let mut me = D.register();
-        me.offline();
+        let off = me.offline();
         std::thread::spawn(|| D.synchronize()).join().unwrap();
-        me.online();
+        off.online();
         let done = std::sync::Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
         let before = D.gp.load(Ordering::SeqCst);

@@ -5,7 +5,6 @@
 //! record at any time); a thread that is done with one marks it free, and the next `claim` reuses it.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex as StdMutex;
 use std::time::{Duration, Instant};
 
 /// A record kept in a [`Registry`].
@@ -16,19 +15,21 @@ pub(super) trait Pooled: Sync + 'static {
 
 /// Every record of one domain, ever made.
 pub(super) struct Registry<R: 'static> {
-    records: StdMutex<Vec<&'static R>>,
+    /// A spinlock (held for a scan or a push), not std's mutex: a `fork()` prepare handler holds it
+    /// across the fork and releases it in both processes (`lock_for_fork`).
+    records: crate::TasLock<Vec<&'static R>>,
 }
 
 impl<R: Pooled> Registry<R> {
     pub(super) const fn new() -> Self {
         Registry {
-            records: StdMutex::new(Vec::new()),
+            records: crate::TasLock::new(Vec::new()),
         }
     }
 
     /// A free record, now held by the caller; else a new one made by `make` (which must start held).
     pub(super) fn claim(&self, make: impl FnOnce() -> R) -> &'static R {
-        let mut recs = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recs = self.records.lock();
         for &r in recs.iter() {
             // Acquire pairs with the Release `in_use = false` of the record's last holder.
             if r.in_use()
@@ -46,10 +47,21 @@ impl<R: Pooled> Registry<R> {
 
     /// The records now (held or free).
     pub(super) fn snapshot(&self) -> Vec<&'static R> {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.records.lock().clone()
+    }
+
+    /// Before `fork()`: the lock, to be held across the fork (`fork::park`).
+    pub(super) fn lock_for_fork(&'static self) -> crate::TasLockGuard<'static, Vec<&'static R>> {
+        self.records.lock()
+    }
+
+    /// The records, while the calling thread holds the lock from [`lock_for_fork`](Self::lock_for_fork).
+    ///
+    /// # Safety
+    /// The calling thread (or, in a `fork()` child, the thread it is a copy of) holds the lock.
+    pub(super) unsafe fn held_snapshot(&self) -> Vec<&'static R> {
+        // SAFETY: the caller holds the lock: nobody writes the vector meanwhile.
+        unsafe { (*self.records.data_ptr()).clone() }
     }
 }
 
@@ -102,11 +114,12 @@ pub(super) fn wait_for_records<R>(records: Vec<&'static R>, w: Wait<'_, R>) {
         if !stall.is_zero() && blocked >= warned_at + stall && !pending.is_empty() {
             warned_at = blocked;
             let tids: Vec<u32> = pending.iter().map(|r| (w.tid)(r)).collect();
-            eprintln!(
+            // Not `eprintln!`: it panics when stderr is closed, in the middle of a grace period.
+            super::callback::warn(format_args!(
                 "locklab::rcu: stall warning: a grace period has waited {:.1} s for thread(s) {tids:?} to {}",
                 blocked.as_secs_f64(),
                 w.what
-            );
+            ));
         }
     }
 }

@@ -6,9 +6,22 @@
 //! - **Read lock**: `i = idx`; `locks[i] += 1` (own counter, plain load + store); full fence. The guard
 //!   remembers `i`.
 //! - **Read unlock**: full fence; `unlocks[i] += 1` on the record of the thread that unlocks (the sums
-//!   are what count, so a guard may move to another thread and unlock there: it is `Send`).
-//! - **Grace period** (under `gp_lock`): wait until index `!idx` is drained (sum of its unlocks, fence,
-//!   sum of its locks: equal), flip `idx`, wait until the old index is drained.
+//!   are what count, so a section may end on another thread: [`SrcuDomain::down_read`], the kernel's
+//!   `srcu_down_read`/`srcu_up_read`, gives a `Send` guard).
+//! - **Grace period** (under the grace-period lock, shared between concurrent callers): wait until
+//!   index `!idx` is drained (sum of its unlocks, fence, sum of its locks: equal), flip `idx`, wait
+//!   until the old index is drained.
+//!
+//! # Rules
+//! - [`SrcuReadGuard`] is not `Send`: its sections are counted per thread (`open`), so `synchronize`,
+//!   `cond_synchronize` and `srcu_barrier` inside a section of the same domain on the same thread
+//!   panic instead of waiting for themselves. A [`SrcuDownGuard`] may end on any thread, so it is not
+//!   counted: waiting for a grace period while holding one waits for it (as in the kernel).
+//! - `call_srcu` never waits inside a section (see `LIMIT`).
+//! - `fork()`: the child's grace periods do not wait for other threads' [`SrcuReadGuard`] sections
+//!   (those threads are gone); a [`SrcuDownGuard`] taken before the fork holds the child's grace
+//!   periods until it is dropped in the child, wherever it is (it may have moved to the forking
+//!   thread, so it cannot be discounted).
 //!
 //! # Why two waits
 //! A reader that loaded `idx` before a flip may increment the old index after the writer's scan of it.
@@ -28,11 +41,14 @@
 //! The readers' fence is the price of sleeping readers (as in the kernel); memb's asymmetric fence
 //! would make a blocked reader's `membarrier` IPI-free but not cheaper to reason about.
 
+use super::callback::{self, Engine, Host};
+use super::gp::GpSeq;
 use super::protocol::{self, SrcuCounters};
 use super::registry::{Pooled, Registry};
+use super::{GpCookie, fork};
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::cell::Cell;
-use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
 #[repr(align(128))]
@@ -40,6 +56,8 @@ struct SrcuRecord {
     /// `locks[i]`, `unlocks[i]` (invariant 1).
     ctrs: SrcuCounters,
     in_use: AtomicBool,
+    /// [`SrcuReadGuard`] sections open on the holding thread, per index (holder only).
+    open: [AtomicU64; 2],
 }
 
 impl Pooled for SrcuRecord {
@@ -62,8 +80,9 @@ impl Pooled for SrcuRecord {
 pub struct SrcuDomain {
     idx: AtomicU64,
     records: Registry<SrcuRecord>,
-    gp_lock: StdMutex<()>,
-    completed: AtomicU64,
+    gps: GpSeq,
+    engine: Engine,
+    fork_registered: AtomicBool,
 }
 
 impl Default for SrcuDomain {
@@ -79,8 +98,12 @@ impl Drop for Held {
     fn drop(&mut self) {
         LAST.set((0, 0));
         for (_, r) in self.0.borrow().iter() {
-            // Release: the next holder's Acquire claim sees our last counter updates.
-            r.in_use.store(false, Ordering::Release);
+            // Relaxed: our own counts. A guard that outlives this (in a later thread-local, or
+            // forgotten) keeps the record ours: its unlock decrements `open` (one-off path aside).
+            if r.open.iter().all(|o| o.load(Ordering::Relaxed) == 0) {
+                // Release: the next holder's Acquire claim sees our last counter updates.
+                r.in_use.store(false, Ordering::Release);
+            }
         }
     }
 }
@@ -101,28 +124,31 @@ impl SrcuDomain {
         SrcuDomain {
             idx: AtomicU64::new(0),
             records: Registry::new(),
-            gp_lock: StdMutex::new(()),
-            completed: AtomicU64::new(0),
+            gps: GpSeq::new(),
+            engine: Engine::new(),
+            fork_registered: AtomicBool::new(false),
         }
     }
 
-    fn claim(&self) -> &'static SrcuRecord {
+    fn claim(&'static self) -> &'static SrcuRecord {
+        fork::register(&self.fork_registered, self);
         self.records.claim(|| SrcuRecord {
             ctrs: SrcuCounters::new(),
             in_use: AtomicBool::new(true),
+            open: [const { AtomicU64::new(0) }; 2],
         })
     }
 
-    /// Runs `f` on this thread's record (a one-off record, returned after, in a late thread-local
-    /// destructor).
+    /// Runs `f` on this thread's record, and whether it is a one-off (a record returned right after,
+    /// in a late thread-local destructor).
     #[inline]
-    fn with_record<R>(&'static self, f: impl FnOnce(&'static SrcuRecord) -> R) -> R {
+    fn with_record<R>(&'static self, f: impl FnOnce(&'static SrcuRecord, bool) -> R) -> R {
         let me = self as *const SrcuDomain as usize;
         let (d, r) = LAST.get();
         if d == me {
             // SAFETY: stored below from a `&'static SrcuRecord` this thread holds; cleared by
             // `Held`'s destructor before the thread gives its records back.
-            return f(unsafe { &*(r as *const SrcuRecord) });
+            return f(unsafe { &*(r as *const SrcuRecord) }, false);
         }
         let held = HELD.try_with(|h| {
             let found = h.0.borrow().iter().find(|(d, _)| *d == me).map(|&(_, r)| r);
@@ -135,11 +161,11 @@ impl SrcuDomain {
             r
         });
         match held {
-            Ok(r) => f(r),
+            Ok(r) => f(r, false),
             Err(_) => {
                 // Counts are sums: a one-off record works as well as the thread's own.
                 let r = self.claim();
-                let out = f(r);
+                let out = f(r, true);
                 // Release: the next holder's Acquire claim sees our counter updates.
                 r.in_use.store(false, Ordering::Release);
                 out
@@ -147,12 +173,14 @@ impl SrcuDomain {
         }
     }
 
-    /// Enters a read-side section; it may block, and the guard may move to another thread.
+    /// Enters a read-side section; it may block. The guard stays on this thread (see
+    /// [`down_read`](Self::down_read) for a section that ends on another).
     ///
     /// ```
     /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
     /// let g = D.read_lock();
-    /// std::thread::spawn(move || drop(g)).join().unwrap(); // unlocked elsewhere
+    /// std::thread::sleep(std::time::Duration::from_millis(1)); // readers may block
+    /// drop(g);
     /// D.synchronize();
     /// ```
     pub fn read_lock(&'static self) -> SrcuReadGuard {
@@ -163,15 +191,79 @@ impl SrcuDomain {
     /// first of a grace period's two waits exists for; tests force it).
     #[inline(always)]
     fn read_lock_stalled(&'static self, stall: impl FnOnce()) -> SrcuReadGuard {
+        let (idx, counted) = self.enter(stall, true);
+        SrcuReadGuard {
+            domain: self,
+            idx,
+            counted,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Counts a reader in: index, `stall`, own counter, fence; with `track`, also in the thread's
+    /// `open` count (unless the record is a one-off). Returns the index and whether it was tracked.
+    #[inline(always)]
+    fn enter(&'static self, stall: impl FnOnce(), track: bool) -> (usize, bool) {
         // A stale index is fine (module docs: the two waits cover it).
         let i = protocol::srcu_index(&self.idx);
         stall();
         // Count in index `i` on our own counters (invariant 1), then a full fence (`protocol.rs`).
-        self.with_record(|r| protocol::srcu_enter(&r.ctrs, i));
-        SrcuReadGuard {
-            domain: self,
-            idx: i,
+        let counted = self.with_record(|r, one_off| {
+            protocol::srcu_enter(&r.ctrs, i);
+            let counted = track && !one_off;
+            if counted {
+                // Relaxed: our own count (holder only).
+                let o = r.open[i].load(Ordering::Relaxed);
+                r.open[i].store(o + 1, Ordering::Relaxed);
+            }
+            counted
+        });
+        (i, counted)
+    }
+
+    /// Enters a read-side section that may end on another thread (the kernel's `srcu_down_read`):
+    /// the guard is `Send`. Such a section is not counted as the thread's own, so waiting for a grace
+    /// period while holding it is not detected (it waits until the guard is dropped elsewhere).
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let g = D.down_read();
+    /// std::thread::spawn(move || drop(g)).join().unwrap(); // ended elsewhere (srcu_up_read)
+    /// D.synchronize();
+    /// ```
+    pub fn down_read(&'static self) -> SrcuDownGuard {
+        let (idx, _) = self.enter(|| {}, false);
+        SrcuDownGuard { domain: self, idx }
+    }
+
+    /// Whether the calling thread is inside a [`read_lock`](Self::read_lock) section of this domain.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// assert!(!D.in_read_section());
+    /// let g = D.read_lock();
+    /// assert!(D.in_read_section());
+    /// drop(g);
+    /// assert!(!D.in_read_section());
+    /// ```
+    pub fn in_read_section(&'static self) -> bool {
+        let me = self as *const SrcuDomain as usize;
+        let open = |r: &SrcuRecord| r.open.iter().any(|o| o.load(Ordering::Relaxed) != 0);
+        let (d, r) = LAST.get();
+        if d == me {
+            // SAFETY: as in `with_record`.
+            return open(unsafe { &*(r as *const SrcuRecord) });
         }
+        HELD.try_with(|h| h.0.borrow().iter().any(|(d, r)| *d == me && open(r)))
+            .unwrap_or(false)
+    }
+
+    fn refuse_inside(&'static self, what: &str) {
+        assert!(
+            !self.in_read_section(),
+            "locklab::rcu: SrcuDomain::{what} inside a read-side section of the same domain would \
+             wait for itself"
+        );
     }
 
     /// Whether index `i` has no reader (`protocol::srcu_drained`: unlocks, fence, locks).
@@ -197,6 +289,9 @@ impl SrcuDomain {
     }
 
     /// Waits until every read-side section of this domain that began before the call has ended.
+    /// Concurrent callers share grace periods.
+    ///
+    /// Panics inside a [`read_lock`](Self::read_lock) section of this domain on this thread.
     ///
     /// ```
     /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
@@ -204,10 +299,136 @@ impl SrcuDomain {
     /// assert_eq!(D.grace_periods(), 1);
     /// ```
     pub fn synchronize(&'static self) {
-        let _g = self.gp_lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Serialised by `gp_lock`: drain the other index, flip, drain the old one (`protocol.rs`).
-        protocol::srcu_grace_period(&self.idx, |i| self.wait_drained(i));
-        self.completed.fetch_add(1, Ordering::Release);
+        self.refuse_inside("synchronize");
+        fork::register(&self.fork_registered, self);
+        self.run_gp();
+    }
+
+    /// A cookie naming the first grace period that starts after this call (the kernel's
+    /// `get_state_synchronize_srcu`).
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// assert!(!D.poll_state_synchronize(c));
+    /// D.synchronize();
+    /// assert!(D.poll_state_synchronize(c));
+    /// ```
+    pub fn get_state_synchronize(&'static self) -> GpCookie {
+        GpCookie::new(self.gps.snap(), self as *const Self as usize)
+    }
+
+    /// A cookie, and its grace period started by the domain's grace-period thread (the kernel's
+    /// `start_poll_synchronize_srcu`).
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let c = D.start_poll_synchronize();
+    /// # #[cfg(not(miri))]
+    /// while !D.poll_state_synchronize(c) {
+    ///     std::thread::yield_now();
+    /// }
+    /// ```
+    pub fn start_poll_synchronize(&'static self) -> GpCookie {
+        let c = self.get_state_synchronize();
+        fork::register(&self.fork_registered, self);
+        callback::request(self, c.seq);
+        c
+    }
+
+    /// Whether the grace period named by `cookie` has ended (the kernel's
+    /// `poll_state_synchronize_srcu`). Never blocks. Panics for a cookie of another domain.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// D.cond_synchronize(c);
+    /// assert!(D.poll_state_synchronize(c));
+    /// ```
+    pub fn poll_state_synchronize(&'static self, cookie: GpCookie) -> bool {
+        self.gps.done(cookie.check(self as *const Self as usize))
+    }
+
+    /// Waits for the grace period named by `cookie` unless it has ended. Panics like
+    /// [`synchronize`](Self::synchronize) when it would wait.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// let c = D.get_state_synchronize();
+    /// D.cond_synchronize(c);
+    /// D.cond_synchronize(c); // at once
+    /// ```
+    pub fn cond_synchronize(&'static self, cookie: GpCookie) {
+        let seq = cookie.check(self as *const Self as usize);
+        if self.gps.done(seq) {
+            return;
+        }
+        self.refuse_inside("cond_synchronize");
+        fork::register(&self.fork_registered, self);
+        self.run_gp_until(seq);
+    }
+
+    /// Queues `f` to run after a grace period of this domain, on its grace-period thread (the
+    /// kernel's `call_srcu`). Allowed inside sections; past [`LIMIT`](super::LIMIT) pending callbacks
+    /// on this thread it waits for them to drain, unless inside a section of this domain.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// static RAN: AtomicBool = AtomicBool::new(false);
+    /// D.call_srcu(|| RAN.store(true, Ordering::SeqCst));
+    /// D.srcu_barrier();
+    /// assert!(RAN.load(Ordering::SeqCst));
+    /// ```
+    pub fn call_srcu(&'static self, f: impl FnOnce() + Send + 'static) {
+        callback::enqueue(self, protocol::Callback::Closure(Box::new(f)));
+    }
+
+    /// Drops `value` after a grace period of this domain.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// D.defer_drop(Box::new(vec![0u8; 16]));
+    /// D.srcu_barrier();
+    /// assert_eq!(D.pending_callbacks(), 0);
+    /// ```
+    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
+        callback::enqueue(self, callback::drop_callback(value));
+    }
+
+    /// Waits until every callback queued on this domain before the call has run (the kernel's
+    /// `srcu_barrier`). Panics inside a section of this domain on this thread, or in one of its
+    /// callbacks.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// D.call_srcu(|| {});
+    /// D.srcu_barrier();
+    /// assert_eq!(D.callbacks_invoked(), 1);
+    /// ```
+    pub fn srcu_barrier(&'static self) {
+        fork::register(&self.fork_registered, self);
+        callback::barrier(self);
+    }
+
+    /// Callbacks queued and not yet invoked.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// assert_eq!(D.pending_callbacks(), 0);
+    /// ```
+    pub fn pending_callbacks(&self) -> usize {
+        self.engine.pending()
+    }
+
+    /// Callbacks invoked so far.
+    ///
+    /// ```
+    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+    /// assert_eq!(D.callbacks_invoked(), 0);
+    /// ```
+    pub fn callbacks_invoked(&self) -> u64 {
+        self.engine.invoked()
     }
 
     /// Grace periods completed.
@@ -217,11 +438,79 @@ impl SrcuDomain {
     /// assert_eq!(D.grace_periods(), 0);
     /// ```
     pub fn grace_periods(&self) -> u64 {
-        self.completed.load(Ordering::Relaxed)
+        self.gps.completed()
     }
 }
 
-/// An SRCU read-side section (the index it counted in). `Send`: it may be unlocked on another thread.
+impl Host for SrcuDomain {
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    fn gp(&self) -> &GpSeq {
+        &self.gps
+    }
+    /// `protocol::srcu_grace_period`: drain the other index, flip, drain the old one.
+    fn grace_period_body(&'static self) {
+        protocol::srcu_grace_period(&self.idx, |i| self.wait_drained(i));
+    }
+    fn may_wait(&'static self) -> bool {
+        !self.in_read_section()
+    }
+    fn fork_hooks(&'static self) {
+        fork::register(&self.fork_registered, self);
+    }
+    fn names(&self) -> (&'static str, &'static str) {
+        ("call_srcu", "srcu_barrier")
+    }
+}
+
+impl fork::ForkAware for SrcuDomain {
+    fn prepare(&'static self) {
+        self.engine.prepare_fork();
+        fork::park(Box::new(self.records.lock_for_fork()));
+    }
+    fn parent(&'static self) {
+        self.engine.parent_after_fork();
+    }
+    fn child(&'static self) {
+        self.gps.repair_after_fork();
+        let mine: Vec<usize> = HELD
+            .try_with(|h| {
+                h.0.borrow()
+                    .iter()
+                    .map(|(_, r)| *r as *const SrcuRecord as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
+        for r in unsafe { self.records.held_snapshot() } {
+            if mine.contains(&(r as *const SrcuRecord as usize)) {
+                continue;
+            }
+            // A thread that does not exist here: its `read_lock` sections (not `Send`) ended with
+            // it. Count their unlocks, so the sums balance (its down_read sections stay counted).
+            for i in 0..2 {
+                let open = r.open[i].load(Ordering::Relaxed);
+                if open != 0 {
+                    let u = r.ctrs.unlocks[i].load(Ordering::Relaxed);
+                    r.ctrs.unlocks[i].store(u + open, Ordering::Relaxed);
+                    r.open[i].store(0, Ordering::Relaxed);
+                }
+            }
+            r.in_use.store(false, Ordering::Release);
+        }
+        self.engine.child_after_fork();
+    }
+}
+
+/// An SRCU read-side section (the index it counted in). Not `Send` (see
+/// [`SrcuDomain::down_read`] for one that is):
+///
+/// ```compile_fail
+/// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+/// let g = D.read_lock();
+/// std::thread::spawn(move || drop(g)); // error: `SrcuReadGuard` is not `Send`
+/// ```
 ///
 /// ```
 /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
@@ -232,6 +521,31 @@ impl SrcuDomain {
 pub struct SrcuReadGuard {
     domain: &'static SrcuDomain,
     idx: usize,
+    /// Counted in the thread's `open` (not in a one-off record).
+    counted: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+/// An SRCU read-side section that may end on any thread ([`SrcuDomain::down_read`]).
+///
+/// ```
+/// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+/// let g = D.down_read();
+/// std::thread::spawn(move || drop(g)).join().unwrap();
+/// ```
+#[must_use = "the read-side section ends when the guard drops"]
+pub struct SrcuDownGuard {
+    domain: &'static SrcuDomain,
+    idx: usize,
+}
+
+impl Drop for SrcuDownGuard {
+    fn drop(&mut self) {
+        // A full fence, then the unlock count on our own counters (invariant 1; `protocol.rs`).
+        let i = self.idx;
+        self.domain
+            .with_record(|r, _| protocol::srcu_exit(&r.ctrs, i));
+    }
 }
 
 impl SrcuReadGuard {
@@ -251,8 +565,16 @@ impl SrcuReadGuard {
 impl Drop for SrcuReadGuard {
     fn drop(&mut self) {
         // A full fence, then the unlock count on our own counters (invariant 1; `protocol.rs`).
-        let i = self.idx;
-        self.domain.with_record(|r| protocol::srcu_exit(&r.ctrs, i));
+        let (i, counted) = (self.idx, self.counted);
+        self.domain.with_record(|r, _| {
+            protocol::srcu_exit(&r.ctrs, i);
+            if counted {
+                // Relaxed: our own count; the guard is not `Send`, so this is the record it was
+                // counted on (kept ours while the count is non-zero: `Held`).
+                let o = r.open[i].load(Ordering::Relaxed);
+                r.open[i].store(o - 1, Ordering::Relaxed);
+            }
+        });
     }
 }
 
@@ -337,10 +659,10 @@ mod tests {
                             std::thread::sleep(Duration::from_micros(200));
                         }
                         assert!(!o.dead.load(Ordering::SeqCst), "retired under a reader");
+                        drop(g);
                         if k == 0 && n.is_multiple_of(16) {
-                            std::thread::spawn(move || drop(g)).join().unwrap();
-                        } else {
-                            drop(g);
+                            let d = D.down_read();
+                            std::thread::spawn(move || drop(d)).join().unwrap();
                         }
                     }
                 });

@@ -181,8 +181,61 @@ pub fn membarrier() -> bool {
     unreachable!("membarrier is never registered under loom or Miri");
     #[cfg(not(any(loom, miri)))]
     {
+        #[cfg(test)]
+        if FAIL_MEMBARRIER.with(|f| f.get()) {
+            return false;
+        }
         membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0
             || membarrier_call(MEMBARRIER_CMD_GLOBAL) == 0
+    }
+}
+
+#[cfg(all(test, not(any(loom, miri))))]
+std::thread_local! {
+    /// Tests: `membarrier` fails on this thread (as under a per-thread seccomp filter).
+    pub(crate) static FAIL_MEMBARRIER: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// The fallback for a refused [`membarrier`]: makes every CPU this process may run on execute a full
+/// barrier, by moving the calling thread onto each of them in turn (the kernel migrates a thread
+/// before `sched_setaffinity` returns; the switch to it on that CPU is a full barrier there, and
+/// whatever ran there was switched out). Slow (a migration per CPU), but needs no permission.
+/// Restores the thread's affinity. Returns `false` if it could not run on some CPU it is allowed to
+/// (CPUs outside the process's cpuset, where none of its threads can run, are skipped).
+///
+/// ```
+/// assert!(locklab::sys::cpu_walk_barrier());
+/// ```
+pub fn cpu_walk_barrier() -> bool {
+    #[cfg(miri)]
+    {
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        true
+    }
+    #[cfg(not(miri))]
+    // SAFETY: every `cpu_set_t` is a valid zeroed set of the size passed; the affinity calls take no
+    // other memory arguments.
+    unsafe {
+        let size = core::mem::size_of::<libc::cpu_set_t>();
+        let mut old: libc::cpu_set_t = core::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut old) != 0 {
+            return false;
+        }
+        let n = libc::sysconf(libc::_SC_NPROCESSORS_CONF)
+            .clamp(1, libc::CPU_SETSIZE as libc::c_long) as usize;
+        let mut ran = 0;
+        let mut ok = true;
+        for cpu in 0..n {
+            let mut one: libc::cpu_set_t = core::mem::zeroed();
+            libc::CPU_SET(cpu, &mut one);
+            if libc::sched_setaffinity(0, size, &one) == 0 {
+                ran += 1;
+            } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+                ok = false; // allowed there, yet refused: that CPU was not fenced
+            }
+        }
+        let restored = libc::sched_setaffinity(0, size, &old) == 0;
+        ok && ran > 0 && restored
     }
 }
 

@@ -1,0 +1,108 @@
+//! `fork()` support for every RCU domain, as liburcu gives it: each domain that has been used
+//! registers here, and `pthread_atfork` handlers quiesce them before a fork and repair them after.
+//!
+//! - **Prepare** (the forking thread, before the fork): for each domain, its grace-period thread stops
+//!   taking callbacks and finishes the batch it runs, then the domain's record pools and callback
+//!   lists are locked, so the child's copy of them is consistent.
+//! - **Parent**: everything unlocked; the grace-period thread goes on.
+//! - **Child**: unlocked; a grace period that another thread was running at the fork is undone (its
+//!   lock released, its sequence put back); reader records of threads that do not exist in the child
+//!   are released (their sections cannot be running in the child); the grace-period thread is
+//!   started again when next needed.
+//!
+//! The handlers run in registration order before the fork and in reverse order after it.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// A domain's fork handlers. `prepare` parks the guards of the locks it takes ([`park`]); they are
+/// released after `parent` or `child` ran (which may read what they protect).
+pub(super) trait ForkAware: Sync {
+    /// Before the fork, on the forking thread.
+    fn prepare(&'static self);
+    /// After the fork, in the parent, its locks still held.
+    fn parent(&'static self);
+    /// After the fork, in the child (the forking thread's copy, alone), its locks still held.
+    fn child(&'static self);
+}
+
+/// Every registered domain. A spinlock: held across the fork by `prepare`.
+static DOMAINS: crate::TasLock<Vec<&'static dyn ForkAware>> = crate::TasLock::new(Vec::new());
+
+std::thread_local! {
+    /// Guards held across a fork by the forking thread, released in reverse order after it.
+    static PARKED: core::cell::RefCell<Vec<Box<dyn core::any::Any>>> =
+        const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keeps a lock guard until the fork is over (on the forking thread; its copy in the child).
+pub(super) fn park(guard: Box<dyn core::any::Any>) {
+    // A fork from a thread-local destructor after this one was destroyed: the guard is leaked, and
+    // the lock stays held (in both processes); nothing better can be done there.
+    if let Err(e) = PARKED.try_with(|p| p.borrow_mut().push(guard)) {
+        let _ = e;
+    }
+}
+
+/// Registers `d` once (`flag` is the domain's "registered" flag).
+pub(super) fn register(flag: &AtomicBool, d: &'static dyn ForkAware) {
+    // Relaxed: the swap under the list's lock decides; a stale `false` only takes the lock.
+    if flag.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut list = DOMAINS.lock();
+    if flag.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    install();
+    list.push(d);
+}
+
+/// Installs the `pthread_atfork` handlers once (not under Miri, which has no `pthread_atfork`).
+fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    #[cfg(not(miri))]
+    ONCE.call_once(|| {
+        // SAFETY: the three handlers are `extern "C" fn()` with no arguments, valid for the life of
+        // the process.
+        let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        if r != 0 {
+            super::callback::warn(format_args!(
+                "locklab::rcu: pthread_atfork failed ({r}): fork() children may find RCU domains wedged"
+            ));
+        }
+    });
+    #[cfg(miri)]
+    let _ = &ONCE;
+}
+
+extern "C" fn prepare() {
+    let list = DOMAINS.lock();
+    let domains = list.clone();
+    // Held across the fork; released after `parent` and `child`.
+    park(Box::new(list));
+    for d in domains {
+        d.prepare();
+    }
+}
+
+/// Runs `f` on every domain in reverse order, then releases every parked lock, in reverse order.
+fn after(f: impl Fn(&'static dyn ForkAware)) {
+    // SAFETY: `prepare` locked the list on this thread (in the child: on the thread this one is a copy
+    // of) and parked the guard; nothing writes it until the guard is dropped below.
+    let list = unsafe { (*DOMAINS.data_ptr()).clone() };
+    for d in list.iter().rev() {
+        f(*d);
+    }
+    let parked = PARKED.try_with(|p| core::mem::take(&mut *p.borrow_mut()));
+    for g in parked.unwrap_or_default().into_iter().rev() {
+        drop(g);
+    }
+}
+
+extern "C" fn parent() {
+    after(|d| d.parent());
+}
+
+extern "C" fn child() {
+    after(|d| d.child());
+}
