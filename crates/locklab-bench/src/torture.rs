@@ -13,10 +13,17 @@
 //!   notified returns: a lost wake-up shows as a difference, or as a thread that never finishes), and
 //!   timed waits return within [`TIMED_WAIT_SLACK`] of their timeout.
 //!
-//! - RCU (`rcu`, rcutorture's checks): readers record the age, in grace periods, of the object they
-//!   saw (the pipe histogram); an object more than 2 grace periods old, or one already "freed" (its
-//!   grace period over), seen inside a read-side section is a failure; after `rcu_barrier` every
-//!   retired object must have been freed (no lost callbacks). `busted-rcu`'s grace periods do not wait.
+//! - RCU (`rcu` for memb, `srcu`; rcutorture's checks): readers record the age, in grace periods, of
+//!   the object they saw (the pipe histogram); an object more than 2 grace periods old, one already
+//!   "freed" (its grace period over), or one freed and reused as another (its id changed) seen inside
+//!   a read-side section is a failure; after the barrier every retired object must have been freed
+//!   (no lost callbacks). Freed objects are reused only several grace periods later, so a reader that
+//!   holds one sees it dead. `busted-rcu`'s grace periods do not wait; `busted-rcu-early`'s end after a
+//!   short fixed wait, which readers that hold their sections longer now and then must catch.
+//!
+//! Every subject counts how often each of its paths ran (`try` and `timed` acquisitions, `notify_one`,
+//! `notify_all`, requeues and timeouts of the condvar, each RCU grace-period and callback path); a
+//! path that never ran fails the run, as the torture did not test it.
 //!
 //! A run that does not finish within its duration plus [`HANG_GRACE`] is a failure too (a deadlock or a
 //! lost wake-up): the report is printed and the process exits non-zero without joining.
@@ -136,8 +143,55 @@ pub struct Op {
     pub me: usize,
     /// Hold the lock this long instead of a few hundred ns (`long-holds`).
     pub hold: Option<Duration>,
-    /// Acquire with this timeout (`timeouts`), if the lock has a timed mode.
+    /// Acquire with this timeout (`timeouts`, and now and then otherwise), if the lock has a timed
+    /// mode.
     pub timeout: Option<Duration>,
+    /// Acquire with `try_lock` (`timeouts`, and now and then otherwise).
+    pub try_only: bool,
+    /// A random number for the subject's own choices (which path an operation takes).
+    pub roll: u64,
+}
+
+/// How often each path of a subject ran: a run in which one ran zero times fails (the torture did
+/// not test it).
+pub struct Paths(Vec<(&'static str, AtomicU64)>);
+
+impl Paths {
+    /// Paths with these names, none run yet.
+    pub fn new(names: &[&'static str]) -> Arc<Self> {
+        Arc::new(Paths(
+            names.iter().map(|n| (*n, AtomicU64::new(0))).collect(),
+        ))
+    }
+
+    /// Path `name` ran once.
+    pub fn hit(&self, name: &str) {
+        match self.0.iter().find(|(n, _)| *n == name) {
+            Some((_, c)) => {
+                c.fetch_add(1, Relaxed);
+            }
+            None => panic!("torture: unknown path {name}"),
+        }
+    }
+
+    fn snapshot(&self) -> Vec<PathCount> {
+        self.0
+            .iter()
+            .map(|(n, c)| PathCount {
+                path: (*n).to_string(),
+                runs: c.load(Relaxed),
+            })
+            .collect()
+    }
+}
+
+/// One path's count in a result.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct PathCount {
+    /// The path's name (e.g. `synchronize`, `notify_all`, `try`).
+    pub path: String,
+    /// How many times it ran.
+    pub runs: u64,
 }
 
 type OpFn = Box<dyn Fn(Op) -> Result<(), String> + Send + Sync>;
@@ -159,6 +213,8 @@ pub struct Subject {
     stop: Option<CheckFn>,
     /// RCU: readers' ages (in grace periods) of the objects they saw, 0, 1, 2, 3 or more.
     pipe: Option<Arc<[AtomicU64; 4]>>,
+    /// The subject's paths and how often each ran.
+    paths: Option<Arc<Paths>>,
 }
 
 /// A subject with one exclusive operation and `forget` (the rest unset).
@@ -171,6 +227,7 @@ fn exclusive_subject(name: &'static str, write: OpFn, forget: CheckFn) -> Subjec
         finish: None,
         stop: None,
         pipe: None,
+        paths: None,
     }
 }
 
@@ -209,29 +266,75 @@ where
     R::Guard: 'static,
 {
     let l: Arc<lock_api::Mutex<R, Data>> = Arc::new(lock_api::Mutex::new(Data::default()));
-    let write = Box::new(move |op: Op| write_section(&l.lock(), op.me, op.hold));
-    exclusive_subject(name, write, Box::new(mutex_forget::<R>))
+    let paths = Paths::new(&["lock", "try"]);
+    let p = paths.clone();
+    let write = Box::new(move |op: Op| {
+        if op.try_only {
+            p.hit("try");
+            return l
+                .try_lock()
+                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold));
+        }
+        p.hit("lock");
+        write_section(&l.lock(), op.me, op.hold)
+    });
+    let mut s = exclusive_subject(name, write, Box::new(mutex_forget::<R>));
+    s.paths = Some(paths);
+    s
 }
 
 fn timed_mutex_subject<R: lock_api::RawMutexTimed<Duration = Duration> + Send + Sync + 'static>(
     name: &'static str,
 ) -> Subject {
     let l: Arc<lock_api::Mutex<R, Data>> = Arc::new(lock_api::Mutex::new(Data::default()));
-    let write = Box::new(move |op: Op| match op.timeout {
-        Some(t) => l
-            .try_lock_for(t)
-            .map_or(Ok(()), |g| write_section(&g, op.me, op.hold)),
-        None => write_section(&l.lock(), op.me, op.hold),
+    let paths = Paths::new(&["lock", "try", "timed"]);
+    let p = paths.clone();
+    let write = Box::new(move |op: Op| match (op.timeout, op.try_only) {
+        (Some(t), _) => {
+            p.hit("timed");
+            l.try_lock_for(t)
+                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold))
+        }
+        (None, true) => {
+            p.hit("try");
+            l.try_lock()
+                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold))
+        }
+        (None, false) => {
+            p.hit("lock");
+            write_section(&l.lock(), op.me, op.hold)
+        }
     });
-    exclusive_subject(name, write, Box::new(mutex_forget::<R>))
+    let mut s = exclusive_subject(name, write, Box::new(mutex_forget::<R>));
+    s.paths = Some(paths);
+    s
 }
 
 fn rw_subject<R: lock_api::RawRwLock + Send + Sync + 'static>(name: &'static str) -> Subject {
     let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
     let l2 = l.clone();
-    let write = Box::new(move |op: Op| write_section(&l.write(), op.me, op.hold));
+    let paths = Paths::new(&["write", "read", "try-write", "try-read"]);
+    let (p, p2) = (paths.clone(), paths.clone());
+    let write = Box::new(move |op: Op| {
+        if op.try_only {
+            p.hit("try-write");
+            return l
+                .try_write()
+                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold));
+        }
+        p.hit("write");
+        write_section(&l.write(), op.me, op.hold)
+    });
     let mut s = exclusive_subject(name, write, Box::new(rw_forget::<R>));
-    s.read = Some(Box::new(move |op| read_held(&l2.read(), op)));
+    s.read = Some(Box::new(move |op| {
+        if op.try_only {
+            p2.hit("try-read");
+            return l2.try_read().map_or(Ok(()), |g| read_held(&g, op));
+        }
+        p2.hit("read");
+        read_held(&l2.read(), op)
+    }));
+    s.paths = Some(paths);
     s
 }
 
@@ -241,17 +344,47 @@ where
 {
     let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
     let l2 = l.clone();
-    let write = Box::new(move |op: Op| match op.timeout {
-        Some(t) => l
-            .try_write_for(t)
-            .map_or(Ok(()), |g| write_section(&g, op.me, op.hold)),
-        None => write_section(&l.write(), op.me, op.hold),
+    let paths = Paths::new(&[
+        "write",
+        "read",
+        "try-write",
+        "try-read",
+        "timed-write",
+        "timed-read",
+    ]);
+    let (p, p2) = (paths.clone(), paths.clone());
+    let write = Box::new(move |op: Op| match (op.timeout, op.try_only) {
+        (Some(t), _) => {
+            p.hit("timed-write");
+            l.try_write_for(t)
+                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold))
+        }
+        (None, true) => {
+            p.hit("try-write");
+            l.try_write()
+                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold))
+        }
+        (None, false) => {
+            p.hit("write");
+            write_section(&l.write(), op.me, op.hold)
+        }
     });
     let mut s = exclusive_subject(name, write, Box::new(rw_forget::<R>));
-    s.read = Some(Box::new(move |op| match op.timeout {
-        Some(t) => l2.try_read_for(t).map_or(Ok(()), |g| read_held(&g, op)),
-        None => read_held(&l2.read(), op),
+    s.read = Some(Box::new(move |op| match (op.timeout, op.try_only) {
+        (Some(t), _) => {
+            p2.hit("timed-read");
+            l2.try_read_for(t).map_or(Ok(()), |g| read_held(&g, op))
+        }
+        (None, true) => {
+            p2.hit("try-read");
+            l2.try_read().map_or(Ok(()), |g| read_held(&g, op))
+        }
+        (None, false) => {
+            p2.hit("read");
+            read_held(&l2.read(), op)
+        }
     }));
+    s.paths = Some(paths);
     s
 }
 
@@ -287,6 +420,7 @@ fn seqlock_subject() -> Subject {
         finish: None,
         stop: None,
         pipe: None,
+        paths: None,
     }
 }
 
@@ -408,6 +542,7 @@ fn lockref_subject(busted: bool) -> Subject {
         })),
         stop: None,
         pipe: None,
+        paths: None,
     }
 }
 
@@ -436,10 +571,19 @@ fn condvar_subject(busted: bool) -> Subject {
         notified: AtomicU64::new(0),
         woken: AtomicU64::new(0),
     });
+    let paths = Paths::new(&["notify_one", "notify_all", "requeue", "timeout"]);
+    let (pn, pw1, pw2) = (paths.clone(), paths.clone(), paths.clone());
     let notify = move |cv: &Condvar, s: &Shared, all: bool| {
         let n = if all {
-            cv.notify_all() as u64
+            pn.hit("notify_all");
+            let n = cv.notify_all() as u64;
+            if n >= 2 {
+                // Several waiters moved onto the mutex's wait list at once.
+                pn.hit("requeue");
+            }
+            n
         } else {
+            pn.hit("notify_one");
             cv.notify_one() as u64
         };
         // Busted: one notification in 64 is counted but never sent (a lost wake-up, as seen by the
@@ -452,6 +596,7 @@ fn condvar_subject(busted: bool) -> Subject {
         woken: &AtomicU64,
         g: &mut locklab::MutexGuard<'_, CvState>,
         timeout: Option<Duration>,
+        paths: &Paths,
     ) -> Result<(), String> {
         match timeout {
             Some(t) => {
@@ -460,7 +605,10 @@ fn condvar_subject(busted: bool) -> Subject {
                 let took = t0.elapsed();
                 if !r.timed_out() {
                     woken.fetch_add(1, Relaxed);
-                } else if took > t + TIMED_WAIT_SLACK {
+                } else {
+                    paths.hit("timeout");
+                }
+                if r.timed_out() && took > t + TIMED_WAIT_SLACK {
                     return Err(format!("a timed wait of {t:?} returned after {took:?}"));
                 }
             }
@@ -472,6 +620,7 @@ fn condvar_subject(busted: bool) -> Subject {
         Ok(())
     }
     let (s1, s2, s3) = (s.clone(), s.clone(), s.clone());
+    let (notify1, notify2, notify3) = (notify.clone(), notify.clone(), notify);
     Subject {
         name: if busted { "busted-condvar" } else { "condvar" },
         // Producers.
@@ -479,13 +628,13 @@ fn condvar_subject(busted: bool) -> Subject {
             let s = &*s1;
             let mut g = s.m.lock();
             while g.slot.is_some() && !g.stop {
-                wait(&s.not_full, &s.woken, &mut g, op.timeout)?;
+                wait(&s.not_full, &s.woken, &mut g, op.timeout, &pw1)?;
             }
             if g.stop {
                 return Ok(());
             }
             g.slot = Some(op.me as u64);
-            notify(&s.not_empty, s, op.me % 4 == 1);
+            notify1(&s.not_empty, s, op.roll.is_multiple_of(4));
             Ok(())
         }),
         // Consumers.
@@ -493,10 +642,10 @@ fn condvar_subject(busted: bool) -> Subject {
             let s = &*s2;
             let mut g = s.m.lock();
             while g.slot.is_none() && !g.stop {
-                wait(&s.not_empty, &s.woken, &mut g, op.timeout)?;
+                wait(&s.not_empty, &s.woken, &mut g, op.timeout, &pw2)?;
             }
             if g.slot.take().is_some() {
-                notify(&s.not_full, s, op.me % 4 == 0);
+                notify2(&s.not_full, s, op.roll % 4 == 1);
             }
             Ok(())
         })),
@@ -512,21 +661,34 @@ fn condvar_subject(busted: bool) -> Subject {
         })),
         stop: Some(Box::new(move || {
             s.m.lock().stop = true;
-            notify(&s.not_empty, &s, true);
-            notify(&s.not_full, &s, true);
+            notify3(&s.not_empty, &s, true);
+            notify3(&s.not_full, &s, true);
             Ok(())
         })),
         pipe: None,
+        paths: (!busted).then_some(paths),
     }
 }
 
-/// The domain RCU torture runs in (its own: no other reader holds up its grace periods).
+/// The domains RCU torture runs in (its own: no other reader holds up their grace periods).
 static TORTURE_RCU: locklab::rcu::RcuDomain = locklab::rcu::RcuDomain::new();
+static TORTURE_SRCU: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
+
+/// How long `busted-rcu-early`'s grace period lasts: a fixed wait, long enough to cover most
+/// sections (a few hundred ns), too short for the readers that hold theirs (`RCU_LONG_READ`).
+const EARLY_GP: Duration = Duration::from_micros(50);
+/// A reader holds its section this long one time in [`RCU_LONG_EVERY`], so that sections span grace
+/// periods (the pipe's 1 and 2 buckets) and an early end is seen.
+const RCU_LONG_READ: Duration = Duration::from_micros(300);
+const RCU_LONG_EVERY: u64 = 32;
+/// Grace periods a dead object waits in the pool before it is reused (a freed object recycled at
+/// once would look live again to a reader that holds it: delaying reuse lets the reader see it dead).
+const REUSE_AFTER_GPS: u64 = 4;
 
 /// An object published under RCU torture. Never freed (leaked: a broken RCU must not make the check
 /// itself undefined behaviour); "freed" is the `dead` mark, set where a real free would happen, and a
-/// dead object goes back to a pool that writers reuse (what an allocator would do), so memory stays
-/// bounded.
+/// dead object goes back to a pool that writers reuse (what an allocator would do), after
+/// [`REUSE_AFTER_GPS`] grace periods, so memory stays bounded.
 struct RcuObj {
     id: AtomicU64,
     /// Completed grace periods when it was unpublished (`u64::MAX` while published).
@@ -535,27 +697,67 @@ struct RcuObj {
     dead: AtomicBool,
 }
 
-/// rcutorture for our RCU (`rcu`), or for a busted one whose grace periods do not wait and whose
-/// callbacks run at once (`busted-rcu`), which the checks must catch.
+/// Which RCU `rcu_subject` tortures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RcuFlavour {
+    /// Ours, memb flavour (`rcu`).
+    Memb,
+    /// Ours, SRCU (`srcu`): readers may sleep inside their sections.
+    Srcu,
+    /// Grace periods that do not wait at all (`busted-rcu`).
+    BustedNoWait,
+    /// Grace periods that end after a short fixed wait (`busted-rcu-early`).
+    BustedEarly,
+}
+
+/// Frees (marks dead) an object when dropped: the `defer_drop` path's payload.
+struct Killer(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        if let Some(k) = self.0.take() {
+            k();
+        }
+    }
+}
+
+/// rcutorture for our RCU (`rcu`: memb; `srcu`), or for a busted one (`busted-rcu`: grace periods
+/// that do not wait; `busted-rcu-early`: grace periods that end after a short fixed wait), which the
+/// checks must catch.
 ///
-/// Readers (even workers) take a read-side section, load the published object, work (or sleep, under
-/// `long-holds`), and check: the object is not dead, and at most 2 grace periods completed since it
-/// was unpublished (a reader's section can span only the grace period in progress when it began: ages
-/// 0 and 1 are normal, 2 is rcutorture's tolerance, more is a failure). Ages go into the pipe
-/// histogram. Writers (odd workers) publish a new object and retire the old one, by `synchronize` then
-/// marking it, or by `call_rcu` of the marking (alternately by worker). At the end `rcu_barrier` must
-/// have run every callback: every retired object is dead.
-fn rcu_subject(busted: bool) -> Subject {
+/// Readers (even workers) take a read-side section, load the published object and its id, work (or
+/// hold the section for [`RCU_LONG_READ`] now and then, or sleep under `long-holds`), and check,
+/// still inside: the object is not dead, it is still the object loaded (same id: not freed and
+/// reused), and at most 2 grace periods completed since it was unpublished (a reader's section can
+/// span only the grace period in progress when it began: ages 0 and 1 are normal, 2 is
+/// rcutorture's tolerance, more is a failure). Ages go into the pipe histogram. Writers (odd
+/// workers) publish a new object and retire the old one by one of the flavour's paths, chosen at
+/// random: `synchronize` then marking it dead, the expedited form, `call_rcu` of the marking,
+/// `defer_drop` of a value whose drop marks it, a polled grace period (`start_poll_synchronize` then
+/// polling), `get_state_synchronize` then `cond_synchronize`, or `call_rcu` then the barrier. At the
+/// end the barrier must have run every callback: every retired object is dead. Every path must have
+/// run.
+fn rcu_subject(flavour: RcuFlavour) -> Subject {
+    use std::collections::VecDeque;
+    use std::sync::atomic::Ordering::SeqCst;
     struct State {
         cur: std::sync::atomic::AtomicPtr<RcuObj>,
         next_id: AtomicU64,
         retired: AtomicU64,
         killed: Arc<AtomicU64>,
-        /// The busted RCU's fake grace-period count.
-        fake_gp: AtomicU64,
-        /// Dead objects, ready for reuse.
-        pool: Arc<StdMutex<Vec<&'static RcuObj>>>,
+        /// The busted RCUs' fake grace-period count.
+        fake_gp: Arc<AtomicU64>,
+        /// Dead objects, with the grace-period count at their death, ready for reuse later.
+        pool: Arc<StdMutex<VecDeque<(u64, &'static RcuObj)>>>,
     }
+    let busted = matches!(flavour, RcuFlavour::BustedNoWait | RcuFlavour::BustedEarly);
+    let d = &TORTURE_RCU;
+    let sd = &TORTURE_SRCU;
+    let gps_of = move |fake: &AtomicU64| match flavour {
+        RcuFlavour::Memb => d.grace_periods(),
+        RcuFlavour::Srcu => sd.grace_periods(),
+        _ => fake.load(SeqCst),
+    };
     fn leak(id: u64) -> *mut RcuObj {
         Box::into_raw(Box::new(RcuObj {
             id: AtomicU64::new(id),
@@ -563,78 +765,199 @@ fn rcu_subject(busted: bool) -> Subject {
             dead: AtomicBool::new(false),
         }))
     }
-    fn fresh(st: &State) -> *mut RcuObj {
+    let fresh = move |st: &State| -> *mut RcuObj {
         let id = st.next_id.fetch_add(1, Relaxed);
-        match st.pool.lock().unwrap().pop() {
-            Some(o) => {
-                o.id.store(id, Relaxed);
-                o.retired_at
-                    .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
-                o.dead.store(false, std::sync::atomic::Ordering::SeqCst);
+        let now = gps_of(&st.fake_gp);
+        let mut pool = st.pool.lock().unwrap();
+        match pool.front() {
+            Some(&(died, o)) if now >= died + REUSE_AFTER_GPS => {
+                pool.pop_front();
+                o.id.store(id, SeqCst);
+                o.retired_at.store(u64::MAX, SeqCst);
+                o.dead.store(false, SeqCst);
                 o as *const RcuObj as *mut RcuObj
             }
-            None => leak(id),
+            _ => leak(id),
         }
-    }
-    let d = &TORTURE_RCU;
+    };
     let st = Arc::new(State {
         cur: std::sync::atomic::AtomicPtr::new(leak(0)),
         next_id: AtomicU64::new(1),
         retired: AtomicU64::new(0),
         killed: Arc::new(AtomicU64::new(0)),
-        fake_gp: AtomicU64::new(0),
-        pool: Arc::new(StdMutex::new(vec![])),
+        fake_gp: Arc::new(AtomicU64::new(0)),
+        pool: Arc::new(StdMutex::new(VecDeque::new())),
     });
-    let pipe: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
-    let (st1, st2, st3, pipe2) = (st.clone(), st.clone(), st.clone(), pipe.clone());
-    let gps = move |st: &State| {
-        if busted {
-            st.fake_gp.load(Relaxed)
-        } else {
-            d.grace_periods()
-        }
+    let names: &[&'static str] = match flavour {
+        RcuFlavour::Memb => &[
+            "synchronize",
+            "expedited",
+            "call_rcu",
+            "defer_drop",
+            "polled",
+            "cond",
+            "barrier",
+        ],
+        RcuFlavour::Srcu => &[
+            "synchronize",
+            "call_srcu",
+            "defer_drop",
+            "polled",
+            "cond",
+            "barrier",
+            "down_read",
+        ],
+        _ => &["early"],
     };
+    let paths = Paths::new(names);
+    let pipe: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let (st1, st2, st3, pipe2, pw, pr) = (
+        st.clone(),
+        st.clone(),
+        st.clone(),
+        pipe.clone(),
+        paths.clone(),
+        paths.clone(),
+    );
     Subject {
-        name: if busted { "busted-rcu" } else { "rcu" },
+        name: match flavour {
+            RcuFlavour::Memb => "rcu",
+            RcuFlavour::Srcu => "srcu",
+            RcuFlavour::BustedNoWait => "busted-rcu",
+            RcuFlavour::BustedEarly => "busted-rcu-early",
+        },
         write: Box::new(move |op| {
             let st = &*st1;
             let new = fresh(st);
             // SAFETY (of the deref below): objects are leaked, never freed.
             let old = unsafe { &*st.cur.swap(new, std::sync::atomic::Ordering::AcqRel) };
-            old.retired_at
-                .store(gps(st), std::sync::atomic::Ordering::SeqCst);
+            old.retired_at.store(gps_of(&st.fake_gp), SeqCst);
             st.retired.fetch_add(1, Relaxed);
-            let (killed, pool) = (st.killed.clone(), st.pool.clone());
+            let (killed, pool, fake) = (st.killed.clone(), st.pool.clone(), st.fake_gp.clone());
             let kill = move || {
-                old.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+                old.dead.store(true, SeqCst);
                 killed.fetch_add(1, Relaxed);
-                pool.lock().unwrap().push(old);
+                let died = match flavour {
+                    RcuFlavour::Memb => d.grace_periods(),
+                    RcuFlavour::Srcu => sd.grace_periods(),
+                    _ => fake.load(SeqCst),
+                };
+                pool.lock().unwrap().push_back((died, old));
             };
-            if busted {
-                // A grace period that does not wait: the object dies at once.
-                st.fake_gp.fetch_add(1, Relaxed);
-                kill();
-            } else if op.me % 4 == 1 {
-                d.synchronize();
-                kill();
-            } else {
-                d.call_rcu(kill);
+            let poll = |done: &dyn Fn() -> bool| {
+                while !done() {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            };
+            match flavour {
+                RcuFlavour::BustedNoWait | RcuFlavour::BustedEarly => {
+                    if flavour == RcuFlavour::BustedEarly {
+                        std::thread::sleep(EARLY_GP);
+                    }
+                    st.fake_gp.fetch_add(1, SeqCst);
+                    pw.hit("early");
+                    kill();
+                }
+                RcuFlavour::Memb => match op.roll % 8 {
+                    0 => {
+                        pw.hit("synchronize");
+                        d.synchronize();
+                        kill();
+                    }
+                    1 => {
+                        pw.hit("expedited");
+                        d.synchronize_expedited();
+                        kill();
+                    }
+                    2 => {
+                        pw.hit("defer_drop");
+                        d.defer_drop(Box::new(Killer(Some(Box::new(kill)))));
+                    }
+                    3 => {
+                        pw.hit("polled");
+                        let c = d.start_poll_synchronize();
+                        poll(&|| d.poll_state_synchronize(c));
+                        kill();
+                    }
+                    4 => {
+                        pw.hit("cond");
+                        let c = d.get_state_synchronize();
+                        d.cond_synchronize(c);
+                        kill();
+                    }
+                    5 if op.roll % 64 == 5 => {
+                        pw.hit("barrier");
+                        d.call_rcu(kill);
+                        d.rcu_barrier();
+                    }
+                    _ => {
+                        pw.hit("call_rcu");
+                        d.call_rcu(kill);
+                    }
+                },
+                RcuFlavour::Srcu => match op.roll % 8 {
+                    0 | 1 => {
+                        pw.hit("synchronize");
+                        sd.synchronize();
+                        kill();
+                    }
+                    2 => {
+                        pw.hit("defer_drop");
+                        sd.defer_drop(Box::new(Killer(Some(Box::new(kill)))));
+                    }
+                    3 => {
+                        pw.hit("polled");
+                        let c = sd.start_poll_synchronize();
+                        poll(&|| sd.poll_state_synchronize(c));
+                        kill();
+                    }
+                    4 => {
+                        pw.hit("cond");
+                        let c = sd.get_state_synchronize();
+                        sd.cond_synchronize(c);
+                        kill();
+                    }
+                    5 if op.roll % 64 == 5 => {
+                        pw.hit("barrier");
+                        sd.call_srcu(kill);
+                        sd.srcu_barrier();
+                    }
+                    _ => {
+                        pw.hit("call_srcu");
+                        sd.call_srcu(kill);
+                    }
+                },
             }
             Ok(())
         }),
         read: Some(Box::new(move |op| {
             let st = &*st2;
-            let g = d.read_lock();
+            // The section: memb, or SRCU (sometimes a `down_read` section).
+            enum G {
+                Memb(#[allow(dead_code)] locklab::rcu::RcuReadGuard),
+                Srcu(#[allow(dead_code)] locklab::rcu::SrcuReadGuard),
+                Down(#[allow(dead_code)] locklab::rcu::SrcuDownGuard),
+            }
+            let g = match flavour {
+                RcuFlavour::Srcu if op.roll % 8 == 7 => {
+                    pr.hit("down_read");
+                    G::Down(sd.down_read())
+                }
+                RcuFlavour::Srcu => G::Srcu(sd.read_lock()),
+                _ => G::Memb(d.read_lock()),
+            };
             // SAFETY: objects are leaked, never freed.
             let o = unsafe { &*st.cur.load(std::sync::atomic::Ordering::Acquire) };
-            let id = o.id.load(Relaxed);
+            let id = o.id.load(SeqCst);
             match op.hold {
                 Some(t) => std::thread::sleep(t),
+                None if op.roll % RCU_LONG_EVERY == 3 => std::thread::sleep(RCU_LONG_READ),
                 None => work(20),
             }
-            let dead = o.dead.load(std::sync::atomic::Ordering::SeqCst);
-            let retired = o.retired_at.load(std::sync::atomic::Ordering::SeqCst);
-            let now = gps(st);
+            let dead = o.dead.load(SeqCst);
+            let id_now = o.id.load(SeqCst);
+            let retired = o.retired_at.load(SeqCst);
+            let now = gps_of(&st.fake_gp);
             drop(g);
             let age = if retired == u64::MAX {
                 0
@@ -647,6 +970,11 @@ fn rcu_subject(busted: bool) -> Subject {
                     "reader saw object {id} freed under it (its grace period ended early)"
                 ));
             }
+            if id_now != id {
+                return Err(format!(
+                    "reader's object {id} was freed and reused as {id_now} under it"
+                ));
+            }
             if age > 2 {
                 return Err(format!(
                     "reader held object {id} across {age} grace periods"
@@ -656,19 +984,22 @@ fn rcu_subject(busted: bool) -> Subject {
         })),
         forget: None,
         finish: Some(Box::new(move || {
-            if !busted {
-                d.rcu_barrier();
+            match flavour {
+                RcuFlavour::Memb => d.rcu_barrier(),
+                RcuFlavour::Srcu => sd.srcu_barrier(),
+                _ => {}
             }
             let (r, k) = (st3.retired.load(Relaxed), st3.killed.load(Relaxed));
             if r != k {
                 return Err(format!(
-                    "{r} objects retired but {k} freed after rcu_barrier (lost callbacks)"
+                    "{r} objects retired but {k} freed after the barrier (lost callbacks)"
                 ));
             }
             Ok(())
         })),
         stop: None,
         pipe: Some(pipe),
+        paths: (!busted).then_some(paths),
     }
 }
 
@@ -687,6 +1018,7 @@ fn busted_unlock_early() -> Subject {
         finish: None,
         stop: None,
         pipe: None,
+        paths: None,
     }
 }
 
@@ -702,6 +1034,7 @@ fn busted_rw() -> Subject {
         finish: None,
         stop: None,
         pipe: None,
+        paths: None,
     }
 }
 
@@ -742,6 +1075,7 @@ fn busted_seqlock() -> Subject {
         finish: None,
         stop: None,
         pipe: None,
+        paths: None,
     }
 }
 
@@ -766,14 +1100,16 @@ pub fn subject(name: &str) -> Option<Subject> {
         "busted-seqlock" => busted_seqlock(),
         "busted-lockref" => lockref_subject(true),
         "busted-condvar" => condvar_subject(true),
-        "rcu" => rcu_subject(false),
-        "busted-rcu" => rcu_subject(true),
+        "rcu" => rcu_subject(RcuFlavour::Memb),
+        "srcu" => rcu_subject(RcuFlavour::Srcu),
+        "busted-rcu" => rcu_subject(RcuFlavour::BustedNoWait),
+        "busted-rcu-early" => rcu_subject(RcuFlavour::BustedEarly),
         _ => return None,
     })
 }
 
 /// Our primitives, as `--lock all` runs them.
-pub const OURS: [&str; 13] = [
+pub const OURS: [&str; 14] = [
     "tas",
     "ticket",
     "mcs",
@@ -787,15 +1123,17 @@ pub const OURS: [&str; 13] = [
     "lockref",
     "condvar",
     "rcu",
+    "srcu",
 ];
 /// The deliberately broken locks, as `--lock busted` runs them.
-pub const BUSTED: [&str; 6] = [
+pub const BUSTED: [&str; 7] = [
     "busted-unlock-early",
     "busted-rw",
     "busted-seqlock",
     "busted-lockref",
     "busted-condvar",
     "busted-rcu",
+    "busted-rcu-early",
 ];
 
 /// One kind of operation's counts.
@@ -834,6 +1172,10 @@ pub struct LockResult {
     /// unpublished (rcutorture's pipe; more than 2 is a failure).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pipe: Option<[u64; 4]>,
+    /// How many times each path of the subject ran (`try`, `timed`, `notify_all`, `synchronize`,
+    /// ...); a path that never ran fails the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<PathCount>>,
     /// `true` when nothing failed.
     pub ok: bool,
 }
@@ -861,6 +1203,17 @@ impl LockResult {
         }
         if let Some(p) = &self.pipe {
             s += &format!("  Pipe: {} {} {} {}", p[0], p[1], p[2], p[3]);
+        }
+        if let Some(paths) = &self.paths {
+            s += "  Paths:";
+            for p in paths {
+                s += &format!(
+                    " {}={}{}",
+                    p.path,
+                    p.runs,
+                    if p.runs == 0 { " !!!" } else { "" }
+                );
+            }
         }
         if self.other_failures > 0 {
             s += &format!("  Other: {} !!!", self.other_failures);
@@ -947,12 +1300,21 @@ impl Rng {
 fn one_op(sh: &Shared, w: usize, rng: &mut Rng) {
     let stressor = sh.stressor();
     let me = w + 1;
+    // Under `timeouts` half the acquisitions are timed and a quarter are `try`; otherwise one in
+    // 64 of each, so that a short run still reaches those paths.
+    let mode = if stressor == "timeouts" {
+        rng.below(4)
+    } else {
+        rng.below(64)
+    };
     let op = Op {
         me,
         hold: (stressor == "long-holds" && rng.below(2000) == 0)
             .then(|| Duration::from_micros(1000 + rng.below(4000))),
-        timeout: (stressor == "timeouts" && rng.below(2) == 0)
+        timeout: (mode < 2 && (stressor == "timeouts" || mode < 1))
             .then(|| Duration::from_micros(rng.below(2000))),
+        try_only: mode == 2,
+        roll: rng.next(),
     };
     let read = sh.subject.read.is_some() && w.is_multiple_of(2);
     let r = match (&sh.subject.read, read) {
@@ -1121,6 +1483,13 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
     {
         sh.fail(&sh.other_fail, m);
     }
+    let paths = sh.subject.paths.as_ref().map(|p| p.snapshot());
+    for p in paths.iter().flatten().filter(|p| p.runs == 0) {
+        sh.fail(
+            &sh.other_fail,
+            format!("path '{}' never ran: the run did not test it", p.path),
+        );
+    }
     let counts = |v: &[AtomicU64], fail: &AtomicU64, only: Option<bool>| {
         let per: Vec<u64> = v
             .iter()
@@ -1154,6 +1523,7 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
             .pipe
             .as_ref()
             .map(|p| std::array::from_fn(|i| p[i].load(Relaxed))),
+        paths,
         ok,
     }
 }
@@ -1307,6 +1677,7 @@ mod tests {
             late_ops: 0,
             hung: false,
             pipe: None,
+            paths: None,
             ok: true,
         };
         assert!(
@@ -1319,6 +1690,34 @@ mod tests {
         assert!(r.line().contains("!!! Fail: 1"));
         r.other_failures = 2;
         assert!(r.line().ends_with("Other: 2 !!!"));
+    }
+
+    /// A subject with a path that never runs fails the run, and the line marks the path.
+    #[test]
+    fn a_path_that_never_ran_fails() {
+        let paths = Paths::new(&["used", "never"]);
+        let p = paths.clone();
+        let mut s = exclusive_subject(
+            "x",
+            Box::new(move |_| {
+                p.hit("used");
+                Ok(())
+            }),
+            Box::new(|| Ok(())),
+        );
+        s.paths = Some(paths);
+        let r = run_one(
+            s,
+            &Settings {
+                duration: Duration::from_millis(100),
+                threads: 2,
+            },
+        );
+        assert!(!r.ok);
+        let paths = r.paths.as_ref().unwrap();
+        assert!(paths[0].runs > 0 && paths[1].runs == 0);
+        assert!(r.failures.iter().any(|f| f.contains("'never' never ran")));
+        assert!(r.line().contains("never=0 !!!"), "{}", r.line());
     }
 
     #[test]

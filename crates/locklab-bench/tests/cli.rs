@@ -470,7 +470,7 @@ fn torture_catches_every_busted_lock() {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
     assert_eq!(v["ok"], false);
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 6);
+    assert_eq!(results.len(), 7);
     for r in results {
         assert_eq!(r["ok"], false, "{} was not caught: {r}", r["lock"]);
         assert!(!r["failures"].as_array().unwrap().is_empty(), "{r}");

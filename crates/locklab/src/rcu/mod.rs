@@ -109,7 +109,7 @@ pub use cell::RcuCell;
 use gp::GpSeq;
 pub use qsbr::{QsbrDomain, QsbrOffline, QsbrReadGuard, QsbrThread};
 use registry::{Pooled, Registry, Wait, wait_for_records};
-pub use srcu::{SrcuDomain, SrcuReadGuard};
+pub use srcu::{SrcuDomain, SrcuDownGuard, SrcuReadGuard};
 
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
