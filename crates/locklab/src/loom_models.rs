@@ -995,6 +995,97 @@ mod rcu {
         });
     }
 
+    /// Polled grace periods: a writer unpublishes object 0 and takes a cookie (`seq_snap`, the
+    /// kernel's `get_state_synchronize_rcu`) while another thread runs a shared grace period; the
+    /// writer frees object 0 only once the cookie is done (`seq_done`: `poll_state_synchronize`),
+    /// running the grace period it names itself if not (`run_grace_period_until`:
+    /// `cond_synchronize`). A reader that loaded object 0 holds off the free either way.
+    #[test]
+    fn rcu_polled_cookie_waits_for_readers() {
+        model(|| {
+            let o = Objects::new();
+            let m = Memb::new();
+            let completed = Arc::new(AtomicU64::new(0));
+            let seq = Arc::new(AtomicU64::new(0));
+            let lock = Arc::new(loom::sync::Mutex::new(()));
+            let r = m.reader(&o);
+            let other = {
+                let (m, completed, seq, lock) =
+                    (m.clone(), completed.clone(), seq.clone(), lock.clone());
+                thread::spawn(move || {
+                    p::shared_grace_period(
+                        &seq,
+                        &completed,
+                        || lock.lock().unwrap(),
+                        |_| thread::yield_now(),
+                        || {},
+                        || m.grace_period(),
+                    )
+                })
+            };
+            o.unpublish_old();
+            let cookie = p::seq_snap(&seq);
+            if !p::seq_done(&seq, cookie) {
+                p::run_grace_period_until(
+                    &seq,
+                    &completed,
+                    cookie,
+                    || lock.lock().unwrap(),
+                    |_| thread::yield_now(),
+                    || {},
+                    || m.grace_period(),
+                );
+            }
+            assert!(p::seq_done(&seq, cookie), "the cookie's grace period ended");
+            o.free_old();
+            other.join().unwrap();
+            r.join().unwrap();
+        });
+    }
+
+    /// A cookie taken before a grace period starts is not done until a grace period that started
+    /// after it ends: the one running at the snapshot does not count.
+    #[test]
+    fn rcu_polled_cookie_is_not_done_early() {
+        model(|| {
+            let completed = Arc::new(AtomicU64::new(0));
+            let seq = Arc::new(AtomicU64::new(0));
+            let lock = Arc::new(loom::sync::Mutex::new(()));
+            let started = Arc::new(AtomicU64::new(0));
+            let gp = {
+                let (completed, seq, lock, started) = (
+                    completed.clone(),
+                    seq.clone(),
+                    lock.clone(),
+                    started.clone(),
+                );
+                thread::spawn(move || {
+                    p::shared_grace_period(
+                        &seq,
+                        &completed,
+                        || lock.lock().unwrap(),
+                        |_| thread::yield_now(),
+                        || {},
+                        || {
+                            started.fetch_add(1, Ordering::SeqCst);
+                        },
+                    )
+                })
+            };
+            // How many grace-period bodies had begun when the cookie was taken: the cookie needs
+            // one more to have begun (and ended) before it is done.
+            let before = started.load(Ordering::SeqCst);
+            let cookie = p::seq_snap(&seq);
+            gp.join().unwrap();
+            if p::seq_done(&seq, cookie) {
+                assert!(
+                    started.load(Ordering::SeqCst) > before,
+                    "done without a grace period that began after the snapshot"
+                );
+            }
+        });
+    }
+
     /// QSBR: a registered reader reads, announces a quiescent state, reads again, goes offline.
     #[test]
     fn rcu_qsbr_grace_period_waits_for_quiescent_states() {
