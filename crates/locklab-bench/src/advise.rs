@@ -120,6 +120,8 @@ pub fn cells(rows: &[ResultRow], grid: &Grid) -> Vec<Cell> {
                 let mut here: Vec<(&ResultRow, Kind)> = rows
                     .iter()
                     .filter(|r| r.threads == t && r.cs_ns == cs && r.read_pct == Some(read))
+                    // A superlinear row measured something else than the lock: no advice rests on it.
+                    .filter(|r| !r.superlinear)
                     .filter_map(|r| {
                         let k = locks::find(&r.lock)?.kind;
                         (k != Kind::Baseline).then_some((r, k))
@@ -340,6 +342,26 @@ mod tests {
             cs_ns: vec![0],
             read_pct: vec![0, 90],
         }
+    }
+
+    /// A superlinear row never wins a cell (nor counts as the best of its kind).
+    #[test]
+    fn a_superlinear_row_wins_nothing() {
+        let mut fast = row("mutex", 2, 0, 0, 100.0);
+        fast.superlinear = true;
+        let rows = vec![
+            row("mutex", 1, 0, 0, 10.0),
+            row("parking-lot-mutex", 1, 0, 0, 8.0),
+            fast,
+            row("rwsem", 2, 0, 0, 6.0),
+            row("parking-lot-mutex", 2, 0, 0, 9.0),
+        ];
+        let c = cells(&rows, &grid());
+        let two = c.iter().find(|c| c.threads == 2).unwrap();
+        assert_eq!(
+            (two.winner.as_str(), two.best_ours.as_str()),
+            ("parking-lot-mutex", "rwsem")
+        );
     }
 
     #[test]

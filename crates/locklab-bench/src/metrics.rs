@@ -168,6 +168,11 @@ pub struct ResultRow {
     pub ns_per_op: f64,
     /// this row's median / the same lock's 1-thread median in this run
     pub scaling: Option<f64>,
+    /// `scaling` above min(threads, CPUs) by more than [`SUPERLINEAR_TOLERANCE`]: no lock can do that,
+    /// so the row (or its 1-thread row) measured something else (frequency, placement); flagged `???`
+    /// in tables, and no verdict rests on it.
+    #[serde(default)]
+    pub superlinear: bool,
     /// per-thread ops in the median repeat
     pub per_thread_ops: MinMax,
     /// Jain's fairness index of the per-thread ops, in [0, 1]
@@ -231,7 +236,22 @@ pub struct ResultRow {
     pub noise: Noise,
 }
 
+/// How far above min(threads, CPUs) a scaling may go, as a fraction, before it is flagged
+/// `superlinear` (the spread of repeated 1-thread runs on a quiet machine stays within it).
+pub const SUPERLINEAR_TOLERANCE: f64 = 0.10;
+
+/// Whether `scaling` at `threads` threads on `cpus` CPUs is more than any lock can do (beyond
+/// [`SUPERLINEAR_TOLERANCE`]).
+pub fn superlinear(scaling: f64, threads: usize, cpus: usize) -> bool {
+    scaling > threads.min(cpus).max(1) as f64 * (1.0 + SUPERLINEAR_TOLERANCE)
+}
+
 impl ResultRow {
+    /// Whether the row is marked `???` in tables: unfair, or superlinear.
+    pub fn flagged(&self) -> bool {
+        self.unfair() || self.superlinear
+    }
+
     /// locktorture's mark: the busiest thread did more than twice the work of the idlest.
     /// Not for `rcu-update`, whose updater and readers do different operations.
     pub fn unfair(&self) -> bool {
@@ -368,6 +388,7 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
         },
         ns_per_op,
         scaling: None,
+        superlinear: false,
         per_thread_ops: MinMax {
             min: med.per_thread_ops.iter().copied().min().unwrap_or(0),
             max: med.per_thread_ops.iter().copied().max().unwrap_or(0),
@@ -490,8 +511,9 @@ pub fn fill_limits(rows: &mut [ResultRow]) {
     }
 }
 
-/// Fills in `scaling` for every row that has a 1-thread row of the same lock, workload and settings.
-pub fn fill_scaling(rows: &mut [ResultRow]) {
+/// Fills in `scaling` for every row that has a 1-thread row of the same lock, workload and settings,
+/// and flags the rows whose scaling no lock can reach on `cpus` CPUs (`superlinear`).
+pub fn fill_scaling(rows: &mut [ResultRow], cpus: usize) {
     let base: Vec<(String, String, f64)> = rows
         .iter()
         .filter(|r| r.threads == 1)
@@ -509,6 +531,7 @@ pub fn fill_scaling(rows: &mut [ResultRow]) {
             .find(|(w, l, _)| *w == r.workload && *l == r.lock)
             .filter(|(_, _, b)| *b > 0.0)
             .map(|(_, _, b)| r.ops_per_sec.median / b);
+        r.superlinear = r.scaling.is_some_and(|s| superlinear(s, r.threads, cpus));
     }
 }
 
@@ -642,9 +665,36 @@ mod tests {
             ),
         ];
         assert_eq!(rows[0].idle_pct, 0.0);
-        fill_scaling(&mut rows);
+        fill_scaling(&mut rows, 8);
         assert_eq!(rows[0].scaling, Some(1.0));
         assert_eq!(rows[1].scaling, Some(3.0));
+        // x3 at 2 threads: more than two threads can do; flagged.
+        assert!(!rows[0].superlinear && rows[1].superlinear);
+    }
+
+    /// Superlinear scaling is flagged on synthetic rows (at min(threads, CPUs) plus the tolerance),
+    /// marked `???` in the table, and serialised on every row.
+    #[test]
+    fn superlinear_rows_are_flagged() {
+        let mk = |threads: usize, ops: f64| {
+            let mut r = row("l", "mutex", threads, 0, (ops, ops, ops));
+            r.per_thread_ops = MinMax { min: 10, max: 10 };
+            r
+        };
+        let mut rows = vec![mk(1, 1e6), mk(2, 2.05e6), mk(4, 2.9e6)];
+        fill_scaling(&mut rows, 2);
+        assert!(
+            !rows[1].superlinear,
+            "x2.05 at 2 threads on 2 CPUs is within noise"
+        );
+        assert!(rows[2].superlinear, "x2.9 at 4 threads on 2 CPUs");
+        let mut rows = vec![mk(1, 1e6), mk(2, 2.83e6)];
+        fill_scaling(&mut rows, 2);
+        assert!(rows[1].superlinear && rows[1].flagged());
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(json[0]["superlinear"], false);
+        assert_eq!(json[1]["superlinear"], true);
+        assert!(superlinear(2.3, 4, 2) && !superlinear(2.2, 4, 2) && !superlinear(1.1, 1, 8));
     }
 
     fn row(lock: &str, workload: &str, threads: usize, cs: u64, ops: (f64, f64, f64)) -> ResultRow {

@@ -113,7 +113,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                 report
                     .results
                     .push(summarize(&rs, trials, &report.calibration));
-                fill_scaling(&mut report.results);
+                fill_scaling(&mut report.results, cpus.len().max(1));
                 fill_limits(&mut report.results);
                 for e in &plan.exporters {
                     e.checkpoint(&report)?;

@@ -57,7 +57,7 @@ pub fn render(report: &Report) -> String {
                 r.acquire_ns.p50,
                 r.acquire_ns.p99,
                 r.jain_fairness,
-                if r.unfair() { " ???" } else { "" },
+                if r.flagged() { " ???" } else { "" },
                 r.limit.ratio
             );
         }

@@ -93,7 +93,7 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
         mine.sort_by_key(|r| r.threads);
         for r in mine {
             let scaling = r.scaling.map(|s| format!("(x{s:.2})")).unwrap_or_default();
-            let mut mark = if r.unfair() { " ???" } else { "" }.to_string();
+            let mut mark = if r.flagged() { " ???" } else { "" }.to_string();
             if r.noise.busy {
                 mark += &format!(
                     " busy({:.0}%)",
@@ -168,5 +168,29 @@ mod tests {
         assert!(s.contains("14,300,000"), "{s}");
         assert!(s.contains("(x0.27)"), "{s}");
         assert!(s.contains("???"), "{s}");
+    }
+
+    #[test]
+    fn a_superlinear_row_is_marked() {
+        let mut r = ResultRow {
+            workload: "mutex".into(),
+            lock: "mutex".into(),
+            threads: 2,
+            ..Default::default()
+        };
+        r.per_thread_ops.min = 5;
+        r.per_thread_ops.max = 5;
+        r.scaling = Some(2.83);
+        let fair = render(&Report {
+            results: vec![r.clone()],
+            ..Default::default()
+        });
+        assert!(!fair.contains("???"), "{fair}");
+        r.superlinear = true;
+        let s = render(&Report {
+            results: vec![r],
+            ..Default::default()
+        });
+        assert!(s.contains("(x2.83)") && s.contains("???"), "{s}");
     }
 }
