@@ -17,6 +17,15 @@ fn read<L: LockUnderTest>(c: &mut Criterion, name: &str) {
     c.bench_function(&format!("read lock+unlock/{name}"), |b| {
         b.iter(|| l.shared(|d| black_box(d.words[0])))
     });
+    // What a user's code sees: the read lock taken inside an ordinary function (not inlined into the
+    // measuring loop), so nothing it looks up (the thread slot, the counter) is hoisted out of a loop.
+    #[inline(never)]
+    fn in_a_function<L: LockUnderTest>(l: &L) -> u64 {
+        l.shared(|d| d.words[0])
+    }
+    c.bench_function(&format!("read lock+unlock in a function/{name}"), |b| {
+        b.iter(|| black_box(in_a_function(black_box(&l))))
+    });
 }
 
 fn count<R: RefCountUnderTest>(c: &mut Criterion, name: &str) {
