@@ -41,7 +41,7 @@ pub struct Machine {
 /// median / min / max of the repeats' throughput.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Spread {
-    /// median
+    /// Median
     pub median: f64,
     /// lowest
     pub min: f64,
@@ -70,7 +70,7 @@ pub struct CtxSwitches {
 /// Sampled acquisition latency percentiles (ns).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
-    /// median
+    /// Median
     pub p50: u64,
     /// 99th percentile
     pub p99: u64,
@@ -275,7 +275,7 @@ pub struct RowSpec {
     pub workload: Workload,
     /// lock name
     pub lock: String,
-    /// threads
+    /// Threads
     pub threads: usize,
     /// cs, ns
     pub cs_ns: u64,
@@ -561,7 +561,7 @@ mod tests {
         }
     }
 
-    /// Issue 9 item 5: other processes' CPU and steal, as a share of the machine, worst trial wins.
+    /// Other processes' CPU and steal, as a share of the machine, worst trial wins.
     #[test]
     fn noise_is_the_worst_trials_share_of_the_machine() {
         let mut quiet = trial(vec![1], 1_000_000_000, 0, &[]);
@@ -715,7 +715,7 @@ mod tests {
         r
     }
 
-    /// Issue 9 item 2: the limit is the `none` row's best repeat at the same threads, or the writes back
+    /// The limit is the `none` row's best repeat at the same threads, or the writes back
     /// to back (cs + the lock's own cost alone), whichever is slower; `lock_ns` subtracts `none`.
     #[test]
     fn limits_come_from_the_none_row_and_serial_writes() {
@@ -761,7 +761,7 @@ mod tests {
         assert!(rows.iter().all(|r| r.limit.ratio <= 1.0));
     }
 
-    /// Issue 9 item 2: the hand-over rate comes from the median repeat's counts, and the line-transfer
+    /// The hand-over rate comes from the median repeat's counts, and the line-transfer
     /// model uses it.
     #[test]
     fn handover_rate_and_model() {

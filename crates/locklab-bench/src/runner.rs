@@ -359,7 +359,7 @@ struct WorkerResult {
 /// The loop runs in batches of [`PUBLISH_EVERY`] ops: the stop flag is read and the op count published
 /// once per batch, and only a batch's first op can be sampled, so the other ops of a batch run `op` with
 /// a constant `false` (after inlining: no clock code, no branch on it). This keeps the harness's own
-/// cost to about a nanosecond per op (issue 9: 4-6 ns of harness in every op hid and inverted the
+/// cost to about a nanosecond per op (4-6 ns of harness in every op hid and inverted the
 /// differences between the cheapest read locks; the `none` row measures what is left).
 pub(crate) fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> TrialOutcome {
     assert!(spec.threads > 0, "a trial needs at least one thread");
@@ -381,7 +381,7 @@ pub(crate) fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Tri
                     }
                     // Auto-resizing: `record` grows it to any value (nanoseconds to minutes). Not
                     // `saturating_record`, which never resizes and clamped every sample past the initial
-                    // range (~2 us) to 2 ns (issue 9).
+                    // range (~2 us) to 2 ns.
                     let mut hist =
                         Histogram::<u64>::new(3).expect("3 significant figures is valid");
                     let (mut exclusive_ops, mut handovers) = (0u64, 0u64);
@@ -1086,7 +1086,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// Latencies far past the histogram's initial range are recorded at their true value (issue 9: they
+    /// Latencies far past the histogram's initial range are recorded at their true value (they
     /// were clamped to 2 ns). The mock clock steps 2,500 ns (just past the initial ~2,047) and 3 s.
     #[test]
     fn latency_is_recorded_at_its_true_value_across_the_range() {
@@ -1177,7 +1177,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// Issue 9 item 2: hand-overs are counted under the lock, in the window: one thread never hands
+    /// Hand-overs are counted under the lock, in the window: one thread never hands
     /// over to another; several threads on one lock do, at a rate in (0, 1]; reads are not counted.
     #[test]
     fn handovers_are_counted_under_the_lock() {

@@ -249,7 +249,7 @@ mod tests {
         r
     }
 
-    /// Issue 9 item 6: `atomic-count` (no lock) is shown but never wins the summary.
+    /// `atomic-count` (no lock) is shown but never wins the summary.
     #[test]
     fn baselines_never_win_the_summary() {
         let rep = Report {
@@ -272,7 +272,7 @@ mod tests {
         assert!(!line.contains("atomic-count"), "{line}");
     }
 
-    /// Issue 9 item 8: one line per workload, a cell per thread count naming the winner and by how
+    /// One line per workload, a cell per thread count naming the winner and by how
     /// much, whichever side wins.
     #[test]
     fn one_line_per_workload_names_each_winner() {

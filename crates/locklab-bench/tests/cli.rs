@@ -248,7 +248,7 @@ fn bench_writes_csv_and_markdown_files_and_table() {
     );
 }
 
-/// Issue 9 item 2: the limit is a bound: no row of any lock in any workload beats it (ratio <= 1). A
+/// The limit is a bound: no row of any lock in any workload beats it (ratio <= 1). A
 /// quick run of every lock, with the machine to itself; the only slack allowed is 5% for a 30 ms
 /// window's noise. A bound built on the `none` row's best repeat can only be beaten by a row measured
 /// while `none` was disturbed (another process took the CPU for all its repeats), so a workload whose
@@ -764,7 +764,7 @@ fn compare_reports_ratios_verdicts_and_fails_on_regressions() {
     assert!(err.contains("cannot read /nonexistent.json"), "{err}");
 }
 
-/// Issue 9 item 5: a run while other processes load every CPU says so (a JSON field, a table mark and
+/// A run while other processes load every CPU says so (a JSON field, a table mark and
 /// one warning line).
 #[test]
 fn a_run_on_a_busy_machine_says_so() {
@@ -808,7 +808,7 @@ fn a_run_on_a_busy_machine_says_so() {
     assert!(err.contains("busy("), "the table marks the row: {err}");
 }
 
-/// Issue 11: `reproduce 004` prints the seed's table with its figures beside ours and a verdict
+/// `reproduce 004` prints the seed's table with its figures beside ours and a verdict
 /// computed from them, and writes it all as JSON; a seed not built yet is one clear line.
 #[test]
 fn reproduce_004_prints_the_seeds_table_and_a_verdict() {
@@ -882,7 +882,7 @@ fn reproduce_json(seed: &str) -> serde_json::Value {
     r
 }
 
-/// Issue 11, seed 000: four builds of the write path, UP the cheapest (it has no locked instruction:
+/// Seed 000: four builds of the write path, UP the cheapest (it has no locked instruction:
 /// a model whose UP arm were not cheaper would be measuring something else), and the dd reference.
 #[test]
 fn reproduce_000_times_the_write_path_builds() {
@@ -907,7 +907,7 @@ fn reproduce_000_times_the_write_path_builds() {
     );
 }
 
-/// Issue 11, seed 001: three workloads x six node locks; MB/s-equivalent is ops x 4 KiB; the
+/// Seed 001: three workloads x six node locks; MB/s-equivalent is ops x 4 KiB; the
 /// non-spinning rwsem's writers sleep, the others' do not all.
 #[test]
 fn reproduce_001_runs_the_btree_workloads() {
@@ -929,7 +929,7 @@ fn reproduce_001_runs_the_btree_workloads() {
     assert_eq!(r["figures"]["seed"]["dbench_mb_s"]["rwsem"], 200.0);
 }
 
-/// Issue 11, seed 003: the directory model at the CPU count and four times it; idle shares are
+/// Seed 003: the directory model at the CPU count and four times it; idle shares are
 /// percentages, and the seed's 90% / 15-20% are beside ours.
 #[test]
 fn reproduce_003_reports_idle_beside_throughput() {
@@ -956,7 +956,7 @@ fn reproduce_003_reports_idle_beside_throughput() {
     );
 }
 
-/// Issue 11: `reproduce 002` measures five arms at 1 and 2 threads and derives each lock's share of a
+/// `reproduce 002` measures five arms at 1 and 2 threads and derives each lock's share of a
 /// stat() from them; the JSON's shares are the subtractions of its own arms.
 #[test]
 fn reproduce_002_measures_shares_by_subtraction() {
@@ -992,7 +992,7 @@ fn reproduce_002_measures_shares_by_subtraction() {
     assert!(r["table"].as_str().unwrap().contains("brlock + lockref"));
 }
 
-/// Issue 11: `report --from` draws a page from any JSON the lab wrote: a bench run and a reproduce
+/// `report --from` draws a page from any JSON the lab wrote: a bench run and a reproduce
 /// run together; four plots per workload configuration (scaling, latency CDF, idle, hand-over), the
 /// reproduction's table and verdict; bad input is one clear line.
 #[test]
@@ -1068,7 +1068,7 @@ fn report_draws_any_runs_into_one_page() {
     assert!(err.contains("is not a locklab --json report"), "{err}");
 }
 
-/// Issue 12 / lab.md: the `condvar` workload: our Condvar and std's and parking_lot's on one bounded
+/// Lab.md: the `condvar` workload: our Condvar and std's and parking_lot's on one bounded
 /// queue; rows carry the queue's shape and the wake-ups per message; only condvar pairs run it (no
 /// `none` row); its flags are refused elsewhere and bad values are one clear line.
 #[test]

@@ -1,6 +1,6 @@
-//! Locks used from thread-local destructors that run after the thread's slot was returned (issue 8,
-//! defects 5 and 6): the thread then has no queue nodes and no private reader counter, and every lock
-//! must still be correct. `late` arranges it: a thread-local registered before the thread's first lock
+//! Locks used from thread-local destructors that run after the thread's slot was returned: the
+//! thread then has no queue nodes and no private reader counter, and every lock must still be
+//! correct. `late` arranges it: a thread-local registered before the thread's first lock
 //! use has its destructor run after the slot's releaser (destructors run in reverse order of
 //! registration), and each test asserts that the slot really is gone there.
 
@@ -137,7 +137,7 @@ pub(crate) fn install_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_i
     }
 }
 
-/// Issue 8, defect 11: a thread's OSQ node is claimed for one spin; a second claim on the same thread
+/// A thread's OSQ node is claimed for one spin; a second claim on the same thread
 /// (a signal handler locking a `Mutex` or `RwSem` while its thread spins in an OSQ) gets none and so
 /// skips spinning instead of linking the node into a second queue.
 #[test]
@@ -148,7 +148,7 @@ fn osq_node_is_claimed_once_per_thread() {
     assert!(crate::mutex::osq_node().is_some(), "given back");
 }
 
-/// Issue 8, defect 11, with real signals: a handler takes a contended `Mutex` while the interrupted
+/// With real signals: a handler takes a contended `Mutex` while the interrupted
 /// thread itself is spinning (or sleeping) on another contended `Mutex`. Both locks stay exclusive and
 /// nothing hangs.
 #[test]

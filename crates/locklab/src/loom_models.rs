@@ -213,7 +213,7 @@ fn qspinlock_queue_path() {
     qspinlock_threads(3);
 }
 
-/// Issue 8, defect 6: the holder (main), a pending waiter and a queue head with nodes, and one thread
+/// The holder (main), a pending waiter and a queue head with nodes, and one thread
 /// without a node (it spins on `locked`, after a PENDING it may set transiently). Mutual exclusion and
 /// progress with the node-less path in the mix. The stall the defect describes needs two preemptions
 /// (the node-less thread between its tail check and its `fetch_or`, the head between taking `locked`

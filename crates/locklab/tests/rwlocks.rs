@@ -364,7 +364,7 @@ fn percpu_read_lock_during_thread_exit() {
     assert!(LOCK.try_write().is_some());
 }
 
-/// Issue 8, defect 3, for real: forget `RwSpinLock::MAX_READERS` read guards (2 million); the next read
+/// For real: forget `RwSpinLock::MAX_READERS` read guards (2 million); the next read
 /// panics and the lock stays read-held, so a writer is refused (before the fix the count wrapped to
 /// zero after 2^23 guards and a writer got in beside them).
 #[test]

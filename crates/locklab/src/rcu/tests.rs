@@ -118,7 +118,7 @@ fn later_readers_do_not_block_a_grace_period() {
     assert_eq!(D.grace_periods(), SYNCS);
 }
 
-/// Concurrent callers share grace periods (issue 10 item 2). A reader holds the first grace period
+/// Concurrent callers share grace periods. A reader holds the first grace period
 /// for 100 ms while 8 threads call `synchronize`: the first runs it, the rest queue and are all served
 /// by at most one or two more, not seven.
 #[test]

@@ -13,7 +13,7 @@
 //! - Shards are cache-line padded [`RawRwSpinLock`]s (the kernel's queued rwlock): a reader's lock and
 //!   unlock are one locked RMW each on its own shard's line.
 //!
-//! # Shared means shared (issue 8, defect 10)
+//! # Shared means shared
 //! In the kernel a local lock runs with preemption disabled, so one CPU has one reader at a time and a
 //! per-CPU *spinlock* is enough. In userspace two threads on the same CPU, or one thread read-locking
 //! twice, land on the same shard; with spinlock shards they excluded each other, and a program holding
@@ -193,7 +193,7 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
 mod tests {
     use super::*;
 
-    /// Issue 8, defect 10: readers on one shard share. Two read holds from one thread (one shard), and a
+    /// Readers on one shard share. Two read holds from one thread (one shard), and a
     /// reader that waits for another reader while holding its own, both get in.
     #[test]
     fn readers_on_one_shard_share() {

@@ -66,11 +66,11 @@
 //! a counter never has two writers. A thread that exits holding a read lock (a forgotten guard) leaves
 //! the lock read-held, as it should. Threads with no slot (all taken, or a read lock taken in a
 //! thread-local destructor after the slot was returned) count in `overflow` with atomic RMWs. A guard
-//! taken with a slot and dropped after the slot was returned (in a later thread-local destructor)
+//! Taken with a slot and dropped after the slot was returned (in a later thread-local destructor)
 //! unlocks through `overflow` too: the token remembers its slot and the unlock checks it is still ours
 //! (one thread-local load), since the counter may belong to another thread by then. Writers only ever
 //! look at the sum, so a lock counted in one counter and its unlock in another cancel: a count is
-//! never lost, and none is written by two threads with plain stores (issue 8, defect 5).
+//! never lost, and none is written by two threads with plain stores.
 //!
 //! Counters are `usize` and only their differences matter (wrapping): forgetting 2^64 read guards, the
 //! only way to wrap one, is out of reach, so the reader count needs no bound.
@@ -79,8 +79,8 @@
 //! On x86-64 a private counter update is one instruction (`inc qword ptr [counter]`, no `lock`), so a
 //! signal handler on the same thread that takes and releases a read lock between the interrupted
 //! thread's instructions cannot lose a count (the kernel's `this_cpu_inc` is one instruction for the
-//! same reason; issue 8, defect 8). Elsewhere the update is a load and a store, and a read lock taken
-//! in a signal handler that interrupts a read lock or unlock of the same thread is **not supported**
+//! same reason). Elsewhere the update is a load and a store, and a read lock taken
+//! In a signal handler that interrupts a read lock or unlock of the same thread is **not supported**
 //! (the handler's count can be overwritten). On every platform a handler must not be the first user of
 //! the lock on its thread: the first use registers a thread slot and may allocate a counter chunk,
 //! which is not async-signal-safe. The write side (a `RwSem` and a system call) is never
@@ -311,7 +311,7 @@ fn heavy_fence() -> bool {
 }
 
 /// The heavy fence failed: `membarrier` refused even its global form (e.g. a seccomp filter on this
-/// thread). The lock was reopened before this runs, so it is not wedged (issue 8, defect 9).
+/// thread). The lock was reopened before this runs, so it is not wedged.
 #[cold]
 #[inline(never)]
 fn heavy_fence_failed(why: std::io::Error) -> ! {
@@ -574,7 +574,7 @@ impl RawPercpuRwSem {
 
     /// Our slot was returned while the guard lived (it is being dropped in a thread-local destructor
     /// after the slot's releaser ran), and its counter may belong to another thread now, which writes
-    /// it with plain stores: count the unlock in the shared `overflow` instead (issue 8, defect 5).
+    /// it with plain stores: count the unlock in the shared `overflow` instead.
     /// Readers are the *sum* of all counters, so a lock counted in one and its unlock in another cancel.
     #[cold]
     #[inline(never)]
@@ -755,7 +755,7 @@ fn bump_private(c: &AtomicUsize) {
 }
 
 /// Elsewhere (and under Miri and loom, which run no assembly): a load and a store; a read lock in a
-/// signal handler that interrupts this is unsupported there (module docs).
+/// Signal handler that interrupts this is unsupported there (module docs).
 #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
 #[inline(always)]
 fn bump_private(c: &AtomicUsize) {
@@ -911,7 +911,7 @@ mod tests {
         pub(super) static FAIL_HEAVY_FENCE: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// Issue 8, defect 9: a failing `membarrier` makes the writer panic with the lock reopened, not
+    /// A failing `membarrier` makes the writer panic with the lock reopened, not
     /// wedge it with the gate held and `block` set.
     #[test]
     fn failing_heavy_fence_does_not_wedge_the_lock() {
@@ -934,7 +934,7 @@ mod tests {
         unsafe { s.write_unlock(w) };
     }
 
-    /// Issue 8, defect 9: the mode is decided once; a later thread whose probe disagrees adopts it.
+    /// The mode is decided once; a later thread whose probe disagrees adopts it.
     #[test]
     fn mode_is_decided_once() {
         use core::sync::atomic::AtomicU8;
@@ -949,7 +949,7 @@ mod tests {
         assert!(mode::decide(&m, false));
     }
 
-    /// Issue 8, defect 5: a read guard taken with a slot and dropped in a thread-local destructor after
+    /// A read guard taken with a slot and dropped in a thread-local destructor after
     /// the slot was returned, while another thread owns that slot's counter and reads in a loop. No
     /// count may be lost: at the end no reader is counted and a writer gets in.
     #[test]
@@ -988,7 +988,7 @@ mod tests {
         unsafe { s.write_unlock(w) };
     }
 
-    /// Issue 8, defect 8: read lock and unlock in a signal handler that interrupts this thread's own
+    /// Read lock and unlock in a signal handler that interrupts this thread's own
     /// read locks and unlocks (on x86-64 each counter update is one instruction). A lost count shows as
     /// a reader left over at the end.
     #[test]

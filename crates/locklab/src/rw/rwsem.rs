@@ -970,7 +970,7 @@ mod tests {
         }
     }
 
-    /// Issue 8, defect 3: at the bound a read lock panics with the count restored and `try_read`
+    /// At the bound a read lock panics with the count restored and `try_read`
     /// refuses; the readers keep the lock and a writer stays out.
     #[test]
     fn reader_count_is_bounded() {

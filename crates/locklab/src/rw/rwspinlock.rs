@@ -20,7 +20,7 @@
 //! The reader count is bounded ([`MAX_READERS`], 2^21): the fast path's mask also tests bits 30-31,
 //! so a reader whose `fetch_add` lands on a count at the bound backs its bias out and panics (and
 //! `try_read` refuses). Without it, 2^23 forgotten read guards wrap the count to zero and a writer gets
-//! in beside them (issue 8, defect 3). Between the bound and the top of the word there is room for
+//! in beside them. Between the bound and the top of the word there is room for
 //! 6 million in-flight biases, more than Linux allows threads (`PID_MAX_LIMIT` = 2^22).
 //!
 //! Transitions, as (readers, waiting, locked):
@@ -318,7 +318,7 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
 mod tests {
     use super::*;
 
-    /// Issue 8, defect 3: at the bound a read lock panics with the count restored, `try_read` refuses,
+    /// At the bound a read lock panics with the count restored, `try_read` refuses,
     /// and no writer gets in beside the readers.
     #[test]
     fn reader_count_is_bounded() {

@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU8 as DataU8, AtomicU64 as DataU64};
 ///
 /// The sequence is 64-bit: a reader stalled while the counter comes back to the value it started with
 /// would accept a torn read, and with 32 bits that took 2^31 writes (seconds); 2^63 take centuries
-/// (issue 8, defect 7).
+///.
 ///
 /// ```
 /// use locklab::SeqCount;
@@ -344,7 +344,7 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
 
-    /// Issue 8, defect 7: a reader that started at sequence `s` and stalled while 2^31 writes
+    /// A reader that started at sequence `s` and stalled while 2^31 writes
     /// completed (the sequence advanced by 2^32) must retry: with a 32-bit sequence it read `s` again.
     #[test]
     fn a_reader_stalled_across_2_pow_31_writes_retries() {

@@ -719,7 +719,7 @@ impl Default for RawMutex {
 
 /// This thread's OSQ node, claimed for one spin: `None` if the thread has no slot, or if its node is
 /// already in use by the code this call interrupted (a signal handler that locks a `Mutex` or `RwSem`
-/// while its thread spins in an OSQ; issue 8, defect 11). Then the caller skips spinning and sleeps.
+/// while its thread spins in an OSQ). Then the caller skips spinning and sleeps.
 /// Reusing the node would link it into a second queue while it is still in the first.
 #[cfg(not(loom))]
 pub(crate) fn osq_node() -> Option<OsqClaim> {

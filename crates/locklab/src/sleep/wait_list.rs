@@ -116,7 +116,7 @@ impl<'a> LockedList<'a> {
     /// Makes the `futex_wake` of `word` (a waiter's word whose WOKEN/HANDED store the caller just
     /// made, its last access to the node) after the list lock is released. Waking while holding it
     /// made the woken thread, which needs the list lock first, run in place of the waker and spin on a
-    /// lock whose holder was off the CPU (issue 8, defect 12). Only the address is kept: `futex_wake`
+    /// lock whose holder was off the CPU. Only the address is kept: `futex_wake`
     /// never dereferences it (the lifetime rule above).
     pub(crate) fn wake_after_unlock(&mut self, word: *const AtomicU32) {
         if !self.wake.is_null() {

@@ -35,7 +35,7 @@
 //! # Who may change the count
 //! [`LockRef`] is a counter with public get/put operations; its count means what its owner makes it
 //! mean. [`LockRefArc`] frees its value when its count drops to zero, so it keeps its `LockRef`
-//! private: no safe call can change the count behind its handles' backs (issue 8, defect 1).
+//! private: no safe call can change the count behind its handles' backs.
 //!
 //! # Memory orderings
 //! - Lockless gets are Relaxed: taking a reference publishes nothing.
@@ -372,8 +372,8 @@ impl LockRef {
 /// assert_eq!(LockRefArc::count(&a), 1);
 /// ```
 ///
-/// Its count is private: nothing outside can drop a reference that a handle still owns (issue 8,
-/// defect 1). This does not compile:
+/// Its count is private: nothing outside can drop a reference that a handle still owns. This does
+/// not compile:
 ///
 /// ```compile_fail
 /// let a = locklab::LockRefArc::new(1);
@@ -425,7 +425,7 @@ impl<T> LockRefArc<T> {
     }
 
     // No accessor to the inner `LockRef`: its safe `put_*`/`get` would change the count that `Drop`
-    // relies on (issue 8, defect 1; the `compile_fail` example on the type checks it stays so).
+    // relies on (the `compile_fail` example on the type checks it stays so).
 }
 
 #[cfg(not(loom))]
@@ -592,7 +592,7 @@ mod tests {
 
 #[cfg(all(test, not(loom), not(miri)))]
 mod overflow_tests {
-    //! Issue 8, defect 2: a count driven to the bound aborts the process on every increment path. Each
+    //! A count driven to the bound aborts the process on every increment path. Each
     //! case runs in a child process (this test binary, re-run with the case named in the environment).
     use super::*;
     use std::process::Command;

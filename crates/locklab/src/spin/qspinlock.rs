@@ -226,7 +226,7 @@ impl RawQueuedSpinLock {
     /// A PENDING bit seen here is transient (invariant 1): its setter saw our tail and is about to clear
     /// it again. It is left alone and does not stop us emptying the queue: the kernel may treat it as
     /// "a successor is coming", because its pending setter then always queues; ours may be a thread with
-    /// no queue node (issue 8, defect 6), which never links in, and waiting for it stalled the head
+    /// no queue node, which never links in, and waiting for it stalled the head
     /// while the node-less thread waited for the head.
     fn release_tail(&self, my_tail: u16) -> bool {
         let mut t = self.tail.load(Ordering::Relaxed);
@@ -369,7 +369,7 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
 mod tests {
     use super::*;
 
-    /// Issue 8, defect 6, the step that stalled: a lone queue head holding the lock finds a transient
+    /// The step that stalled: a lone queue head holding the lock finds a transient
     /// PENDING (set by a thread that has no queue node and will never link in). It must still empty
     /// the queue rather than wait for a successor.
     #[test]

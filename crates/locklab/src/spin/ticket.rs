@@ -12,7 +12,7 @@
 //! would be a locked RMW. So `try_lock` cannot compare both halves in one instruction, as the kernel's
 //! does; it compares `next` and then checks `served` again.
 //!
-//! # Why the halves are 32-bit (issue 8, defects 3 and 4)
+//! # Why the halves are 32-bit
 //! - *Waiters.* Each outstanding ticket belongs to a thread inside `lock` or holding the lock (`lock`
 //!   waits for its ticket, and so does a `try_lock` that took one), so at most one per thread. Linux
 //!   allows at most 2^22 threads (`PID_MAX_LIMIT`), so `next - served` never reaches 2^32: the counters
@@ -211,7 +211,7 @@ unsafe impl lock_api::RawMutexFair for RawTicketLock {
 mod tests {
     use super::*;
 
-    /// Issue 8, defect 4: a `try_lock` stalled between its load of `served` and its CAS while the ticket
+    /// A `try_lock` stalled between its load of `served` and its CAS while the ticket
     /// counter comes back to the value it read must not return `true` while another thread holds.
     #[test]
     fn stalled_try_lock_never_enters_beside_the_holder() {
