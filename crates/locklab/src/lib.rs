@@ -292,3 +292,8 @@ mod aliases {
 
 #[cfg(not(loom))]
 pub use aliases::*;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
