@@ -6,7 +6,7 @@
 //! [`workload`]) -> [`metrics`] -> [`report`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod advise;
 pub mod calibrate;

@@ -1,7 +1,26 @@
 //! # locklab
 //!
 //! The Linux kernel's synchronization primitives, brought to userspace Rust, each a drop-in
-//! [`lock_api`] raw lock:
+//! [`lock_api`] raw lock, and userspace RCU ([`rcu`]).
+//!
+//! ## Which one?
+//!
+//! | your data | use |
+//! |---|---|
+//! | a short critical section, threads <= CPUs | [`SpinLock`] (queued spinlock; unlock is one store) |
+//! | any critical section, or more threads than CPUs | [`Mutex`] (+ [`Condvar`]) |
+//! | read mostly, writers now and then | [`RwSem`] |
+//! | read constantly, written rarely | [`PercpuRwSem`] (no locked instruction per read) |
+//! | small `Copy` data, readers must never block writers | [`SeqLock`] |
+//! | a reference count with a lock beside it | [`LockRef`], [`LockRefArc`] |
+//! | a pointer readers follow without any lock | [`rcu::RcuCell`], [`rcu::QsbrDomain`], [`rcu::SrcuDomain`] |
+//! | freeing after readers are done | [`rcu::RcuDomain::call_rcu`], [`rcu::RcuDomain::defer_drop`] |
+//!
+//! The families: spinlocks ([`spin`], [`lockref`]), sleeping locks ([`mutex`], [`condvar`]), the
+//! reader-writer locks ([`rwspinlock`], [`rwsem`], [`percpu_rwsem`], [`brlock`], [`seqlock`]), and
+//! [`rcu`]. `locklab bench` (the lab) shows what each costs on your machine.
+//!
+//! ## Every type
 //!
 //! | type               | raw                         | what it is                                         |
 //! |--------------------|-----------------------------|----------------------------------------------------|
@@ -37,7 +56,7 @@
 //! `mem::forget` of any number of guards, counts driven to their bounds (a panic or, for reference
 //! counts, an abort, never a wrap), a thread stalled between any two instructions, guards dropped in
 //! thread-local destructors after the thread's queue nodes are gone: each keeps mutual exclusion. See
-//! the README's "Soundness" section for the list and the tests.
+//! `docs/soundness.md` in the repository for the list and the tests.
 //!
 //! # Signal handlers
 //! No lock here is async-signal-safe (std's are not either): a handler that takes a lock its thread
@@ -47,7 +66,7 @@
 //! on x86-64.
 
 #![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 // Families, as std's `sys/sync` groups them: `spin` (spinlocks and lockref), `sleep` (the mutex, its
 // condvar, and their OSQ and wait list), `rw` (the reader-writer locks and seqlock), `rcu`. The public
@@ -239,7 +258,7 @@ mod aliases {
     /// ```
     pub type Condvar = lock_api::Condvar<raw::RawCondvar>;
     /// A queued reader-writer spinlock protecting a `T`. Every read lock and unlock is a locked RMW on
-    /// the shared word (seed 000). At most [`rwspinlock::MAX_READERS`] read holds at once: one more
+    /// the shared word (seed 000). At most `rwspinlock::MAX_READERS` read holds at once: one more
     /// panics (forgotten guards cannot wrap the count).
     ///
     /// ```

@@ -9,7 +9,7 @@
 //! What the rows cost that a C program would not pay: memb's read lock and unlock are each a call into
 //! the shim (a Rust program cannot inline liburcu's static inline fast paths without cross-language
 //! LTO), about 1 ns per call on current x86. QSBR's read side is empty in liburcu too, so its rows make
-//! no call per read (only one per [`QS_EVERY`] reads, the quiescent state).
+//! no call per read (only one per [`QS_EVERY`](crate::locks::rcu::QS_EVERY) reads, the quiescent state).
 
 #[cfg(not(liburcu))]
 use super::{LockInfo, Unavailable};

@@ -252,7 +252,7 @@ pub struct Shares {
     pub percpu_saves_ns_1: f64,
 }
 
-/// Shares from the arms' figures (`ns[arm] = [1 thread, 2 threads]`, in [`ARMS`] order) and the
+/// Shares from the arms' figures (`ns[arm] = [1 thread, 2 threads]`, in `ARMS` order) and the
 /// paired saving (see [`Shares::percpu_saves_ns_1`]).
 pub fn shares(ns: &[[f64; 2]; 5], percpu_saves_ns_1: f64) -> Shares {
     let share = |with: f64, without: f64| 100.0 * (with - without) / with;

@@ -15,7 +15,7 @@
 //!
 //! # Algorithm
 //! State: `block` (1 while a writer is taking or holds the lock), one counter per thread (`counters`,
-//! indexed by the thread's [`thread_slot`](crate::thread_slot) index, written only by that thread), a
+//! indexed by the thread's `thread_slot` index, written only by that thread), a
 //! shared `overflow` counter for threads without a slot, `wake_seq` (where a writer waits for readers to
 //! leave), and `gate`, an [`RawRwSem`] that orders writers among themselves and queues blocked readers.
 //! - **Read lock** (fast): `counter += 1` (Relaxed load + store); *light fence*; if `block == 0` (Acquire)

@@ -1,7 +1,7 @@
 //! A condition variable for [`RawMutex`], without a thundering herd.
 //!
 //! # Algorithm
-//! Waiters queue FIFO on the condvar's own [`WaitList`] (under a small internal spinlock), then release
+//! Waiters queue FIFO on the condvar's own `WaitList` (under a small internal spinlock), then release
 //! the mutex and sleep on their own futex word. A notification does not wake anyone directly: it
 //! **moves** the notified waiters onto the mutex's wait list (the kernel's and parking_lot's *requeue*),
 //! where they wait for the mutex like any other waiter. If the mutex is free at that moment, the front

@@ -4,10 +4,10 @@
 //! 1. **Fast path**: `cas(state: 0 -> me|LOCKED)` to lock, `fetch_sub(me|LOCKED)` to unlock. One RMW each.
 //! 2. **Optimistic spinning** (seed 001: the 12x of adaptive spinning over sleeping): a contender, if
 //!    no waiter sleeps (WAITERS clear), joins
-//!    the lock's [`Osq`], so only the OSQ head spins on the lock word; the head takes the lock the moment
+//!    the lock's `Osq`, so only the OSQ head spins on the lock word; the head takes the lock the moment
 //!    it is free. It stops when a hand-off is pending or its budget runs out (then it unqueues; see
-//!    [`crate::osq`]).
-//! 3. **Sleeping** (parking_lot's queue shape, the kernel's FIFO): a FIFO [`WaitList`] under the small
+//!    `crate::osq`).
+//! 3. **Sleeping** (parking_lot's queue shape, the kernel's FIFO): a FIFO `WaitList` under the small
 //!    internal `wait_lock` holds **only sleepers**; each sleeps on its own futex word. A locker that
 //!    finds WAITERS set does not spin: it queues behind the sleepers (spinning there would keep a CPU
 //!    from the holder and the woken waiter when threads outnumber CPUs, and barge past older waiters).
@@ -37,7 +37,7 @@
 //! [`OWNER_SPIN_NS`]**, re-arming whenever the owner tag changes (a holder that keeps
 //! it longer is probably preempted or in a long section: sleep), within an overall cap of
 //! [`SPIN_MAX_NS`] per acquisition. Between looks it backs off exponentially (up to
-//! [`MAX_SPIN_BACKOFF`] `pause`s), so the spinner does not keep pulling the line from a running holder.
+//! `MAX_SPIN_BACKOFF` `pause`s), so the spinner does not keep pulling the line from a running holder.
 //! Chosen with the lab (`locklab bench --workload mutex`); see the README's Mutex section.
 //!
 //! # State word
@@ -83,7 +83,7 @@
 //!    repeats the argument. A pending HANDOFF's waiter is woken even then (it is >= [`HANDOFF_NS`]
 //!    old), and only it can take the lock.
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
-//!    waker whose last access to it is the WOKEN or HANDED store (see [`crate::wait_list`]).
+//!    waker whose last access to it is the WOKEN or HANDED store (see `crate::wait_list`).
 //! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word but a woken
 //!    waiter's WAKING update, so a direct hand-off may use a plain store (dropping a WAKING: a hint).
 //! 7. WAKING is a hint and never decides who owns the lock: it only fails the fast path, whose callers

@@ -14,7 +14,7 @@
 //! - Unlock, node holder: the same with `node.next` and `cas(tail: node -> null)`.
 //!
 //! `lock_api`'s `lock()` takes no node, so a contended acquisition takes one from the calling thread's
-//! slot ([`crate::thread_slot`]): [`MCS_LEVELS`] of them, so one thread can hold several MCS locks at
+//! slot (`crate::thread_slot`): `MCS_LEVELS` of them, so one thread can hold several MCS locks at
 //! once and release them in any order (the guard remembers its node). Deeper nesting, or a thread with no
 //! slot, uses a heap node for that acquisition. Fetching a node costs ~2.5 ns (thread-local lookup and
 //! level bitmap, on the chain to the `swap`), so the fast path skips it: uncontended lock+unlock went
@@ -24,7 +24,7 @@
 //! Strict FIFO. One cache-line transfer per hand-over (the successor's flag), unlike the ticket lock where
 //! every waiter's copy is invalidated. Uncontended, two locked instructions (the CAS to lock, the CAS to
 //! unlock) where the ticket lock has one and a plain store: MCS's price for its queue (the bare pair is
-//! 4.5 ns here). A preempted waiter stalls its successors; waiters yield the CPU after [`SpinWait::SPINS`]
+//! 4.5 ns here). A preempted waiter stalls its successors; waiters yield the CPU after `SpinWait::SPINS`
 //! steps (never their place in the queue). 16 bytes.
 //!
 //! # State

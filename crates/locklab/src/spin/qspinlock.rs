@@ -5,7 +5,7 @@
 //! - Fast path: lock word all zero: `cas(locked: 0 -> 1)`.
 //! - Pending path (the second contender): if nobody is pending or queued, set PENDING, spin until the
 //!   holder leaves, take `locked`, clear PENDING. It never touches a queue node.
-//! - Queue path (everyone else): an MCS queue of per-thread nodes ([`crate::thread_slot`]) whose tail is
+//! - Queue path (everyone else): an MCS queue of per-thread nodes (`crate::thread_slot`) whose tail is
 //!   encoded in the word. Each waiter spins on its own node; the queue head spins on the lock word until
 //!   both the holder and the pending waiter are gone, takes `locked`, and either empties the queue (it was
 //!   the last) or passes queue-headship to its successor.
@@ -42,8 +42,8 @@
 //! # Properties
 //! FIFO among queued waiters, the pending waiter ahead of them. A thread whose fast-path check saw an
 //! empty tail can still take a just-released lock ahead of a just-queued head (a one-time race, as in
-//! the kernel between fast path and queueing). Waiters yield the CPU after [`SpinWait::SPINS`] steps but
-//! keep their place. A thread with no slot (over [`thread_slot::MAX_SLOTS`] threads, or exiting) spins on
+//! the kernel between fast path and queueing). Waiters yield the CPU after `SpinWait::SPINS` steps but
+//! keep their place. A thread with no slot (over `thread_slot::MAX_SLOTS` threads, or exiting) spins on
 //! `locked` without queueing: correct, not FIFO.
 //!
 //! # Memory orderings
@@ -51,7 +51,7 @@
 //! - The tail CAS that queues a node is AcqRel: Release publishes the node's initialisation to the
 //!   successor that will link into it; Acquire sees the predecessor's node initialised.
 //! - `prev.next` and `next.locked` stores (Release) pair with the Acquire loads in
-//!   [`McsNode::wait_next`] / [`McsNode::wait_locked`].
+//!   `McsNode::wait_next` / `McsNode::wait_locked`.
 //! - PENDING updates are Relaxed: the pending bit orders no data; who takes `locked` is decided by the
 //!   `locked` CAS itself (invariant 2), which always reads the latest value.
 

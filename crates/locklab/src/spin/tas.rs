@@ -4,8 +4,8 @@
 //! # Algorithm
 //! Lock: `swap(true)`; if it was already true, spin on plain loads (the *test* before the
 //! *test-and-set*, so waiters share the line read-only instead of bouncing it with writes) with an
-//! exponentially growing number of `pause`s between looks, capped at [`MAX_BACKOFF`], and yielding the CPU
-//! once [`SpinWait::SPINS`] steps have passed. Unlock: release store of `false`.
+//! exponentially growing number of `pause`s between looks, capped at `MAX_BACKOFF`, and yielding the CPU
+//! once `SpinWait::SPINS` steps have passed. Unlock: release store of `false`.
 //!
 //! # Properties
 //! Unfair: whoever's swap lands first after the unlock wins; a waiter can starve in theory. One byte.

@@ -28,7 +28,7 @@
 //! Strict FIFO by ticket. Every waiter polls the same line, so each hand-over invalidates it in every
 //! waiter's cache (MCS and the queued spinlock avoid that).
 //! A preempted waiter stalls everyone behind it until it runs again (FIFO cannot skip it): waiters yield
-//! the CPU after [`SpinWait::SPINS`] steps so that the preempted one gets it back sooner.
+//! the CPU after `SpinWait::SPINS` steps so that the preempted one gets it back sooner.
 //!
 //! # State
 //! | word      | bytes  | meaning                         |
