@@ -20,7 +20,7 @@
 
 use crate::osq::OsqNode;
 use crate::primitive::{AtomicBool, AtomicPtr, Ordering};
-use crate::spin::mcs::McsNode;
+use crate::spin::node::McsNode;
 use core::cell::Cell;
 use core::ptr;
 use std::sync::atomic::AtomicUsize;

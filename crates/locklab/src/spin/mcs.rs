@@ -53,79 +53,13 @@
 //! - `next.locked = true` (Release) pairs with the waiter's Acquire load of `locked`: the critical section
 //!   (and the clearing of `self.next`) is handed over with the lock.
 
-use crate::primitive::{AtomicBool, AtomicPtr, Ordering, SpinWait};
+pub(crate) use super::node::McsNode;
+use super::node::wait_link;
+use crate::primitive::{AtomicPtr, Ordering};
 use core::ptr;
 
 #[cfg(not(loom))]
 use crate::thread_slot::{self, MCS_LEVELS};
-
-/// A queue node, in a thread's slot (or the heap): a contended acquisition of [`RawMcsLock`], or a
-/// waiter of the queued spinlock.
-#[repr(align(64))]
-pub(crate) struct McsNode {
-    pub(crate) next: AtomicPtr<McsNode>,
-    pub(crate) locked: AtomicBool,
-}
-
-impl McsNode {
-    /// A fresh node.
-    #[cfg(not(loom))]
-    pub(crate) const fn new() -> Self {
-        McsNode {
-            next: AtomicPtr::new(ptr::null_mut()),
-            locked: AtomicBool::new(false),
-        }
-    }
-
-    /// A fresh node (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        McsNode {
-            next: AtomicPtr::new(ptr::null_mut()),
-            locked: AtomicBool::new(false),
-        }
-    }
-
-    /// Resets the node before it is queued (Relaxed: published by the queueing swap).
-    #[inline]
-    pub(crate) fn reset(&self) {
-        self.next.store(ptr::null_mut(), Ordering::Relaxed);
-        self.locked.store(false, Ordering::Relaxed);
-    }
-
-    /// Spins until a predecessor hands us the lock.
-    #[inline]
-    pub(crate) fn wait_locked(&self) {
-        let mut wait = SpinWait::new();
-        // Acquire pairs with the Release store of `locked` by the predecessor.
-        while !self.locked.load(Ordering::Acquire) {
-            wait.wait();
-        }
-    }
-
-    /// Waits for a successor that is linking in, and returns it.
-    #[inline]
-    pub(crate) fn wait_next(&self) -> &McsNode {
-        // SAFETY: the successor's node stays queued (so alive) until we set its `locked` flag
-        // (invariant 3).
-        unsafe { &*wait_link(&self.next) }
-    }
-}
-
-/// Waits until the successor that swapped the tail away from us has stored its link in `link` (a
-/// node's `next`, or the lock's own for a `HELD` holder), and returns it.
-#[cold]
-fn wait_link(link: &AtomicPtr<McsNode>) -> *mut McsNode {
-    let mut wait = SpinWait::new();
-    loop {
-        // Acquire pairs with the linker's Release store (its node's initialisation comes with it).
-        let next = link.load(Ordering::Acquire);
-        if !next.is_null() {
-            return next;
-        }
-        wait.wait();
-    }
-}
 
 /// Hands the lock to the queued waiter `next`.
 ///

@@ -5,6 +5,7 @@
 
 pub mod lockref;
 pub mod mcs;
+pub(crate) mod node;
 pub mod qspinlock;
 pub mod tas;
 pub mod ticket;

@@ -55,7 +55,7 @@
 //! - PENDING updates are Relaxed: the pending bit orders no data; who takes `locked` is decided by the
 //!   `locked` CAS itself (invariant 2), which always reads the latest value.
 
-use super::mcs::McsNode;
+use super::node::McsNode;
 use crate::primitive::{AtomicU8, AtomicU16, Ordering, SpinWait};
 
 #[cfg(not(loom))]

@@ -7,7 +7,12 @@
 //! Under loom there is no kernel: a futex wait is a yield to the model (callers always re-check their
 //! word, so this is a spurious wake-up, which every caller must tolerate anyway) and a wake does nothing.
 
-use crate::primitive::AtomicU32;
+// The atomics the futex calls take: loom's under loom (the models' atomics), else core's. Named here,
+// not through the `primitive` shim, so that the platform layer depends on nothing above it.
+#[cfg(not(loom))]
+use core::sync::atomic::AtomicU32;
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 /// Sleeps while `*word == expected`, for at most `timeout` (forever with `None`).
