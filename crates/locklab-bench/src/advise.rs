@@ -8,10 +8,10 @@
 //! `--json F` writes `{machine, calibration, grid, cells: [Cell], rules: [Rule], results: [rows]}`;
 //! `locklab report` draws its cells as a heat map.
 
-use crate::cli::{Plan, UsageError, number_list, thread_list};
 use crate::locks::{self, Kind};
 use crate::metrics::ResultRow;
-use crate::report::Report;
+use crate::output::Report;
+use crate::plan::{Plan, UsageError, number_list, thread_list};
 use crate::runner::{Clock, CondvarSpec};
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
@@ -93,10 +93,10 @@ pub fn grid(
         threads: match threads {
             Some(t) => thread_list(t)?,
             None if quick => vec![1, 2.max(cpus)],
-            None => crate::cli::default_threads(cpus),
+            None => crate::plan::default_threads(cpus),
         },
         cs_ns: match cs {
-            Some(c) => number_list("cs-ns", c, 0, crate::cli::MAX_WORK_NS)?,
+            Some(c) => number_list("cs-ns", c, 0, crate::plan::MAX_WORK_NS)?,
             None if quick => vec![0, 200],
             None => vec![0, 200, 1000],
         },
@@ -313,6 +313,32 @@ pub fn run(grid: &Grid, quick: bool, quiet: bool, clock: &dyn Clock) -> anyhow::
         cells,
         rules,
     })
+}
+
+/// `locklab advise`: runs the grid, prints the map and the rules, and writes the JSON.
+pub fn command(
+    quick: bool,
+    threads: Option<&str>,
+    cs_ns: Option<&str>,
+    read_pct: Option<&str>,
+    json: Option<&str>,
+    cpus: usize,
+) -> anyhow::Result<()> {
+    let grid = grid(threads, cs_ns, read_pct, quick, cpus)?;
+    let to_stdout = json == Some("-");
+    let a = run(
+        &grid,
+        quick,
+        to_stdout,
+        &crate::runner::SystemClock::default(),
+    )?;
+    let text = serde_json::to_string_pretty(&a)? + "\n";
+    match json {
+        Some("-") => print!("{text}"),
+        Some(f) => std::fs::write(f, text).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?,
+        None => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

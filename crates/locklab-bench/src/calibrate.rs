@@ -176,6 +176,51 @@ pub fn machine() -> Machine {
     }
 }
 
+/// `locklab calibrate [--json F]`: prints the machine and its limits (and writes them as JSON).
+pub fn command(json: Option<&str>) -> anyhow::Result<()> {
+    let report = crate::output::Report {
+        locklab_version: env!("CARGO_PKG_VERSION").into(),
+        machine: machine(),
+        calibration: calibrate(),
+        results: vec![],
+    };
+    let (m, c) = (&report.machine, &report.calibration);
+    let text = format!(
+        "cpu_model         {}\nlogical_cpus      {}\nkernel            {}\nrustc             {}\natomic_rmw_ns     {:.2}\ncas_ns            {:.2}\nline_transfer_ns  {:.1} (best of {} rounds; median {:.1}; {})\nfutex_wake_ns     {:.0}\n",
+        m.cpu_model,
+        m.logical_cpus,
+        m.kernel,
+        m.rustc,
+        c.atomic_rmw_ns,
+        c.cas_ns,
+        c.line_transfer_ns,
+        LINE_ROUNDS,
+        c.line_transfer_median_ns,
+        if c.line_transfer_pinned {
+            "threads pinned to two CPUs"
+        } else {
+            "NOT pinned to two CPUs: not a transfer between CPUs"
+        },
+        c.futex_wake_ns
+    );
+    if c.line_transfer_median_ns > 2.0 * c.line_transfer_ns {
+        eprintln!(
+            "locklab: warning: line-transfer rounds spread {:.0}..{:.0} ns: the machine was busy",
+            c.line_transfer_ns, c.line_transfer_median_ns
+        );
+    }
+    match json {
+        Some("-") => println!("{}", serde_json::to_string_pretty(&report)?),
+        Some(f) => {
+            print!("{text}");
+            std::fs::write(f, serde_json::to_string_pretty(&report)? + "\n")
+                .map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?;
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

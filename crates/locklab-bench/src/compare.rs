@@ -8,7 +8,7 @@
 //! when a row is `slower` by more than PCT percent of the old median.
 
 use crate::metrics::ResultRow;
-use crate::report::Report;
+use crate::output::Report;
 
 /// A row's identity (public through [`Compared::key`]): workload, lock, threads, cs, think, read %, and the workload's own settings
 /// (`rcu-update` writers, `condvar` slots and notify mode).
@@ -131,8 +131,8 @@ pub fn render(rows: &[Compared], unmatched: &[String]) -> String {
             c.key.0,
             c.key.1,
             c.key.2,
-            crate::report::table::group(c.old),
-            crate::report::table::group(c.new),
+            crate::output::table::group(c.old),
+            crate::output::table::group(c.new),
             c.ratio,
             c.verdict.name()
         );
@@ -150,6 +150,28 @@ pub fn load(path: &str) -> anyhow::Result<Report> {
         std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {path}: {e}"))?;
     serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{path} is not a locklab --json report: {e}"))
+}
+
+/// `locklab compare OLD NEW [--fail-if-slower PCT]`: prints the comparison; an error when a row is
+/// slower beyond noise by more than the budget.
+pub fn command(old: &str, new: &str, fail_if_slower: Option<&str>) -> anyhow::Result<()> {
+    let budget = match fail_if_slower {
+        Some(p) => Some(crate::plan::number("fail-if-slower", p, 0, 100)? as f64),
+        None => None,
+    };
+    let (old, new) = (load(old)?, load(new)?);
+    let (rows, unmatched) = compare(&old, &new);
+    print!("{}", render(&rows, &unmatched));
+    if let Some(pct) = budget {
+        let bad = regressions(&rows, pct);
+        if !bad.is_empty() {
+            return Err(anyhow::anyhow!(
+                "{} row(s) slower than the old run by more than {pct}% (beyond noise)",
+                bad.len()
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

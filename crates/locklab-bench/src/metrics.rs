@@ -12,7 +12,7 @@ pub struct Calibration {
     /// One uncontended compare-exchange.
     pub cas_ns: f64,
     /// Half the round trip of a cache line ping-ponged between two pinned threads (0 with one CPU):
-    /// the best of [`crate::calibrate::LINE_ROUNDS`] rounds (a limit is the best the machine can do).
+    /// the best of `calibrate::LINE_ROUNDS` rounds (a limit is the best the machine can do).
     pub line_transfer_ns: f64,
     /// The median of those rounds: far above the best means the machine was disturbed meanwhile.
     #[serde(default)]
@@ -420,7 +420,7 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
         limit: Limit::default(),
         lock_ns: None,
         handover: handover_model(spec, handover_rate, cal)
-            .filter(|_| spec.lock != crate::locks::NONE)
+            .filter(|_| spec.lock != crate::workload::NONE)
             .map(|(basis, ns)| Limit::new(basis, ns, ns_per_op)),
         handover_rate,
         rss_kb: med.rss_kb,
@@ -481,7 +481,8 @@ pub fn fill_limits(rows: &mut [ResultRow]) {
             (key(&r.lock, r.threads, r), (o.median, o.min, o.max))
         })
         .collect();
-    let none_of = |r: &ResultRow, threads: usize| table.get(&key(crate::locks::NONE, threads, r));
+    let none_of =
+        |r: &ResultRow, threads: usize| table.get(&key(crate::workload::NONE, threads, r));
     let ns = |ops: f64| if ops > 0.0 { 1e9 / ops } else { f64::INFINITY };
     for r in rows.iter_mut() {
         let Some(none) = none_of(r, r.threads) else {
@@ -500,7 +501,7 @@ pub fn fill_limits(rows: &mut [ResultRow]) {
         let mut basis = format!("the loop with no lock (none's best repeat, {floor:.2} ns)");
         let mut limit = floor;
         // `none` has no lock: its sections run in parallel.
-        if r.threads > 1 && w > 0.0 && r.lock != crate::locks::NONE {
+        if r.threads > 1 && w > 0.0 && r.lock != crate::workload::NONE {
             let serial = w * r.cs_ns as f64;
             if serial > limit {
                 limit = serial;

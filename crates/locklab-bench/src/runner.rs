@@ -1,15 +1,16 @@
 //! Runs one trial: N threads on one lock, a start barrier, a warm-up, a fixed measurement window, a
-//! stop flag. Produces raw counts; [`crate::metrics`] turns trials into result rows.
+//! stop flag. Produces raw counts; the metrics layer turns trials into result rows.
 //!
 //! Timing comes from a [`Clock`], so the runner can be tested with a deterministic mock clock.
 
-use crate::locks::{CondvarUnderTest, LockUnderTest, RcuUnderTest, RefCountUnderTest};
+mod under_test;
 use crate::work::spin_work;
 use crate::workload::Shared;
 use hdrhistogram::Histogram;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+pub use under_test::{CondvarUnderTest, LockUnderTest, RcuUnderTest, RefCountUnderTest};
 
 /// Every this-many-th acquisition is timed when the warm-up gives no rate to size the period by (see
 /// [`sample_period`]).

@@ -3,8 +3,8 @@
 //! (the who-wins summary and the tables), a recap of the verdicts, and `locklab-report.html` (the
 //! page of all of it) written where asked, its path printed last.
 
-use crate::cli::plan_default;
-use crate::report::html::{self, RunDoc};
+use crate::plan::plan_default;
+use crate::report::{self, RunDoc};
 use crate::reproduce::{self, SEEDS};
 use crate::runner::{Clock, allowed_cpus};
 
@@ -32,7 +32,7 @@ pub fn default_job(out: &str, clock: &dyn Clock) -> anyhow::Result<()> {
         rules: vec![],
         source: "the default job".into(),
     };
-    html::write(out, &html::render(&[doc])?)?;
+    report::write(out, &report::render(&[doc])?)?;
     let path = std::fs::canonicalize(out).unwrap_or_else(|_| out.into());
     println!("\nreport: {}", path.display());
     Ok(())

@@ -2,10 +2,10 @@
 //! writes exports after every row, prints the tables and the "who wins where" summary.
 
 use crate::calibrate;
-use crate::cli::Plan;
 use crate::locks::Kind;
 use crate::metrics::{RowSpec, fill_limits, fill_scaling, summarize};
-use crate::report::{Report, table};
+use crate::output::{Report, table};
+use crate::plan::Plan;
 use crate::runner::{Clock, TrialSpec, allowed_cpus};
 use crate::work::WorkCalibration;
 use indicatif::{ProgressBar, ProgressStyle};

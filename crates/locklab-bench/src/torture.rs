@@ -1528,6 +1528,16 @@ pub fn run_one(subject: Subject, s: &Settings) -> LockResult {
     }
 }
 
+/// `locklab torture`: runs the plan; an error when an invariant failed (exit status 1).
+pub fn command(plan: &TorturePlan) -> anyhow::Result<()> {
+    if !run(plan)? {
+        return Err(anyhow::anyhow!(
+            "torture: invariants failed (lines marked !!!)"
+        ));
+    }
+    Ok(())
+}
+
 /// Expands `--lock` into names: `all` (ours), `busted` (every busted lock), or a list.
 pub fn lock_names(arg: &str) -> Result<Vec<&'static str>, String> {
     let mut out: Vec<&'static str> = vec![];
@@ -1555,9 +1565,20 @@ pub fn lock_names(arg: &str) -> Result<Vec<&'static str>, String> {
     Ok(out)
 }
 
+/// A validated torture run.
+#[derive(Clone, Debug)]
+pub struct TorturePlan {
+    /// The locks, in order.
+    pub locks: Vec<&'static str>,
+    /// Settings for each.
+    pub settings: Settings,
+    /// JSON target (`-`: standard output).
+    pub json: Option<String>,
+}
+
 /// Runs a torture plan: prints one line per lock as it finishes, writes the JSON, and returns whether
 /// every lock passed. A hung lock ends the process (status 1) after printing what it has.
-pub fn run(plan: &crate::cli::TorturePlan) -> anyhow::Result<bool> {
+pub fn run(plan: &TorturePlan) -> anyhow::Result<bool> {
     let to_stdout = plan.json.as_deref() == Some("-");
     let say = |line: &str| {
         if to_stdout {

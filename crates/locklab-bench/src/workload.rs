@@ -129,3 +129,6 @@ impl Shared {
         crate::work::spin_work(loops, self.words[0] ^ self.words[1])
     }
 }
+
+/// The name of the no-lock baseline: the same loop with no lock, each thread on its own data.
+pub const NONE: &str = "none";

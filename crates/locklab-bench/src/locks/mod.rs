@@ -1,6 +1,7 @@
-//! Everything the lab can measure, behind two traits, and the registry of names.
+//! Everything the lab can measure, as adapters to the traits the runner drives (`runner::under_test`),
+//! and the registry of names.
 //!
-//! - [`LockUnderTest`]: a lock around [`Shared`], with an exclusive mode (and a shared mode if it has
+//! - [`LockUnderTest`]: a lock around [`Shared`](crate::workload::Shared), with an exclusive mode (and a shared mode if it has
 //!   one; exclusive locks run shared sections exclusively). Runs `mutex` and `rw`.
 //! - [`RefCountUnderTest`]: a reference count: `get` and `put`. Runs `refcount`.
 //!
@@ -17,47 +18,9 @@ use crate::runner::{
     Clock, TrialOutcome, TrialSpec, run_call_rcu, run_condvar, run_lock, run_rcu_read,
     run_rcu_sync, run_rcu_update, run_refcount,
 };
-use crate::workload::{Shared, Workload};
-
-/// A lock protecting a [`Shared`].
-pub trait LockUnderTest: Send + Sync + 'static {
-    /// Whether [`shared`](Self::shared) really shares (for the listing only).
-    const HAS_SHARED_MODE: bool = false;
-
-    /// A new, unlocked lock.
-    fn new() -> Self;
-
-    /// Locks exclusively, runs `f` on the data, unlocks.
-    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R;
-
-    /// Locks in shared mode, runs `f` on the data, unlocks. Exclusive locks take the exclusive mode.
-    #[inline(always)]
-    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
-        self.exclusive(|s| f(s))
-    }
-}
-
-/// A reference count on a shared object.
-pub trait RefCountUnderTest: Send + Sync + 'static {
-    /// A count of 1 (the object's own reference).
-    fn new() -> Self;
-    /// Takes a reference.
-    fn get(&self);
-    /// Drops a reference.
-    fn put(&self);
-}
-
-/// A bounded queue on one mutex and two condvars (not full / not empty): the `condvar` workload.
-pub trait CondvarUnderTest: Send + Sync + 'static {
-    /// An empty, open queue of `slots` messages.
-    fn new(slots: usize) -> Self;
-    /// Waits for room, pushes `msg`, and notifies the consumers (one or all). `false` once closed.
-    fn produce(&self, msg: u64, notify_all: bool) -> bool;
-    /// Waits for a message, pops it, and notifies the producers (one or all). `None` once closed.
-    fn consume(&self, notify_all: bool) -> Option<u64>;
-    /// Closes the queue and wakes every waiter (the end of a trial).
-    fn close(&self);
-}
+pub use crate::runner::{CondvarUnderTest, LockUnderTest, RcuUnderTest, RefCountUnderTest};
+pub use crate::workload::NONE;
+use crate::workload::Workload;
 
 /// The queue state every [`CondvarUnderTest`] adapter keeps under its mutex.
 #[derive(Default)]
@@ -153,32 +116,6 @@ macro_rules! condvar_adapter {
             }
         }
     };
-}
-
-/// An RCU (or RCU-like) scheme: a published object that readers dereference, and per-thread slots
-/// whose old objects are retired after readers are done. Runs `rcu-read` and `call-rcu`.
-pub trait RcuUnderTest: Send + Sync + 'static {
-    /// A scheme with a published object and `threads` retire slots.
-    fn new(threads: usize) -> Self;
-    /// Read-side lock, dereference of the published object, `f` on it, unlock: read `i` of worker
-    /// `t` (QSBR uses them to announce a quiescent state now and then).
-    fn read<R>(&self, t: usize, i: u64, f: impl FnOnce(&crate::workload::Shared) -> R) -> R;
-    /// Publishes a new object (`v` in its first word) in slot `t` and retires the old one.
-    fn retire(&self, t: usize, v: u64);
-    /// Worker `t` (one of the updaters) replaces the published object that [`read`](Self::read)
-    /// dereferences with a new one (`v` in its first word) and retires the old one, while readers run
-    /// (`rcu-update`; several updaters may call it at once).
-    fn update(&self, t: usize, v: u64);
-    /// One blocking grace period (`rcu-sync`; only schemes registered with a `rcu_sync` runner).
-    fn synchronize(&self) {
-        unreachable!("this scheme has no synchronize")
-    }
-    /// (grace periods, synchronize calls) its domain has counted so far, if it counts them.
-    fn sync_counts(&self) -> Option<(u64, u64)> {
-        None
-    }
-    /// Waits until every retired object has been freed (after the trial; not timed).
-    fn drain(&self) {}
 }
 
 /// Whose lock it is.
@@ -324,9 +261,6 @@ pub fn refcount<R: RefCountUnderTest>(
         ..runs_nothing(name, kind, summary)
     }
 }
-
-/// The name of the no-lock baseline: the same loop with no lock, each thread on its own data.
-pub const NONE: &str = "none";
 
 /// The `none` baseline: runs every workload with no lock at all (each thread on its own copy of the
 /// data; the refcount loop with no count), so it measures the harness's own cost. Every run measures it

@@ -14,8 +14,8 @@ pub mod s002;
 pub mod s003;
 pub mod s004;
 
-use crate::cli::UsageError;
-use crate::report::Report;
+use crate::output::Report;
+use crate::plan::UsageError;
 use crate::runner::{Clock, TrialSpec};
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
@@ -138,6 +138,26 @@ pub fn run(
         lab,
         reproductions: out,
     })
+}
+
+/// `locklab reproduce SEED [--quick] [--json F]`: runs the seeds' experiments, prints each, and writes
+/// the JSON.
+pub fn command(seed: &str, quick: bool, json: Option<&str>) -> anyhow::Result<()> {
+    let seeds = seeds(seed)?;
+    let to_stdout = json == Some("-");
+    let r = run(
+        &seeds,
+        quick,
+        to_stdout,
+        &crate::runner::SystemClock::default(),
+    )?;
+    let text = serde_json::to_string_pretty(&r)? + "\n";
+    match json {
+        Some("-") => print!("{text}"),
+        Some(f) => std::fs::write(f, text).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?,
+        None => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,10 +11,10 @@
 //! on it; the 1-proc repeats' spread decides what "within noise" means.
 
 use super::Reproduction;
-use crate::cli::Plan;
 use crate::locks::{self, LockInfo};
 use crate::metrics::ResultRow;
-use crate::report::Report;
+use crate::output::Report;
+use crate::plan::Plan;
 use crate::runner::{Clock, allowed_cpus};
 use crate::workload::Workload;
 use serde::Serialize;
@@ -331,7 +331,7 @@ pub fn render(title: &str, rows: &[SeedRow], cpus: usize) -> String {
             let _ = write!(
                 s,
                 "{:>24}",
-                format!("{} (x{x:.2}){mark}", crate::report::table::group(*v))
+                format!("{} (x{x:.2}){mark}", crate::output::table::group(*v))
             );
         }
         match row.seed {
@@ -340,8 +340,8 @@ pub fn render(title: &str, rows: &[SeedRow], cpus: usize) -> String {
                 let _ = write!(
                     s,
                     "   |       {:>18}{:>18}",
-                    format!("{} (x{:.2})", crate::report::table::group(b), b / b1),
-                    format!("{} (x{:.2})", crate::report::table::group(rc), rc / r1)
+                    format!("{} (x{:.2})", crate::output::table::group(b), b / b1),
+                    format!("{} (x{:.2})", crate::output::table::group(rc), rc / r1)
                 );
             }
             None => s.push_str("   |"),

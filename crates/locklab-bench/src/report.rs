@@ -8,8 +8,8 @@
 //! a non-empty box and drawn marks) and any script errors into `data-*` attributes of `<body>`: the
 //! browser test (`tests/report_browser.rs`) reads them from headless Chromium's DOM.
 
-use super::Report;
 use crate::metrics::ResultRow;
+use crate::output::Report;
 use crate::reproduce::Reproduction;
 use plotters::prelude::*;
 use serde::Deserialize;
@@ -633,6 +633,19 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
     }
     writeln!(h, "<p data-plots=\"{n_plots}\"></p></body></html>")?;
     Ok(h)
+}
+
+/// `locklab report --from F [--from F ...] [--out F]`: a page from the given runs; prints the page's
+/// path last. (Without `--from` the command line runs the default job, which writes its own page.)
+pub fn command(from: &[String], out: &str) -> anyhow::Result<()> {
+    let docs = from
+        .iter()
+        .map(|f| load(f))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    write(out, &render(&docs)?)?;
+    let path = std::fs::canonicalize(out).unwrap_or_else(|_| out.into());
+    println!("report: {}", path.display());
+    Ok(())
 }
 
 #[cfg(test)]

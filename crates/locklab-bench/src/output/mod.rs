@@ -5,7 +5,6 @@
 //! standard output (`-`) write once, at the end.
 
 pub mod csv;
-pub mod html;
 pub mod markdown;
 pub mod table;
 
