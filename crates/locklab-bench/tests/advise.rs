@@ -1,0 +1,79 @@
+//! `locklab advise`, end to end.
+
+mod common;
+use common::*;
+
+/// lab.md's `advise`: a small grid gives one cell per (threads, cs, read %) with the winner being the
+/// fastest non-baseline row of that cell in the JSON's own rows, rules of thumb, and a heat map per
+/// read share in `report`; bad lists are one clear line.
+#[test]
+fn advise_maps_the_winner_of_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("advise.json");
+    let (code, out, err) = run(&[
+        "advise",
+        "--quick",
+        "--threads",
+        "1,2",
+        "--cs-ns",
+        "0",
+        "--read-pct",
+        "0,90",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rules of thumb on this machine:"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let rows = v["results"].as_array().unwrap();
+    for c in cells {
+        let best = rows
+            .iter()
+            .filter(|r| {
+                r["threads"] == c["threads"]
+                    && r["cs_ns"] == c["cs_ns"]
+                    && r["read_pct"] == c["read_pct"]
+                    && !["none", "atomic-count"].contains(&r["lock"].as_str().unwrap())
+            })
+            .max_by(|a, b| {
+                a["ops_per_sec"]["median"]
+                    .as_f64()
+                    .unwrap()
+                    .total_cmp(&b["ops_per_sec"]["median"].as_f64().unwrap())
+            })
+            .unwrap();
+        assert_eq!(c["winner"], best["lock"], "{c}");
+        assert!(c["margin"].as_f64().unwrap() >= 1.0, "{c}");
+    }
+    let wins: u64 = v["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["wins"].as_u64().unwrap())
+        .sum();
+    assert_eq!(wins, 4, "every cell is in exactly one rule");
+    let page = dir.path().join("a.html");
+    let (code, _, err) = run(&[
+        "report",
+        "--from",
+        json.to_str().unwrap(),
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("data-plot=\"run0-advise-0\"")
+            && html.contains("data-plot=\"run0-advise-90\"")
+    );
+
+    let (code, _, err) = run(&["advise", "--read-pct", "0,101"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("read-pct") && err.lines().count() == 1,
+        "{err}"
+    );
+}
