@@ -9,4 +9,7 @@ export RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR=target/tsan LOCKLAB_NO_ME
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66"
 # The stress tests' hang detector allows 60 s; TSan runs them 5-20x slower.
 export LOCKLAB_STRESS_BOUND_S=600
-cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p locklab --lib --tests --no-fail-fast
+# fork() from a multi-threaded process, then new threads in the child, is outside what TSan supports
+# (it fails the child with its exit code): the fork test runs in the plain test step.
+cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p locklab --lib --tests --no-fail-fast \
+  -- --skip fork_in_a_loop

@@ -60,29 +60,83 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// A plot: its id, caption, the SVG, and the legend's (name, colour) entries.
+/// A plot: its id, caption, the SVG, and the legend's (name, colour, stroke) entries.
 struct Plot {
     id: String,
     caption: String,
     svg: String,
-    legend: Vec<(String, RGBColor)>,
+    legend: Vec<(String, RGBColor, Stroke)>,
+}
+
+/// How a line is drawn: ours solid, peers dashed, baselines and references dotted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stroke {
+    Solid,
+    Dashed,
+    Dotted,
+    /// A filled area (the heat maps' cells), in legends only.
+    Fill,
+}
+
+impl Stroke {
+    /// The stroke of a lock's line, by whose lock it is.
+    fn of(lock: &str) -> Stroke {
+        match crate::locks::find(lock).map(|l| l.kind) {
+            Some(crate::locks::Kind::Ours) => Stroke::Solid,
+            Some(crate::locks::Kind::Baseline) => Stroke::Dotted,
+            _ => Stroke::Dashed,
+        }
+    }
+
+    /// The legend swatch's CSS.
+    fn css(self) -> &'static str {
+        match self {
+            Stroke::Solid => "solid",
+            Stroke::Dashed => "dashed",
+            Stroke::Dotted => "dotted",
+            Stroke::Fill => "solid",
+        }
+    }
 }
 
 /// One line of a chart.
 struct Line {
     name: String,
     points: Vec<(f64, f64)>,
-    dashed: bool,
+    stroke: Stroke,
     color: RGBColor,
 }
 
+/// Ten colours that stay apart (Tableau 10), then the palette's others.
 fn color(i: usize) -> RGBColor {
-    let (r, g, b) = Palette99::pick(i).rgb();
+    const TEN: [(u8, u8, u8); 10] = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
+    ];
+    let (r, g, b) = if i < TEN.len() {
+        TEN[i]
+    } else {
+        Palette99::pick(i).rgb()
+    };
     RGBColor(r, g, b)
 }
 
-const W: u32 = 560;
+/// Most lock lines one plot shows; a group with more is drawn as two plots (ours, then the peers,
+/// each with the other side's best as a reference).
+const MAX_LINES: usize = 8;
+
+const W: u32 = 600;
 const H: u32 = 360;
+/// Room right of the plot area for the lines' end labels.
+const LABEL_W: u32 = 130;
 
 /// Compact axis numbers: 1.2M, 350k, 12.5.
 fn human(v: f64) -> String {
@@ -127,6 +181,7 @@ fn chart(
         let mut b = ChartBuilder::on(&root);
         b.caption(title, ("sans-serif", 16))
             .margin(12)
+            .margin_right(LABEL_W)
             .x_label_area_size(40)
             .y_label_area_size(64);
         macro_rules! draw {
@@ -151,20 +206,31 @@ fn chart(
                     .map_err(|e| e.to_string())?;
                 for l in lines {
                     let style = ShapeStyle::from(&l.color).stroke_width(2);
-                    if l.dashed {
-                        c.draw_series(DashedLineSeries::new(l.points.iter().copied(), 6, 4, style))
-                            .map_err(|e| e.to_string())?;
-                    } else {
-                        c.draw_series(LineSeries::new(l.points.iter().copied(), style))
-                            .map_err(|e| e.to_string())?;
-                        if l.points.len() <= 12 {
-                            c.draw_series(
-                                l.points.iter().map(|&p| {
-                                    Circle::new(p, 3, ShapeStyle::from(&l.color).filled())
-                                }),
-                            )
-                            .map_err(|e| e.to_string())?;
-                        }
+                    let pts = l.points.iter().copied();
+                    match l.stroke {
+                        Stroke::Solid | Stroke::Fill => c.draw_series(LineSeries::new(pts, style)),
+                        Stroke::Dashed => c.draw_series(DashedLineSeries::new(pts, 7, 4, style)),
+                        Stroke::Dotted => c.draw_series(DashedLineSeries::new(pts, 2, 4, style)),
+                    }
+                    .map_err(|e| e.to_string())?;
+                    if l.stroke != Stroke::Dotted && l.points.len() <= 12 {
+                        c.draw_series(
+                            l.points
+                                .iter()
+                                .map(|&p| Circle::new(p, 3, ShapeStyle::from(&l.color).filled())),
+                        )
+                        .map_err(|e| e.to_string())?;
+                    }
+                    // The name at the line's end, next to it, in its colour (the legend below the
+                    // plot repeats it with the stroke).
+                    if let Some(&end) = l.points.last() {
+                        let name: String = l.name.chars().take(22).collect();
+                        c.draw_series(std::iter::once(Text::new(
+                            name,
+                            end,
+                            ("sans-serif", 11).into_font().color(&l.color),
+                        )))
+                        .map_err(|e| e.to_string())?;
                     }
                 }
             }};
@@ -269,7 +335,7 @@ fn lines_of(
             (!points.is_empty()).then(|| Line {
                 name: n.clone(),
                 points,
-                dashed: false,
+                stroke: Stroke::of(n),
                 color: color(i),
             })
         })
@@ -297,14 +363,75 @@ fn plot(spec: Spec, lines: &[Line]) -> Option<Result<Plot, String>> {
             id: spec.id,
             caption: spec.caption,
             svg,
-            legend: lines.iter().map(|l| (l.name.clone(), l.color)).collect(),
+            legend: lines
+                .iter()
+                .map(|l| (l.name.clone(), l.color, l.stroke))
+                .collect(),
         }),
     )
 }
 
-/// The plots of one group: scaling, latency CDF (at the highest thread count), idle %, hand-over rate.
+/// Our fastest lock / the fastest peer at each thread count (baselines left out), if the group has
+/// both.
+fn ours_vs_peer(locks: &[(String, Vec<&ResultRow>)], threads: &[usize]) -> Vec<(f64, f64)> {
+    threads
+        .iter()
+        .filter_map(|&t| {
+            let best = |stroke: Stroke| {
+                locks
+                    .iter()
+                    .filter(|(n, _)| Stroke::of(n) == stroke)
+                    .filter_map(|(_, rows)| rows.iter().find(|r| r.threads == t))
+                    .map(|r| r.ops_per_sec.median)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            };
+            let (ours, peer) = (best(Stroke::Solid)?, best(Stroke::Dashed)?);
+            (peer > 0.0).then(|| (t as f64, ours / peer))
+        })
+        .collect()
+}
+
+/// The locks of a group as the plots that show them: one set of plots if they fit in [`MAX_LINES`],
+/// else two: ours with the fastest peer, and the peers with our fastest (each at the highest thread
+/// count), so every plot stays readable and each side has its rival for reference.
+fn parts<'a>(
+    locks: &[(String, Vec<&'a ResultRow>)],
+) -> Vec<(&'static str, Vec<(String, Vec<&'a ResultRow>)>)> {
+    if locks.len() <= MAX_LINES {
+        return vec![("", locks.to_vec())];
+    }
+    let fastest = |ours: bool| {
+        locks
+            .iter()
+            .filter(|(n, _)| (Stroke::of(n) == Stroke::Solid) == ours)
+            .filter(|(n, _)| Stroke::of(n) != Stroke::Dotted)
+            .max_by(|a, b| {
+                let top = |l: &(String, Vec<&ResultRow>)| {
+                    l.1.last().map_or(0.0, |r| r.ops_per_sec.median)
+                };
+                top(a).total_cmp(&top(b))
+            })
+            .cloned()
+    };
+    let side = |ours: bool| -> Vec<(String, Vec<&'a ResultRow>)> {
+        let mut v: Vec<_> = locks
+            .iter()
+            .filter(|(n, _)| (Stroke::of(n) == Stroke::Solid) == ours)
+            .cloned()
+            .collect();
+        v.extend(fastest(!ours));
+        v
+    };
+    vec![("ours", side(true)), ("peers", side(false))]
+}
+
+/// The plots of one group: the summary (ours / the best peer), then scaling, latency CDF (at the
+/// highest thread count), idle % and hand-over rate, for every lock (split in two when there are
+/// many: [`parts`]).
 fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> {
-    let locks = by_lock(g);
+    let all = by_lock(g);
+    // A lock keeps its colour in every plot of the group.
+    let hue = |name: &str| color(all.iter().position(|(n, _)| n == name).unwrap_or(0));
     let id = |what: &str| format!("run{run}-{}-{what}", slug(&g.key));
     let by_threads = |f: fn(&ResultRow) -> Option<f64>| {
         move |rows: &[&ResultRow]| -> Vec<(f64, f64)> {
@@ -317,97 +444,156 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
     threads.sort_unstable();
     threads.dedup();
     let top = *threads.last().unwrap_or(&1);
-
-    // Scaling, with the linear reference from the best 1-thread row.
-    let mut scaling = lines_of(&locks, by_threads(|r| Some(r.ops_per_sec.median)));
-    let best1 = locks
-        .iter()
-        .filter_map(|(n, rows)| {
-            rows.iter()
-                .find(|r| r.threads == 1)
-                .map(|r| (n, r.ops_per_sec.median))
-        })
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    if let Some((name, one)) = best1 {
-        scaling.push(Line {
-            name: format!("linear (from {name} at 1 thread, capped at {cpus} CPUs)"),
-            points: threads
-                .iter()
-                .map(|&t| (t as f64, one * t.min(cpus.max(1)) as f64))
-                .collect(),
-            dashed: true,
-            color: RGBColor(120, 120, 120),
-        });
-    }
-    // Latency CDF at the highest thread count, from the recorded histograms.
-    let latency = lines_of(&locks, |rows| {
-        rows.iter()
-            .find(|r| r.threads == top)
-            .map_or(vec![], |r| cdf(&r.acquire_ns.histogram))
-    });
     let k = &g.key;
-    [
-        plot(
+    let mut out = vec![];
+
+    let ratio = ours_vs_peer(&all, &threads);
+    if !ratio.is_empty() {
+        let one = vec![
+            (threads[0] as f64, 1.0),
+            (*threads.last().unwrap_or(&1) as f64, 1.0),
+        ];
+        out.extend(plot(
             Spec {
-                id: id("scaling"),
-                title: format!("{k}: throughput vs threads"),
+                id: id("summary"),
+                title: format!("{k}: ours / the best peer"),
                 x: "threads",
-                y: "ops/s (median)",
+                y: "our fastest / fastest peer",
                 log_x: false,
                 y_max: None,
                 caption: format!(
-                    "Scaling, {k}: median ops/s per thread count; dashed: linear scaling."
+                    "Summary, {k}: our fastest lock's median ops/s over the fastest peer's, per thread count; above the dotted 1, ours is faster."
                 ),
             },
-            &scaling,
-        ),
-        plot(
-            Spec {
-                id: id("latency"),
-                title: format!("{k}: acquisition latency CDF at {top} threads"),
-                x: "ns (log)",
-                y: "% of sampled acquisitions",
-                log_x: true,
-                y_max: Some(100.0),
-                caption: format!(
-                    "Latency CDF, {k} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits)."
+            &[
+                Line {
+                    name: "ours / best peer".into(),
+                    points: ratio,
+                    stroke: Stroke::Solid,
+                    color: color(0),
+                },
+                Line {
+                    name: "equal".into(),
+                    points: one,
+                    stroke: Stroke::Dotted,
+                    color: RGBColor(120, 120, 120),
+                },
+            ],
+        ));
+    }
+
+    for (part, locks) in parts(&all) {
+        let lines = |points: &dyn Fn(&[&ResultRow]) -> Vec<(f64, f64)>| -> Vec<Line> {
+            let mut v = lines_of(&locks, points);
+            for l in &mut v {
+                l.color = hue(&l.name);
+            }
+            v
+        };
+        let pid = |what: &str| {
+            if part.is_empty() {
+                id(what)
+            } else {
+                id(&format!("{what}-{part}"))
+            }
+        };
+        let who = if part.is_empty() {
+            String::new()
+        } else {
+            format!(" ({part})")
+        };
+        // Scaling, with the linear reference from the best 1-thread row.
+        let mut scaling = lines(&by_threads(|r| Some(r.ops_per_sec.median)));
+        let best1 = locks
+            .iter()
+            .filter_map(|(n, rows)| {
+                rows.iter()
+                    .find(|r| r.threads == 1)
+                    .map(|r| (n, r.ops_per_sec.median))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((name, one)) = best1 {
+            scaling.push(Line {
+                name: format!("linear (from {name} at 1 thread, capped at {cpus} CPUs)"),
+                points: threads
+                    .iter()
+                    .map(|&t| (t as f64, one * t.min(cpus.max(1)) as f64))
+                    .collect(),
+                stroke: Stroke::Dotted,
+                color: RGBColor(120, 120, 120),
+            });
+        }
+        // Latency CDF at the highest thread count, from the recorded histograms.
+        let latency = lines(&|rows: &[&ResultRow]| {
+            rows.iter()
+                .find(|r| r.threads == top)
+                .map_or(vec![], |r| cdf(&r.acquire_ns.histogram))
+        });
+        out.extend(
+            [
+                plot(
+                    Spec {
+                        id: pid("scaling"),
+                        title: format!("{k}{who}: throughput vs threads"),
+                        x: "threads",
+                        y: "ops/s (median)",
+                        log_x: false,
+                        y_max: None,
+                        caption: format!(
+                            "Scaling, {k}{who}: median ops/s per thread count; ours solid, peers dashed, baselines and the linear reference dotted."
+                        ),
+                    },
+                    &scaling,
                 ),
-            },
-            &latency,
-        ),
-        plot(
-            Spec {
-                id: id("idle"),
-                title: format!("{k}: idle CPU vs threads"),
-                x: "threads",
-                y: "idle % of min(threads, CPUs)",
-                log_x: false,
-                y_max: Some(100.0),
-                caption: format!(
-                    "Idle CPU, {k}: 100 x (1 - CPU time / (wall x min(threads, CPUs)))."
+                plot(
+                    Spec {
+                        id: pid("latency"),
+                        title: format!("{k}{who}: acquisition latency CDF at {top} threads"),
+                        x: "ns (log)",
+                        y: "% of sampled acquisitions",
+                        log_x: true,
+                        y_max: Some(100.0),
+                        caption: format!(
+                            "Latency CDF, {k}{who} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits)."
+                        ),
+                    },
+                    &latency,
                 ),
-            },
-            &lines_of(&locks, by_threads(|r| Some(r.idle_pct))),
-        ),
-        // Hand-over rate, where the workload has exclusive operations.
-        plot(
-            Spec {
-                id: id("handover"),
-                title: format!("{k}: hand-over rate vs threads"),
-                x: "threads",
-                y: "share of exclusive ops changing holder",
-                log_x: false,
-                y_max: Some(1.0),
-                caption: format!(
-                    "Hand-over rate, {k}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line)."
+                plot(
+                    Spec {
+                        id: pid("idle"),
+                        title: format!("{k}{who}: idle CPU vs threads"),
+                        x: "threads",
+                        y: "idle % of min(threads, CPUs)",
+                        log_x: false,
+                        y_max: Some(100.0),
+                        caption: format!(
+                            "Idle CPU, {k}{who}: 100 x (1 - CPU time / (wall x min(threads, CPUs)))."
+                        ),
+                    },
+                    &lines(&by_threads(|r| Some(r.idle_pct))),
                 ),
-            },
-            &lines_of(&locks, by_threads(|r| r.handover_rate)),
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+                // Hand-over rate, where the workload has exclusive operations.
+                plot(
+                    Spec {
+                        id: pid("handover"),
+                        title: format!("{k}{who}: hand-over rate vs threads"),
+                        x: "threads",
+                        y: "share of exclusive ops changing holder",
+                        log_x: false,
+                        y_max: Some(1.0),
+                        caption: format!(
+                            "Hand-over rate, {k}{who}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line)."
+                        ),
+                    },
+                    &lines(&by_threads(|r| r.handover_rate)),
+                ),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+    }
+    out
 }
 
 /// `advise`'s map as heat maps, one per read share: threads across, critical section up, each cell
@@ -499,7 +685,10 @@ fn heat_maps(
                     "advise, {read}% reads: the winner of each cell (median ops/s), its margin over the runner-up, and our fastest / the fastest peer."
                 ),
                 svg,
-                legend: winners.iter().map(|w| (w.to_string(), colour(w))).collect(),
+                legend: winners
+                    .iter()
+                    .map(|w| (w.to_string(), colour(w), Stroke::Fill))
+                    .collect(),
             })
         })
         .collect()
@@ -508,9 +697,9 @@ fn heat_maps(
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1200px;margin:24px auto;padding:0 16px;color:#222}\
 h1{font-size:24px}h2{font-size:20px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:36px}h3{font-size:16px}\
 table.kv td{padding:2px 12px 2px 0;font-size:14px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}\
-figure{margin:14px 14px 14px 0;display:inline-block;vertical-align:top}figcaption{font-size:13px;color:#444;max-width:560px}\
-.legend{font-size:12px;max-width:560px}.legend span{display:inline-block;margin:2px 10px 2px 0}\
-.legend i{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}\
+figure{margin:14px 14px 14px 0;display:inline-block;vertical-align:top}figcaption{font-size:13px;color:#444;max-width:600px}\
+.legend{font-size:12px;max-width:600px}.legend span{display:inline-block;margin:2px 10px 2px 0}\
+.legend i{display:inline-block;width:18px;height:0;margin-right:4px;vertical-align:middle}\
 .ok{color:#176b2c;font-weight:600}.no{color:#a33;font-weight:600}.verdict{font-size:14px}";
 
 /// The load-time check the browser test reads: plots rendered (a visible `<svg>` with drawn marks) and
@@ -533,10 +722,12 @@ fn figure(h: &mut String, p: &Plot) -> std::fmt::Result {
         p.svg,
         esc(&p.caption)
     )?;
-    for (name, c) in &p.legend {
+    for (name, c, stroke) in &p.legend {
+        let width = if *stroke == Stroke::Fill { 10 } else { 3 };
         write!(
             h,
-            "<span><i style=\"background:rgb({},{},{})\"></i>{}</span>",
+            "<span><i style=\"border-top:{width}px {} rgb({},{},{})\"></i>{}</span>",
+            stroke.css(),
             c.0,
             c.1,
             c.2,
@@ -697,14 +888,19 @@ mod tests {
             source: "x.json".into(),
         };
         let html = render(&[doc]).unwrap();
-        // mutex: scaling, latency, idle, hand-over; refcount: the same four.
+        // mutex: the summary (ours and a peer), scaling, latency, idle, hand-over; refcount (ours
+        // only): the four.
         assert!(
-            html.contains("<p data-plots=\"8\">"),
+            html.contains("<p data-plots=\"9\">"),
             "{}",
             &html[html.len() - 200..]
         );
-        assert_eq!(html.matches("<figure data-plot=").count(), 8);
-        assert_eq!(html.matches("<svg").count(), 8);
+        assert_eq!(html.matches("<figure data-plot=").count(), 9);
+        assert_eq!(html.matches("<svg").count(), 9);
+        assert!(html.contains("-summary\""));
+        // Ours solid, peers dashed in the legend.
+        assert!(html.contains("3px solid rgb(31,119,180)\"></i>mutex</span>"));
+        assert!(html.contains("3px dashed"));
         assert!(html.contains("linear (from mutex at 1 thread"));
         // `none` is left out of the lines and the legend.
         assert!(!html.contains("</i>none</span>"));
