@@ -371,6 +371,11 @@ fn plot(spec: Spec, lines: &[Line]) -> Option<Result<Plot, String>> {
     )
 }
 
+/// A lock's name and its rows, by thread count.
+type LockRows<'a> = (String, Vec<&'a ResultRow>);
+/// A line's points from a lock's rows.
+type Points<'p> = dyn Fn(&[&ResultRow]) -> Vec<(f64, f64)> + 'p;
+
 /// Our fastest lock / the fastest peer at each thread count (baselines left out), if the group has
 /// both.
 fn ours_vs_peer(locks: &[(String, Vec<&ResultRow>)], threads: &[usize]) -> Vec<(f64, f64)> {
@@ -396,7 +401,7 @@ fn ours_vs_peer(locks: &[(String, Vec<&ResultRow>)], threads: &[usize]) -> Vec<(
 /// count), so every plot stays readable and each side has its rival for reference.
 fn parts<'a>(
     locks: &[(String, Vec<&'a ResultRow>)],
-) -> Vec<(&'static str, Vec<(String, Vec<&'a ResultRow>)>)> {
+) -> Vec<(&'static str, Vec<LockRows<'a>>)> {
     if locks.len() <= MAX_LINES {
         return vec![("", locks.to_vec())];
     }
@@ -483,7 +488,7 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
     }
 
     for (part, locks) in parts(&all) {
-        let lines = |points: &dyn Fn(&[&ResultRow]) -> Vec<(f64, f64)>| -> Vec<Line> {
+        let lines = |points: &Points| -> Vec<Line> {
             let mut v = lines_of(&locks, points);
             for l in &mut v {
                 l.color = hue(&l.name);
