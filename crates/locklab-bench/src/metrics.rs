@@ -91,8 +91,10 @@ pub struct Limit {
     /// What the figure is made of.
     pub basis: String,
     /// Aggregate ns per operation at the figure.
+    #[serde(deserialize_with = "infinite_if_null")]
     pub ns_per_op: f64,
     /// figure / measured ns per op: 1.0 = at the figure.
+    #[serde(deserialize_with = "infinite_if_null")]
     pub ratio: f64,
 }
 
@@ -164,7 +166,8 @@ pub struct ResultRow {
     pub repeats: usize,
     /// aggregate throughput over the repeats
     pub ops_per_sec: Spread,
-    /// 1e9 / median ops_per_sec
+    /// 1e9 / median ops_per_sec (infinite for a row that made no operation, written as JSON `null`)
+    #[serde(deserialize_with = "infinite_if_null")]
     pub ns_per_op: f64,
     /// this row's median / the same lock's 1-thread median in this run
     pub scaling: Option<f64>,
@@ -244,6 +247,13 @@ pub const SUPERLINEAR_TOLERANCE: f64 = 0.10;
 /// [`SUPERLINEAR_TOLERANCE`]).
 pub fn superlinear(scaling: f64, threads: usize, cpus: usize) -> bool {
     scaling > threads.min(cpus).max(1) as f64 * (1.0 + SUPERLINEAR_TOLERANCE)
+}
+
+/// Reads back a float that JSON could not carry: serde_json writes an infinite or NaN `f64` as `null`
+/// (a row that made no operation has an infinite `ns_per_op`); it comes back infinite, so that every
+/// file the lab writes can be read again (`report`, `compare`).
+fn infinite_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 impl ResultRow {
@@ -671,6 +681,18 @@ mod tests {
         assert_eq!(rows[1].scaling, Some(3.0));
         // x3 at 2 threads: more than two threads can do; flagged.
         assert!(!rows[0].superlinear && rows[1].superlinear);
+    }
+
+    /// A row that made no operation (an oversubscribed spinlock can starve for a whole window) has an
+    /// infinite `ns_per_op`, which JSON writes as null: the lab reads its own file back.
+    #[test]
+    fn a_row_with_no_operation_round_trips_through_json() {
+        let mut r = row("spin-ticket", "mutex", 4, 0, (0.0, 0.0, 0.0));
+        r.ns_per_op = f64::INFINITY;
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"ns_per_op\":null"), "{text}");
+        let back: ResultRow = serde_json::from_str(&text).unwrap();
+        assert!(back.ns_per_op.is_infinite());
     }
 
     /// Superlinear scaling is flagged on synthetic rows (at min(threads, CPUs) plus the tolerance),

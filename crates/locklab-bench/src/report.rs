@@ -133,10 +133,10 @@ fn color(i: usize) -> RGBColor {
 /// each with the other side's best as a reference).
 const MAX_LINES: usize = 8;
 
-const W: u32 = 600;
+const W: u32 = 570;
 const H: u32 = 360;
 /// Room right of the plot area for the lines' end labels.
-const LABEL_W: u32 = 130;
+const LABEL_W: u32 = 110;
 
 /// Compact axis numbers: 1.2M, 350k, 12.5.
 fn human(v: f64) -> String {
@@ -396,38 +396,63 @@ fn ours_vs_peer(locks: &[(String, Vec<&ResultRow>)], threads: &[usize]) -> Vec<(
         .collect()
 }
 
-/// The locks of a group as the plots that show them: one set of plots if they fit in [`MAX_LINES`],
-/// else two: ours with the fastest peer, and the peers with our fastest (each at the highest thread
-/// count), so every plot stays readable and each side has its rival for reference.
-fn parts<'a>(
-    locks: &[(String, Vec<&'a ResultRow>)],
-) -> Vec<(&'static str, Vec<LockRows<'a>>)> {
-    if locks.len() <= MAX_LINES {
-        return vec![("", locks.to_vec())];
+/// A lock's family, for splitting a crowded group: spinlocks, sleeping locks, reader-writer locks,
+/// reference counts, RCU, and the peers (and baselines) by whose they are.
+fn family(lock: &str) -> &'static str {
+    match Stroke::of(lock) {
+        Stroke::Solid => match lock {
+            "tas" | "ticket" | "mcs" | "qspinlock" => "spinlocks",
+            "mutex" | "condvar" => "sleeping locks",
+            "rwspinlock" | "rwsem" | "percpu-rwsem" | "brlock" | "seqlock" => "rw locks",
+            l if l.starts_with("lockref") => "reference counts",
+            _ => "rcu",
+        },
+        _ => "peers",
     }
+}
+
+/// The locks of a group as the plots that show them: one set of plots if they fit in [`MAX_LINES`],
+/// else one set per family of ours (each with the fastest peer for reference), then the peers in
+/// sets of at most `MAX_LINES - 1` (each with our fastest), so every plot stays readable and each
+/// side has its rival beside it. Speed is judged at the highest thread count.
+fn parts<'a>(locks: &[LockRows<'a>]) -> Vec<(String, Vec<LockRows<'a>>)> {
+    if locks.len() <= MAX_LINES {
+        return vec![(String::new(), locks.to_vec())];
+    }
+    let top = |l: &LockRows| l.1.last().map_or(0.0, |r| r.ops_per_sec.median);
     let fastest = |ours: bool| {
         locks
             .iter()
             .filter(|(n, _)| (Stroke::of(n) == Stroke::Solid) == ours)
             .filter(|(n, _)| Stroke::of(n) != Stroke::Dotted)
-            .max_by(|a, b| {
-                let top = |l: &(String, Vec<&ResultRow>)| {
-                    l.1.last().map_or(0.0, |r| r.ops_per_sec.median)
-                };
-                top(a).total_cmp(&top(b))
-            })
+            .max_by(|a, b| top(a).total_cmp(&top(b)))
             .cloned()
     };
-    let side = |ours: bool| -> Vec<(String, Vec<&'a ResultRow>)> {
-        let mut v: Vec<_> = locks
-            .iter()
-            .filter(|(n, _)| (Stroke::of(n) == Stroke::Solid) == ours)
-            .cloned()
-            .collect();
-        v.extend(fastest(!ours));
-        v
-    };
-    vec![("ours", side(true)), ("peers", side(false))]
+    let mut out: Vec<(String, Vec<LockRows<'a>>)> = vec![];
+    for l in locks.iter().filter(|(n, _)| Stroke::of(n) == Stroke::Solid) {
+        let f = family(&l.0).to_string();
+        match out
+            .iter_mut()
+            .find(|p| p.0 == f && p.1.len() < MAX_LINES - 1)
+        {
+            Some(p) => p.1.push(l.clone()),
+            None => out.push((f, vec![l.clone()])),
+        }
+    }
+    for p in &mut out {
+        p.1.extend(fastest(false));
+    }
+    let others: Vec<LockRows<'a>> = locks
+        .iter()
+        .filter(|(n, _)| Stroke::of(n) != Stroke::Solid)
+        .cloned()
+        .collect();
+    for chunk in others.chunks(MAX_LINES - 1) {
+        let mut v = chunk.to_vec();
+        v.extend(fastest(true));
+        out.push(("peers".into(), v));
+    }
+    out
 }
 
 /// The plots of one group: the summary (ours / the best peer), then scaling, latency CDF (at the
@@ -487,7 +512,19 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
         ));
     }
 
-    for (part, locks) in parts(&all) {
+    let split = parts(&all);
+    let numbered = |i: usize, part: &str| -> String {
+        // Two sets of one family (or of the peers): number them.
+        let same = split.iter().filter(|p| p.0 == part).count();
+        let nth = split[..i].iter().filter(|p| p.0 == part).count() + 1;
+        if same > 1 {
+            format!("{part} {nth}")
+        } else {
+            part.to_string()
+        }
+    };
+    for (i, (part, locks)) in split.iter().enumerate() {
+        let part = numbered(i, part);
         let lines = |points: &Points| -> Vec<Line> {
             let mut v = lines_of(&locks, points);
             for l in &mut v {
@@ -499,7 +536,7 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
             if part.is_empty() {
                 id(what)
             } else {
-                id(&format!("{what}-{part}"))
+                id(&format!("{what}-{}", slug(&part)))
             }
         };
         let who = if part.is_empty() {
@@ -702,8 +739,8 @@ fn heat_maps(
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1200px;margin:24px auto;padding:0 16px;color:#222}\
 h1{font-size:24px}h2{font-size:20px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:36px}h3{font-size:16px}\
 table.kv td{padding:2px 12px 2px 0;font-size:14px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}\
-figure{margin:14px 14px 14px 0;display:inline-block;vertical-align:top}figcaption{font-size:13px;color:#444;max-width:600px}\
-.legend{font-size:12px;max-width:600px}.legend span{display:inline-block;margin:2px 10px 2px 0}\
+figure{margin:14px 14px 14px 0;display:inline-block;vertical-align:top}figcaption{font-size:13px;color:#444;max-width:570px}\
+.legend{font-size:12px;max-width:570px}.legend span{display:inline-block;margin:2px 10px 2px 0}\
 .legend i{display:inline-block;width:18px;height:0;margin-right:4px;vertical-align:middle}\
 .ok{color:#176b2c;font-weight:600}.no{color:#a33;font-weight:600}.verdict{font-size:14px}";
 

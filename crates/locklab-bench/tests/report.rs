@@ -3,9 +3,9 @@
 mod common;
 use common::*;
 
-/// `report --from` draws a page from any JSON the lab wrote: a bench run and a reproduce
-/// run together; four plots per workload configuration (scaling, latency CDF, idle, hand-over), the
-/// reproduction's table and verdict; bad input is one clear line.
+/// `report --from` draws a page from any JSON the lab wrote: a bench run and a reproduce run
+/// together; per workload configuration the summary (ours / the best peer) and four plots (scaling,
+/// latency CDF, idle, hand-over), the reproduction's table and verdict; bad input is one clear line.
 #[test]
 fn report_draws_any_runs_into_one_page() {
     let dir = tempfile::tempdir().unwrap();
@@ -54,11 +54,11 @@ fn report_draws_any_runs_into_one_page() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert_eq!(
         html.matches("<figure data-plot=").count(),
-        4,
-        "one rw configuration: 4 plots"
+        5,
+        "one rw configuration: the summary (ours and peers ran) and 4 plots"
     );
-    assert!(html.contains("<p data-plots=\"4\">"));
-    for id in ["scaling", "latency", "idle", "handover"] {
+    assert!(html.contains("<p data-plots=\"5\">"));
+    for id in ["summary", "scaling", "latency", "idle", "handover"] {
         assert!(html.contains(&format!("-{id}\"")), "{id}");
     }
     assert!(html.contains("data-seed=\"000\"") && html.contains("SMP, files_lock rwlock"));
