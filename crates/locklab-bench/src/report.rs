@@ -526,7 +526,7 @@ fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> 
     for (i, (part, locks)) in split.iter().enumerate() {
         let part = numbered(i, part);
         let lines = |points: &Points| -> Vec<Line> {
-            let mut v = lines_of(&locks, points);
+            let mut v = lines_of(locks, points);
             for l in &mut v {
                 l.color = hue(&l.name);
             }
