@@ -108,6 +108,8 @@ pub mod raw {
     pub use crate::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
     pub use crate::rwsem::{RawRwSem, RwSemToken};
     pub use crate::rwspinlock::RawRwSpinLock;
+    #[cfg(not(loom))]
+    pub use crate::sleep::variants::{RawFairMutex, RawThreadId};
     pub use crate::spin::mcs::{McsGuard, RawMcsLock};
     pub use crate::spin::qspinlock::RawQueuedSpinLock;
     pub use crate::spin::tas::RawTasLock;
@@ -235,6 +237,65 @@ mod aliases {
     /// g.push('x');
     /// ```
     pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMutex, T>;
+    /// A [`Mutex`] whose every unlock hands the lock to the first sleeping waiter (parking_lot's
+    /// `FairMutex`): FIFO among sleepers, a context switch per hand-over.
+    ///
+    /// ```
+    /// let m = locklab::FairMutex::new(0);
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..4 {
+    ///         s.spawn(|| *m.lock() += 1);
+    ///     }
+    /// });
+    /// assert_eq!(*m.lock(), 4);
+    /// ```
+    #[cfg(not(loom))]
+    pub type FairMutex<T> = lock_api::Mutex<raw::RawFairMutex, T>;
+    /// Guard of a [`FairMutex`]; its drop is a fair unlock.
+    ///
+    /// ```
+    /// let m = locklab::FairMutex::new(1);
+    /// let g: locklab::FairMutexGuard<'_, i32> = m.lock();
+    /// assert_eq!(*g, 1);
+    /// ```
+    #[cfg(not(loom))]
+    pub type FairMutexGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawFairMutex, T>;
+    /// A mutex the owning thread may lock again (parking_lot's `ReentrantMutex`): lock_api's
+    /// reentrant wrapper over our [`Mutex`]'s raw lock. It gives `&T` only (a second lock by the
+    /// same thread must not alias a `&mut`): put a `Cell`/`RefCell` inside for mutation.
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// let m = locklab::ReentrantMutex::new(RefCell::new(0));
+    /// let outer = m.lock();
+    /// let inner = m.lock(); // the same thread: no wait
+    /// *inner.borrow_mut() += 1;
+    /// drop(inner);
+    /// assert_eq!(*outer.borrow(), 1);
+    /// ```
+    #[cfg(not(loom))]
+    pub type ReentrantMutex<T> = lock_api::ReentrantMutex<raw::RawMutex, raw::RawThreadId, T>;
+    /// Guard of a [`ReentrantMutex`].
+    ///
+    /// ```
+    /// let m = locklab::ReentrantMutex::new(5);
+    /// let g: locklab::ReentrantMutexGuard<'_, i32> = m.lock();
+    /// assert_eq!(*g, 5);
+    /// ```
+    #[cfg(not(loom))]
+    pub type ReentrantMutexGuard<'a, T> =
+        lock_api::ReentrantMutexGuard<'a, raw::RawMutex, raw::RawThreadId, T>;
+    /// A [`Mutex`] guard that owns an `Arc` of its mutex, so it is `'static` (lock_api's
+    /// `lock_arc`; the `arc_lock` feature, as parking_lot's).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let m = Arc::new(locklab::Mutex::new(1));
+    /// let g: locklab::ArcMutexGuard<i32> = m.lock_arc();
+    /// assert_eq!(*g, 1);
+    /// ```
+    #[cfg(feature = "arc_lock")]
+    pub type ArcMutexGuard<T> = lock_api::ArcMutexGuard<raw::RawMutex, T>;
     /// A condition variable for [`Mutex`]. No spurious wake-ups, so `notify_one`/`notify_all` report
     /// exactly how many waiters they woke. Its sharp edge: one condvar serves one mutex at a time; waiting
     /// on it with a second mutex while waiters of the first remain panics.

@@ -154,6 +154,7 @@ lock_tests! {
     mcs: locklab::raw::RawMcsLock,
     qspinlock: locklab::raw::RawQueuedSpinLock,
     mutex: locklab::raw::RawMutex,
+    fair_mutex: locklab::raw::RawFairMutex,
 }
 
 #[test]
@@ -333,6 +334,66 @@ fn mutex_unlock_fair_hands_over_in_fifo_order() {
         [0, 1, 2, 3],
         "fair unlocks hand over in arrival order"
     );
+}
+
+/// A `FairMutex`'s plain unlock (a guard's drop) hands over in arrival order, as the `Mutex`'s
+/// `unlock_fair` does; the unlocking thread cannot take the lock back while a waiter sleeps.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "orders arrivals with real-time sleeps, which Miri's speed makes meaningless"
+)]
+fn fair_mutex_hands_over_on_every_unlock() {
+    let m = Arc::new(locklab::FairMutex::new(Vec::new()));
+    let g = m.lock();
+    let ready = Arc::new(AtomicUsize::new(0));
+    let mut hs = vec![];
+    for i in 0..4 {
+        let (m2, ready2) = (m.clone(), ready.clone());
+        hs.push(thread::spawn(move || {
+            ready2.fetch_add(1, Ordering::SeqCst);
+            m2.lock().push(i); // the guard's drop: a fair unlock
+        }));
+        while ready.load(Ordering::SeqCst) <= i {
+            thread::yield_now();
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    drop(g);
+    assert!(
+        m.try_lock().is_none(),
+        "the lock went to the first waiter, not back to the unlocker"
+    );
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*m.lock(), [0, 1, 2, 3], "arrival order");
+}
+
+/// `ReentrantMutex`: the owner locks again without waiting; another thread waits until every level
+/// is released; a guard is not `Send`.
+#[test]
+fn reentrant_mutex_nests_for_its_owner_only() {
+    let m = Arc::new(locklab::ReentrantMutex::new(std::cell::Cell::new(0)));
+    let a = m.lock();
+    let b = m.lock();
+    b.set(b.get() + 1);
+    assert!(m.try_lock().is_some(), "the owner's try_lock succeeds");
+    let got = Arc::new(AtomicUsize::new(0));
+    let h = {
+        let (m, got) = (m.clone(), got.clone());
+        thread::spawn(move || {
+            assert!(m.try_lock().is_none(), "another thread must wait");
+            let g = m.lock();
+            got.store(g.get() as usize + 1, Ordering::SeqCst);
+        })
+    };
+    thread::sleep(Duration::from_millis(if cfg!(miri) { 5 } else { 30 }));
+    drop(b);
+    assert_eq!(got.load(Ordering::SeqCst), 0, "one level still held");
+    drop(a);
+    h.join().unwrap();
+    assert_eq!(got.load(Ordering::SeqCst), 2);
 }
 
 #[test]

@@ -6,4 +6,6 @@
 pub mod condvar;
 pub mod mutex;
 pub(crate) mod osq;
+#[cfg(not(loom))]
+pub mod variants;
 pub(crate) mod wait_list;
