@@ -11,13 +11,15 @@
 //! | any critical section, or more threads than CPUs | [`Mutex`] (+ [`Condvar`]) |
 //! | read mostly, writers now and then | [`RwSem`] |
 //! | read constantly, written rarely | [`PercpuRwSem`] (no locked instruction per read) |
+//! | readers that read again while holding a read lock | [`RecursiveRwSem`] (reader-preferring) |
 //! | small `Copy` data, readers must never block writers | [`SeqLock`] |
 //! | a reference count with a lock beside it | [`LockRef`], [`LockRefArc`] |
 //! | a pointer readers follow without any lock | [`rcu::RcuCell`], [`rcu::QsbrDomain`], [`rcu::SrcuDomain`] |
 //! | freeing after readers are done | [`rcu::RcuDomain::call_rcu`], [`rcu::RcuDomain::defer_drop`] |
 //!
 //! The families: spinlocks ([`spin`], [`lockref`]), sleeping locks ([`mutex`], [`condvar`]), the
-//! reader-writer locks ([`rwspinlock`], [`rwsem`], [`percpu_rwsem`], [`brlock`], [`seqlock`]), and
+//! reader-writer locks ([`rwspinlock`], [`rwsem`], [`percpu_rwsem`], [`recursive_rwsem`], [`brlock`],
+//! [`seqlock`]), and
 //! [`rcu`]. `locklab bench` (the lab) shows what each costs on your machine.
 //!
 //! ## Every type
@@ -89,7 +91,7 @@ mod thread_slot;
 
 #[cfg(not(loom))]
 pub use rw::brlock;
-pub use rw::{percpu_rwsem, rwsem, rwspinlock, seqlock};
+pub use rw::{percpu_rwsem, recursive_rwsem, rwsem, rwspinlock, seqlock};
 pub use sleep::{condvar, mutex};
 use sleep::{osq, wait_list};
 pub use spin::lockref;
@@ -106,6 +108,7 @@ pub mod raw {
     pub use crate::condvar::RawCondvar;
     pub use crate::mutex::{MutexToken, RawMutex};
     pub use crate::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
+    pub use crate::recursive_rwsem::RawRecursiveRwSem;
     pub use crate::rwsem::{RawRwSem, RwSemToken};
     pub use crate::rwspinlock::RawRwSpinLock;
     #[cfg(not(loom))]
@@ -340,6 +343,19 @@ mod aliases {
     /// assert_eq!(*r, 5);
     /// ```
     pub type RwSem<T> = lock_api::RwLock<raw::RawRwSem, T>;
+    /// A reader-preferring sleeping rwlock: a read succeeds whenever no writer holds the lock, even
+    /// while writers wait, so a reader may read again without deadlocking (parking_lot's recursive
+    /// reads; glibc's default `pthread_rwlock_t`). Writers can starve under a stream of readers.
+    ///
+    /// ```
+    /// let l = locklab::RecursiveRwSem::new(5);
+    /// let a = l.read();
+    /// let b = l.read(); // a second read never waits behind a waiting writer
+    /// assert_eq!(*a + *b, 10);
+    /// drop((a, b));
+    /// *l.write() += 1;
+    /// ```
+    pub type RecursiveRwSem<T> = lock_api::RwLock<raw::RawRecursiveRwSem, T>;
     /// The percpu rw-semaphore: reads with no locked instruction, writes with a `membarrier` (tens of
     /// microseconds): for data read constantly and written rarely. Read guards are not `Send`.
     ///

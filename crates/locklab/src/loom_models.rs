@@ -771,6 +771,47 @@ fn rwsem_timeout_removal() {
     });
 }
 
+/// `RecursiveRwSem`: a writer against two readers of which one reads twice (the second read while the
+/// writer may be waiting): the write section excludes both readers (loom reports a race on the cell
+/// otherwise), the nested read never deadlocks behind the waiting writer, and every sleeper is woken
+/// (a lost wake-up is a deadlock loom reports).
+#[test]
+fn recursive_rwsem_excludes_and_reads_recursively() {
+    use crate::rw::recursive_rwsem::RawRecursiveRwSem;
+    model(|| {
+        let l = Arc::new(RawRecursiveRwSem::new());
+        let cell = Arc::new(UnsafeCell::new(0usize));
+        let w = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                assert!(l.write_until(None));
+                // SAFETY: the write hold; loom checks no reader overlaps.
+                cell.with_mut(|v| unsafe { *v += 1 });
+                l.write_unlock();
+            })
+        };
+        let r = {
+            let (l, cell) = (l.clone(), cell.clone());
+            thread::spawn(move || {
+                assert!(l.read_until(None));
+                // SAFETY: a read hold.
+                let v1 = cell.with(|v| unsafe { *v });
+                // May run while the writer waits: must not block behind it.
+                assert!(l.read_until(None));
+                // SAFETY: a read hold.
+                let v2 = cell.with(|v| unsafe { *v });
+                assert_eq!(v1, v2, "a write inside a read section");
+                l.read_unlock();
+                l.read_unlock();
+            })
+        };
+        w.join().unwrap();
+        r.join().unwrap();
+        // SAFETY: every thread is joined.
+        assert_eq!(cell.with(|v| unsafe { *v }), 1);
+    });
+}
+
 /// RCU models: one reader and one writer over two objects. The writer unpublishes object 0 (publishes
 /// 1), runs a grace period of the flavour's protocol (`rcu/protocol.rs`, the code the domains run),
 /// then "frees" object 0 by writing into it. The reader reads whichever object it loaded inside its

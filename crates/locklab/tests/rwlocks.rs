@@ -111,6 +111,7 @@ rw_tests! {
     rwsem: locklab::raw::RawRwSem, true, ITERS,
     // Every write costs a membarrier system call and a scan: fewer iterations.
     percpu_rwsem: locklab::raw::RawPercpuRwSem, true, ITERS / 4,
+    recursive_rwsem: locklab::raw::RawRecursiveRwSem, true, ITERS,
 }
 
 /// Downgrade: a reader queued behind the writer gets in (and sees the write); writers stay out until the

@@ -14,6 +14,7 @@ count_under_lock!(SpinlockCount, locklab::SpinLock<i64>);
 rwlock_adapter!(RwSpin, locklab::RwSpinLock<Shared>);
 rwlock_adapter!(RwSem, locklab::RwSem<Shared>);
 rwlock_adapter!(PercpuRwSem, locklab::PercpuRwSem<Shared>);
+rwlock_adapter!(RecursiveRwSem, locklab::RecursiveRwSem<Shared>);
 rwlock_adapter!(Br, locklab::BrLock<Shared>);
 
 /// `SeqLock<Shared>`: reads are lockless copies (retried on overlap), writes go through the write guard.
@@ -131,6 +132,11 @@ pub fn entries() -> Vec<LockInfo> {
             "percpu-rwsem",
             Kind::Ours,
             "percpu rw-semaphore: per-thread reader counters, no locked op to read; writers membarrier",
+        ),
+        lock::<RecursiveRwSem>(
+            "recursive-rwsem",
+            Kind::Ours,
+            "reader-preferring sleeping rwlock (glibc's default pthread_rwlock): a read never waits behind a waiting writer",
         ),
         lock::<Br>(
             "brlock",

@@ -875,6 +875,7 @@ pub fn subject(name: &str) -> Option<Subject> {
         "rwspinlock" => rw_subject::<RawRwSpinLock>("rwspinlock"),
         "rwsem" => timed_rw_subject::<RawRwSem>("rwsem"),
         "percpu-rwsem" => timed_rw_subject::<RawPercpuRwSem>("percpu-rwsem"),
+        "recursive-rwsem" => timed_rw_subject::<RawRecursiveRwSem>("recursive-rwsem"),
         "brlock" => rw_subject::<RawBrLock>("brlock"),
         "seqlock" => seqlock_subject(),
         "lockref" => lockref_subject(false),
@@ -893,7 +894,7 @@ pub fn subject(name: &str) -> Option<Subject> {
 }
 
 /// Our primitives, as `--lock all` runs them.
-pub const OURS: [&str; 14] = [
+pub const OURS: [&str; 15] = [
     "tas",
     "ticket",
     "mcs",
@@ -902,6 +903,7 @@ pub const OURS: [&str; 14] = [
     "rwspinlock",
     "rwsem",
     "percpu-rwsem",
+    "recursive-rwsem",
     "brlock",
     "seqlock",
     "lockref",

@@ -1,0 +1,370 @@
+//! `RecursiveRwSem`: a reader-preferring sleeping rwlock, the semantics of parking_lot's
+//! `RecursiveRwLock`-style recursive reads and of glibc's default `pthread_rwlock_t`
+//! (`PTHREAD_RWLOCK_PREFER_READER_NP`): a read lock succeeds whenever no writer *holds* the lock,
+//! even while writers wait, so a thread that already reads may read again without deadlocking behind
+//! a queued writer. The price is that a steady stream of readers can starve writers; use [`RwSem`]
+//! (writers queue FIFO with readers, and spin) when that matters.
+//!
+//! [`RwSem`]: crate::RwSem
+//!
+//! # Algorithm
+//! One 32-bit word, waited on with a futex:
+//!
+//! ```text
+//!  word:  | WRITER (bit 31) | WRITERS_WAITING (30) | READERS_WAITING (29) | readers (bits 0..29) |
+//! ```
+//!
+//! - **Read lock**: while WRITER is clear, CAS `readers += 1` (keeping the flags). While it is set,
+//!   CAS READERS_WAITING in (from the exact value seen) and sleep on the word with that value.
+//! - **Write lock**: when WRITER and `readers` are both clear, CAS WRITER in (keeping the flags; a
+//!   waiting writer re-sets WRITERS_WAITING when it sleeps again). Else CAS WRITERS_WAITING in and
+//!   sleep on the word with that value.
+//! - **Read unlock**: `readers -= 1`; the last reader out, if WRITERS_WAITING is set, clears it and
+//!   wakes every sleeper (the writers race for the lock; the losers sleep again).
+//! - **Write unlock**: clear WRITER and both waiting bits; if either was set, wake every sleeper.
+//! - Timed and `try` forms: the same, giving up at the deadline (nothing to undo: a waiter changes
+//!   the word only by setting a waiting bit, which at worst causes one spurious wake-up).
+//!
+//! # Invariants
+//! 1. WRITER set implies `readers == 0`; `readers > 0` implies WRITER clear (each side enters only by
+//!    a CAS from a value where the other is clear).
+//! 2. A sleeper sleeps only on the exact value it saw with its waiting bit set; any change to the word
+//!    (an unlock, another waiter, a reader arriving or leaving) makes its futex wait return at once.
+//! 3. An unlock that ends the condition a sleeper waits for (WRITER cleared; `readers` reaching 0) sees
+//!    that sleeper's bit (set by CAS on a value that had WRITER or readers, so ordered before the
+//!    unlock's RMW on the same word) and wakes every sleeper: no wake-up is lost.
+//! 4. `readers` never reaches the waiting bits: a read lock at [`MAX_READERS`] panics with the count
+//!    unchanged, and `try_read` refuses.
+//!
+//! # Memory orderings
+//! The CAS that takes the lock is Acquire (pairs with the Release RMW of the unlock that let it in);
+//! the unlocks are Release RMWs. Flag-setting CASes and the failed loads are Relaxed: they publish
+//! nothing, and the futex wait re-reads the word itself.
+
+use crate::clock::{Deadline, time_left};
+use crate::primitive::{AtomicU32, Ordering};
+
+const WRITER: u32 = 1 << 31;
+const WRITERS_WAITING: u32 = 1 << 30;
+const READERS_WAITING: u32 = 1 << 29;
+const READERS: u32 = READERS_WAITING - 1;
+
+/// Most concurrent read holds (2^29 - 1); one more panics, with the count left as it was.
+pub const MAX_READERS: u32 = READERS;
+
+/// A reader-preferring sleeping rwlock (module docs).
+///
+/// ```
+/// use lock_api::RawRwLock as _;
+/// let l = locklab::raw::RawRecursiveRwSem::INIT;
+/// let a = l.lock_shared();
+/// let b = l.lock_shared(); // recursion: no writer holds it
+/// unsafe { l.unlock_shared(a); l.unlock_shared(b) };
+/// let w = l.try_lock_exclusive().expect("free");
+/// unsafe { l.unlock_exclusive(w) };
+/// ```
+pub struct RawRecursiveRwSem {
+    word: AtomicU32,
+}
+
+impl Default for RawRecursiveRwSem {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RawRecursiveRwSem {
+    /// A new, unlocked lock.
+    ///
+    /// ```
+    /// static L: locklab::raw::RawRecursiveRwSem = locklab::raw::RawRecursiveRwSem::new();
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        RawRecursiveRwSem {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// A new, unlocked lock (loom atomics are built at run time).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        RawRecursiveRwSem {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// Sets `bit` in the word if it still holds `seen`, then sleeps while the word is `seen | bit`,
+    /// at most until `deadline`. `false`: the deadline passed.
+    fn sleep(&self, seen: u32, bit: u32, deadline: Option<&Deadline>) -> bool {
+        let want = seen | bit;
+        // Relaxed: the bit publishes nothing; invariant 2 (the wait re-reads the word).
+        if seen & bit == 0
+            && self
+                .word
+                .compare_exchange(seen, want, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return true; // the word moved: look again
+        }
+        let Some(left) = time_left(deadline) else {
+            return false;
+        };
+        crate::sys::futex_wait(&self.word, want, left);
+        true
+    }
+
+    /// Read lock, giving up at `deadline`.
+    pub(crate) fn read_until(&self, deadline: Option<&Deadline>) -> bool {
+        loop {
+            // Relaxed: the CAS below decides.
+            let s = self.word.load(Ordering::Relaxed);
+            if s & WRITER == 0 {
+                assert!(
+                    s & READERS < MAX_READERS,
+                    "locklab::RecursiveRwSem: more than {MAX_READERS} read holds"
+                );
+                // Acquire pairs with the Release of the write unlock that cleared WRITER.
+                if self
+                    .word
+                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            if !self.sleep(s, READERS_WAITING, deadline) {
+                return false;
+            }
+        }
+    }
+
+    /// Write lock, giving up at `deadline`.
+    pub(crate) fn write_until(&self, deadline: Option<&Deadline>) -> bool {
+        loop {
+            // Relaxed: the CAS below decides.
+            let s = self.word.load(Ordering::Relaxed);
+            if s & (WRITER | READERS) == 0 {
+                // Acquire pairs with the Release of the unlock that emptied the lock.
+                if self
+                    .word
+                    .compare_exchange_weak(s, s | WRITER, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            if !self.sleep(s, WRITERS_WAITING, deadline) {
+                return false;
+            }
+        }
+    }
+
+    /// Takes a read hold if no writer holds the lock (and the count has room).
+    pub(crate) fn try_read(&self) -> bool {
+        // Relaxed: the CAS decides.
+        let s = self.word.load(Ordering::Relaxed);
+        s & WRITER == 0
+            && s & READERS < MAX_READERS
+            // Acquire as in `read_until`.
+            && self
+                .word
+                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Ends a read hold; the last reader out wakes waiting writers.
+    pub(crate) fn read_unlock(&self) {
+        // Release: ends the read section (pairs with a writer's Acquire CAS).
+        let prev = self.word.fetch_sub(1, Ordering::Release);
+        debug_assert!(prev & READERS != 0, "unlock_shared without a read hold");
+        if prev & READERS == 1 && prev & WRITERS_WAITING != 0 {
+            // The last reader: let the writers race (invariant 3).
+            // Relaxed: the futex wake is the signal; the writers re-read the word.
+            self.word.fetch_and(!WRITERS_WAITING, Ordering::Relaxed);
+            self.wake_all();
+        }
+    }
+
+    /// Takes the write hold if nobody holds the lock.
+    pub(crate) fn try_write(&self) -> bool {
+        // Relaxed: the CAS decides.
+        let s = self.word.load(Ordering::Relaxed);
+        s & (WRITER | READERS) == 0
+            // Acquire as in `write_until`.
+            && self
+                .word
+                .compare_exchange(s, s | WRITER, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Ends the write hold; wakes every sleeper if any.
+    pub(crate) fn write_unlock(&self) {
+        // Release: ends the write section (pairs with the next holder's Acquire CAS).
+        let prev = self.word.fetch_and(
+            !(WRITER | WRITERS_WAITING | READERS_WAITING),
+            Ordering::Release,
+        );
+        debug_assert!(
+            prev & WRITER != 0,
+            "unlock_exclusive without the write hold"
+        );
+        if prev & (WRITERS_WAITING | READERS_WAITING) != 0 {
+            self.wake_all();
+        }
+    }
+
+    /// Wakes every sleeper (unlocks that end what they wait for; invariant 3).
+    #[cold]
+    fn wake_all(&self) {
+        crate::sys::futex_wake(&self.word, u32::MAX);
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: invariant 1 (exclusion between the modes), the Acquire/Release pairs of the module docs, and
+// no lost wake-up (invariants 2 and 3). A read lock never waits behind a waiting writer, only behind a
+// holding one, so a thread that holds a read lock may take another. The guards are `Send`: the lock
+// has no owner identity, so an unlock is the same from any thread.
+unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type SharedGuard = lock_api::GuardSend;
+    type ExclusiveGuard = lock_api::GuardSend;
+
+    fn lock_shared(&self) -> lock_api::GuardSend {
+        self.read_until(None);
+        lock_api::GuardSend::new()
+    }
+
+    fn try_lock_shared(&self) -> Option<lock_api::GuardSend> {
+        self.try_read().then(lock_api::GuardSend::new)
+    }
+
+    unsafe fn unlock_shared(&self, _g: lock_api::GuardSend) {
+        self.read_unlock();
+    }
+
+    fn lock_exclusive(&self) -> lock_api::GuardSend {
+        self.write_until(None);
+        lock_api::GuardSend::new()
+    }
+
+    fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
+        self.try_write().then(lock_api::GuardSend::new)
+    }
+
+    unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
+        self.write_unlock();
+    }
+
+    fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & (WRITER | READERS) != 0
+    }
+
+    fn is_locked_exclusive(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & WRITER != 0
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: a timed-out attempt holds nothing (at most it left a waiting bit, which costs one spurious
+// wake-up).
+unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
+        let ok = match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.read_until(Some(&d)),
+            None => self.read_until(None),
+        };
+        ok.then(lock_api::GuardSend::new)
+    }
+
+    fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
+        self.read_until(Some(&deadline))
+            .then(lock_api::GuardSend::new)
+    }
+
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
+        let ok = match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.write_until(Some(&d)),
+            None => self.write_until(None),
+        };
+        ok.then(lock_api::GuardSend::new)
+    }
+
+    fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
+        self.write_until(Some(&deadline))
+            .then(lock_api::GuardSend::new)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::Duration;
+
+    /// A second read succeeds while a writer waits (the point of the lock), and the writer gets in
+    /// once both reads end.
+    #[test]
+    fn a_read_does_not_wait_behind_a_waiting_writer() {
+        let l = Arc::new(RawRecursiveRwSem::new());
+        assert!(l.read_until(None));
+        let wrote = Arc::new(AtomicBool::new(false));
+        let w = {
+            let (l, wrote) = (l.clone(), wrote.clone());
+            std::thread::spawn(move || {
+                assert!(l.write_until(None));
+                wrote.store(true, SeqCst);
+                l.write_unlock();
+            })
+        };
+        // Wait until the writer has announced itself.
+        while l.word.load(SeqCst) & WRITERS_WAITING == 0 {
+            std::thread::yield_now();
+        }
+        assert!(l.try_read(), "a read while a writer waits");
+        assert!(l.read_until(None));
+        assert!(!wrote.load(SeqCst));
+        for _ in 0..3 {
+            l.read_unlock();
+        }
+        w.join().unwrap();
+        assert!(wrote.load(SeqCst));
+        assert_eq!(l.word.load(SeqCst), 0);
+    }
+
+    /// Timed acquisitions time out against the other mode and succeed once it ends.
+    #[test]
+    fn timed_acquisitions() {
+        let l = RawRecursiveRwSem::new();
+        assert!(l.write_until(None));
+        let soon = || std::time::Instant::now() + Duration::from_millis(5);
+        assert!(!l.read_until(Some(&soon())));
+        assert!(!l.write_until(Some(&soon())));
+        l.write_unlock();
+        assert!(l.read_until(Some(&soon())));
+        assert!(!l.write_until(Some(&soon())));
+        l.read_unlock();
+        assert!(l.write_until(Some(&soon())));
+        l.write_unlock();
+        assert_eq!(l.word.load(SeqCst) & (WRITER | READERS), 0);
+    }
+
+    /// At the bound a read lock panics with the count unchanged; `try_lock_shared` refuses.
+    #[test]
+    fn the_reader_count_is_bounded() {
+        let l = RawRecursiveRwSem::new();
+        l.word.store(MAX_READERS, SeqCst);
+        assert!(!l.try_read());
+        assert!(std::panic::catch_unwind(|| l.read_until(None)).is_err());
+        assert_eq!(l.word.load(SeqCst), MAX_READERS);
+    }
+}
