@@ -94,6 +94,7 @@
 //!   forking thread's own sections go on. Callbacks pending at the fork run in both processes. A
 //!   callback must not wait for the thread that forks (the fork waits for the running batch).
 
+mod api;
 mod callback;
 mod cell;
 mod fork;
@@ -423,158 +424,6 @@ impl RcuDomain {
         );
     }
 
-    /// A cookie naming the first grace period that starts after this call (the kernel's
-    /// `get_state_synchronize_rcu`). Starts nothing: pass it to
-    /// [`poll_state_synchronize`](Self::poll_state_synchronize) or
-    /// [`cond_synchronize`](Self::cond_synchronize).
-    ///
-    /// ```
-    /// use locklab::rcu::RcuDomain;
-    /// static D: RcuDomain = RcuDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// assert!(!D.poll_state_synchronize(c));
-    /// D.synchronize();
-    /// assert!(D.poll_state_synchronize(c), "a full grace period has passed since");
-    /// ```
-    pub fn get_state_synchronize(&'static self) -> GpCookie {
-        GpCookie::new(self.gps.snap(), self as *const Self as usize)
-    }
-
-    /// Like [`get_state_synchronize`](Self::get_state_synchronize), and makes sure that grace period
-    /// runs (the domain's grace-period thread starts it): polling the cookie eventually succeeds
-    /// without anyone calling `synchronize` (the kernel's `start_poll_synchronize_rcu`).
-    ///
-    /// ```
-    /// use locklab::rcu::RcuDomain;
-    /// static D: RcuDomain = RcuDomain::new();
-    /// let c = D.start_poll_synchronize();
-    /// # #[cfg(not(miri))]
-    /// while !D.poll_state_synchronize(c) {
-    ///     std::thread::sleep(std::time::Duration::from_millis(1));
-    /// }
-    /// ```
-    pub fn start_poll_synchronize(&'static self) -> GpCookie {
-        let c = self.get_state_synchronize();
-        self.fork_hooks();
-        callback::request(self, c.seq);
-        c
-    }
-
-    /// Whether a full grace period has passed since `cookie` was taken: every read-side section that
-    /// began before then has ended, and its accesses happen-before the caller's next ones (the
-    /// kernel's `poll_state_synchronize_rcu`). Never blocks.
-    ///
-    /// Panics if `cookie` came from another domain.
-    ///
-    /// ```
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// let c = d.get_state_synchronize();
-    /// d.synchronize();
-    /// assert!(d.poll_state_synchronize(c));
-    /// ```
-    pub fn poll_state_synchronize(&'static self, cookie: GpCookie) -> bool {
-        self.gps.done(cookie.check(self as *const Self as usize))
-    }
-
-    /// Waits for the grace period named by `cookie` unless it has already ended (the kernel's
-    /// `cond_synchronize_rcu`). Panics inside a read-side section of this domain (unless the grace
-    /// period has ended), or for a cookie of another domain.
-    ///
-    /// ```
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// let c = d.get_state_synchronize();
-    /// d.cond_synchronize(c); // runs (or shares) the grace period
-    /// assert!(d.poll_state_synchronize(c));
-    /// d.cond_synchronize(c); // returns at once
-    /// ```
-    pub fn cond_synchronize(&'static self, cookie: GpCookie) {
-        let seq = cookie.check(self as *const Self as usize);
-        if self.gps.done(seq) {
-            return;
-        }
-        self.refuse_inside("cond_synchronize");
-        self.fork_hooks();
-        self.run_gp_until(seq);
-    }
-
-    /// Queues `f` to run after a grace period of this domain, on the domain's grace-period thread.
-    ///
-    /// The common path touches only the calling thread's own list (the `callback` module's docs): it
-    /// scales with threads. Allowed anywhere, inside a read-side section too; past [`LIMIT`] pending
-    /// callbacks on this thread it waits for them to drain, unless it is inside a read-side section
-    /// of this domain (then the list grows: memory is bounded by [`LIMIT`] plus what the thread
-    /// queues in one section).
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// use locklab::rcu::RcuDomain;
-    /// static D: RcuDomain = RcuDomain::new();
-    /// static RAN: AtomicBool = AtomicBool::new(false);
-    /// D.call_rcu(|| RAN.store(true, Ordering::SeqCst));
-    /// D.rcu_barrier();
-    /// assert!(RAN.load(Ordering::SeqCst));
-    /// ```
-    pub fn call_rcu(&'static self, f: impl FnOnce() + Send + 'static) {
-        callback::enqueue(self, protocol::Callback::Closure(Box::new(f)));
-    }
-
-    /// Drops `value` after a grace period of this domain (the kernel's `kfree_rcu`): like
-    /// `call_rcu(move || drop(value))` without allocating the callback.
-    ///
-    /// ```
-    /// use locklab::rcu::RcuDomain;
-    /// static D: RcuDomain = RcuDomain::new();
-    /// D.defer_drop(Box::new(vec![1, 2, 3]));
-    /// D.rcu_barrier();
-    /// assert_eq!(D.pending_callbacks(), 0);
-    /// ```
-    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
-        callback::enqueue(self, callback::drop_callback(value));
-    }
-
-    /// Waits until every callback queued (on any thread) before the call has run.
-    ///
-    /// Panics inside a read-side section of this domain, or inside one of its callbacks (it would
-    /// wait for itself).
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicUsize, Ordering};
-    /// static N: AtomicUsize = AtomicUsize::new(0);
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// for _ in 0..10 {
-    ///     d.call_rcu(|| { N.fetch_add(1, Ordering::SeqCst); });
-    /// }
-    /// d.rcu_barrier();
-    /// assert_eq!(N.load(Ordering::SeqCst), 10);
-    /// ```
-    pub fn rcu_barrier(&'static self) {
-        self.fork_hooks();
-        callback::barrier(self);
-    }
-
-    /// Callbacks queued and not yet invoked, over every thread's list.
-    ///
-    /// ```
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// d.rcu_barrier();
-    /// let _ = d.pending_callbacks();
-    /// ```
-    pub fn pending_callbacks(&self) -> usize {
-        self.engine.pending()
-    }
-
-    /// Callbacks invoked so far.
-    ///
-    /// ```
-    /// let d = locklab::rcu::RcuDomain::global();
-    /// d.call_rcu(|| {});
-    /// d.rcu_barrier();
-    /// assert!(d.callbacks_invoked() >= 1);
-    /// ```
-    pub fn callbacks_invoked(&self) -> u64 {
-        self.engine.invoked()
-    }
-
     /// Like [`synchronize`](Self::synchronize); in this flavour a grace period is already a pair of
     /// `membarrier` calls and a scan, so the expedited form is the same.
     ///
@@ -643,6 +492,8 @@ impl RcuDomain {
         );
     }
 }
+
+api::grace_period_api!(RcuDomain, call_rcu, rcu_barrier, refuse_inside);
 
 impl Host for RcuDomain {
     fn engine(&self) -> &Engine {
@@ -841,17 +692,17 @@ pub fn rcu_barrier() {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GpCookie {
-    seq: u64,
+    pub(super) seq: u64,
     domain: usize,
 }
 
 impl GpCookie {
-    fn new(seq: u64, domain: usize) -> Self {
+    pub(super) fn new(seq: u64, domain: usize) -> Self {
         GpCookie { seq, domain }
     }
 
     /// The sequence value, after checking that the cookie is `domain`'s.
-    fn check(self, domain: usize) -> u64 {
+    pub(super) fn check(self, domain: usize) -> u64 {
         assert_eq!(
             self.domain, domain,
             "locklab::rcu: a grace-period cookie used with another domain than the one it came from"

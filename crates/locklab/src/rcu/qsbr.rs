@@ -32,10 +32,10 @@
 //!   which goes offline around the wait. `call_rcu` on such a thread never waits (its list grows past
 //!   [`LIMIT`](super::LIMIT) until the thread's next quiescent state lets callbacks drain).
 
-use super::callback::{self, Engine, Host};
+use super::callback::{Engine, Host};
 use super::gp::GpSeq;
 use super::registry::{Pooled, Registry, Wait, wait_for_records};
-use super::{GpCookie, fork, protocol};
+use super::{fork, protocol};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 use std::cell::RefCell;
@@ -153,130 +153,6 @@ impl QsbrDomain {
             "locklab::rcu: QsbrDomain::{what} on a thread registered online in the same domain would \
              wait for itself (use QsbrThread::synchronize, or go offline first)"
         );
-    }
-
-    /// A cookie naming the first grace period that starts after this call (see
-    /// [`RcuDomain::get_state_synchronize`](super::RcuDomain::get_state_synchronize)).
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// assert!(!D.poll_state_synchronize(c));
-    /// D.synchronize();
-    /// assert!(D.poll_state_synchronize(c));
-    /// ```
-    pub fn get_state_synchronize(&'static self) -> GpCookie {
-        GpCookie::new(self.gps.snap(), self as *const Self as usize)
-    }
-
-    /// A cookie, and the grace period it names started by the domain's grace-period thread.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// let c = D.start_poll_synchronize();
-    /// # #[cfg(not(miri))]
-    /// while !D.poll_state_synchronize(c) {
-    ///     std::thread::yield_now();
-    /// }
-    /// ```
-    pub fn start_poll_synchronize(&'static self) -> GpCookie {
-        let c = self.get_state_synchronize();
-        fork::register(&self.fork_registered, self);
-        callback::request(self, c.seq);
-        c
-    }
-
-    /// Whether the grace period named by `cookie` has ended. Never blocks. Panics for a cookie of
-    /// another domain.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// D.cond_synchronize(c);
-    /// assert!(D.poll_state_synchronize(c));
-    /// ```
-    pub fn poll_state_synchronize(&'static self, cookie: GpCookie) -> bool {
-        self.gps.done(cookie.check(self as *const Self as usize))
-    }
-
-    /// Waits for the grace period named by `cookie` unless it has ended. Panics like
-    /// [`synchronize`](Self::synchronize) when it would wait.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// D.cond_synchronize(c);
-    /// D.cond_synchronize(c); // at once
-    /// ```
-    pub fn cond_synchronize(&'static self, cookie: GpCookie) {
-        let seq = cookie.check(self as *const Self as usize);
-        if self.gps.done(seq) {
-            return;
-        }
-        self.refuse_online("cond_synchronize");
-        fork::register(&self.fork_registered, self);
-        self.run_gp_until(seq);
-    }
-
-    /// Queues `f` to run after a grace period of this domain, on its grace-period thread (liburcu's
-    /// `call_rcu` for the QSBR flavour). Never waits on a thread registered online in this domain.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// static RAN: AtomicBool = AtomicBool::new(false);
-    /// D.call_rcu(|| RAN.store(true, Ordering::SeqCst));
-    /// D.rcu_barrier();
-    /// assert!(RAN.load(Ordering::SeqCst));
-    /// ```
-    pub fn call_rcu(&'static self, f: impl FnOnce() + Send + 'static) {
-        callback::enqueue(self, protocol::Callback::Closure(Box::new(f)));
-    }
-
-    /// Drops `value` after a grace period of this domain.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// D.defer_drop(Box::new(String::from("old")));
-    /// D.rcu_barrier();
-    /// assert_eq!(D.pending_callbacks(), 0);
-    /// ```
-    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
-        callback::enqueue(self, callback::drop_callback(value));
-    }
-
-    /// Waits until every callback queued on this domain before the call has run. Panics on a thread
-    /// registered online in this domain, or inside one of its callbacks.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// D.call_rcu(|| {});
-    /// D.rcu_barrier();
-    /// assert_eq!(D.callbacks_invoked(), 1);
-    /// ```
-    pub fn rcu_barrier(&'static self) {
-        fork::register(&self.fork_registered, self);
-        callback::barrier(self);
-    }
-
-    /// Callbacks queued and not yet invoked.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// assert_eq!(D.pending_callbacks(), 0);
-    /// ```
-    pub fn pending_callbacks(&self) -> usize {
-        self.engine.pending()
-    }
-
-    /// Callbacks invoked so far.
-    ///
-    /// ```
-    /// static D: locklab::rcu::QsbrDomain = locklab::rcu::QsbrDomain::new();
-    /// assert_eq!(D.callbacks_invoked(), 0);
-    /// ```
-    pub fn callbacks_invoked(&self) -> u64 {
-        self.engine.invoked()
     }
 
     /// Grace periods completed.
@@ -519,6 +395,8 @@ impl Drop for QsbrOffline<'_> {
         self.t.announce(self.t.domain.gp.load(Ordering::Relaxed));
     }
 }
+
+super::api::grace_period_api!(QsbrDomain, call_rcu, rcu_barrier, refuse_online);
 
 impl Host for QsbrDomain {
     fn engine(&self) -> &Engine {

@@ -41,11 +41,11 @@
 //! The readers' fence is the price of sleeping readers (as in the kernel); memb's asymmetric fence
 //! would make a blocked reader's `membarrier` IPI-free but not cheaper to reason about.
 
-use super::callback::{self, Engine, Host};
+use super::callback::{Engine, Host};
+use super::fork;
 use super::gp::GpSeq;
 use super::protocol::{self, SrcuCounters};
 use super::registry::{Pooled, Registry};
-use super::{GpCookie, fork};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::cell::Cell;
@@ -304,133 +304,6 @@ impl SrcuDomain {
         self.run_gp();
     }
 
-    /// A cookie naming the first grace period that starts after this call (the kernel's
-    /// `get_state_synchronize_srcu`).
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// assert!(!D.poll_state_synchronize(c));
-    /// D.synchronize();
-    /// assert!(D.poll_state_synchronize(c));
-    /// ```
-    pub fn get_state_synchronize(&'static self) -> GpCookie {
-        GpCookie::new(self.gps.snap(), self as *const Self as usize)
-    }
-
-    /// A cookie, and its grace period started by the domain's grace-period thread (the kernel's
-    /// `start_poll_synchronize_srcu`).
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// let c = D.start_poll_synchronize();
-    /// # #[cfg(not(miri))]
-    /// while !D.poll_state_synchronize(c) {
-    ///     std::thread::yield_now();
-    /// }
-    /// ```
-    pub fn start_poll_synchronize(&'static self) -> GpCookie {
-        let c = self.get_state_synchronize();
-        fork::register(&self.fork_registered, self);
-        callback::request(self, c.seq);
-        c
-    }
-
-    /// Whether the grace period named by `cookie` has ended (the kernel's
-    /// `poll_state_synchronize_srcu`). Never blocks. Panics for a cookie of another domain.
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// D.cond_synchronize(c);
-    /// assert!(D.poll_state_synchronize(c));
-    /// ```
-    pub fn poll_state_synchronize(&'static self, cookie: GpCookie) -> bool {
-        self.gps.done(cookie.check(self as *const Self as usize))
-    }
-
-    /// Waits for the grace period named by `cookie` unless it has ended. Panics like
-    /// [`synchronize`](Self::synchronize) when it would wait.
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// let c = D.get_state_synchronize();
-    /// D.cond_synchronize(c);
-    /// D.cond_synchronize(c); // at once
-    /// ```
-    pub fn cond_synchronize(&'static self, cookie: GpCookie) {
-        let seq = cookie.check(self as *const Self as usize);
-        if self.gps.done(seq) {
-            return;
-        }
-        self.refuse_inside("cond_synchronize");
-        fork::register(&self.fork_registered, self);
-        self.run_gp_until(seq);
-    }
-
-    /// Queues `f` to run after a grace period of this domain, on its grace-period thread (the
-    /// kernel's `call_srcu`). Allowed inside sections; past [`LIMIT`](super::LIMIT) pending callbacks
-    /// on this thread it waits for them to drain, unless inside a section of this domain.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// static RAN: AtomicBool = AtomicBool::new(false);
-    /// D.call_srcu(|| RAN.store(true, Ordering::SeqCst));
-    /// D.srcu_barrier();
-    /// assert!(RAN.load(Ordering::SeqCst));
-    /// ```
-    pub fn call_srcu(&'static self, f: impl FnOnce() + Send + 'static) {
-        callback::enqueue(self, protocol::Callback::Closure(Box::new(f)));
-    }
-
-    /// Drops `value` after a grace period of this domain.
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// D.defer_drop(Box::new(vec![0u8; 16]));
-    /// D.srcu_barrier();
-    /// assert_eq!(D.pending_callbacks(), 0);
-    /// ```
-    pub fn defer_drop<T: Send + 'static>(&'static self, value: Box<T>) {
-        callback::enqueue(self, callback::drop_callback(value));
-    }
-
-    /// Waits until every callback queued on this domain before the call has run (the kernel's
-    /// `srcu_barrier`). Panics inside a section of this domain on this thread, or in one of its
-    /// callbacks.
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// D.call_srcu(|| {});
-    /// D.srcu_barrier();
-    /// assert_eq!(D.callbacks_invoked(), 1);
-    /// ```
-    pub fn srcu_barrier(&'static self) {
-        fork::register(&self.fork_registered, self);
-        callback::barrier(self);
-    }
-
-    /// Callbacks queued and not yet invoked.
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// assert_eq!(D.pending_callbacks(), 0);
-    /// ```
-    pub fn pending_callbacks(&self) -> usize {
-        self.engine.pending()
-    }
-
-    /// Callbacks invoked so far.
-    ///
-    /// ```
-    /// static D: locklab::rcu::SrcuDomain = locklab::rcu::SrcuDomain::new();
-    /// assert_eq!(D.callbacks_invoked(), 0);
-    /// ```
-    pub fn callbacks_invoked(&self) -> u64 {
-        self.engine.invoked()
-    }
-
     /// Grace periods completed.
     ///
     /// ```
@@ -441,6 +314,8 @@ impl SrcuDomain {
         self.gps.completed()
     }
 }
+
+super::api::grace_period_api!(SrcuDomain, call_srcu, srcu_barrier, refuse_inside);
 
 impl Host for SrcuDomain {
     fn engine(&self) -> &Engine {
