@@ -1,12 +1,13 @@
 //! `locklab report`: one self-contained HTML page (inline SVG drawn with plotters, no network) from any
 //! JSON the lab wrote (`bench --json`, the default job's, `reproduce --json`): per run, the machine and
 //! its limits, the who-wins summary, each reproduction with its table and verdict, and per workload
-//! configuration the scaling curves (with a linear reference), latency CDFs from the recorded
-//! histograms, idle CPU and hand-over rates.
+//! configuration a summary chart (our fastest lock / the fastest peer), then the scaling curves (with a
+//! linear reference), latency CDFs from the recorded histograms, idle CPU and hand-over rates (ours
+//! solid, peers dashed, baselines dotted; crowded groups split by family).
 //!
 //! The page carries a small script that counts, once loaded, the plots that rendered (an `<svg>` with
 //! a non-empty box and drawn marks) and any script errors into `data-*` attributes of `<body>`: the
-//! browser test (`tests/report_browser.rs`) reads them from headless Chromium's DOM.
+//! browser check (`.ci/check-report.sh`) reads them from headless Chromium's DOM.
 
 use crate::metrics::ResultRow;
 use crate::output::Report;

@@ -187,7 +187,8 @@ fn exited_threads_return_their_records() {
 }
 
 /// A read lock in a thread-local destructor that runs after this module's own (the thread's record is
-/// gone): it gets a one-off record, holds off grace periods, and returns it.
+/// gone): it gets a record of its own (orphaned: returned at its last unlock), holds off grace
+/// periods, and returns it.
 #[test]
 fn read_lock_in_a_late_thread_local_destructor() {
     static D: RcuDomain = RcuDomain::new();
