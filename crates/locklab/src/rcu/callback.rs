@@ -145,12 +145,11 @@ pub(super) struct Engine {
     recs: Registry<CbRecord>,
     /// [`RUNNING`], [`IDLE`] or [`PACING`]; `call_rcu` wakes it (a plain load on the common path).
     state: AtomicU32,
-    /// [`NO_THREAD`], [`STARTING`] or [`STARTED`].
+    /// [`NO_THREAD`], [`STARTING`] or [`STARTED`]. Relaxed throughout: it only decides which caller
+    /// spawns the thread; what the thread reads is published by the spawn itself.
     thread: AtomicU32,
     /// Callbacks invoked (all lists).
     invoked: AtomicU64,
-    /// Passes of the loop (statistics).
-    passes: AtomicU64,
     /// The latest polled cookie whose grace period was requested (`start_poll_synchronize`).
     requested: AtomicU64,
     /// 1 while a fork is being prepared: the grace-period thread takes no batch.
@@ -206,7 +205,6 @@ impl Engine {
             state: AtomicU32::new(RUNNING),
             thread: AtomicU32::new(NO_THREAD),
             invoked: AtomicU64::new(0),
-            passes: AtomicU64::new(0),
             requested: AtomicU64::new(0),
             fork_pending: AtomicU32::new(0),
             in_pass: AtomicU32::new(0),
@@ -360,10 +358,12 @@ impl Engine {
             // No batch was in flight (prepare), so nobody invokes here.
             r.invoking.store(false, Ordering::Relaxed);
         }
+        // Relaxed (all four): the child runs on this one thread until it spawns another, and the
+        // spawn orders these stores before anything that thread does.
         self.thread.store(NO_THREAD, Ordering::Relaxed);
         self.state.store(RUNNING, Ordering::Relaxed);
         self.in_pass.store(0, Ordering::Relaxed);
-        self.fork_pending.store(0, Ordering::SeqCst);
+        self.fork_pending.store(0, Ordering::Relaxed);
     }
 }
 
@@ -372,8 +372,8 @@ impl Engine {
 /// themselves ([`help`]).
 fn ensure_thread<H: Host>(h: &'static H) {
     let e = h.engine();
-    // Acquire: pairs with the Release store below (nothing is read through it; cheap).
-    if e.thread.load(Ordering::Acquire) == STARTED || cfg!(miri) {
+    // Relaxed: see `Engine::thread`.
+    if e.thread.load(Ordering::Relaxed) == STARTED || cfg!(miri) {
         return;
     }
     start_thread(h);
@@ -383,8 +383,9 @@ fn ensure_thread<H: Host>(h: &'static H) {
 #[inline(never)]
 fn start_thread<H: Host>(h: &'static H) {
     let e = h.engine();
+    // Relaxed: see `Engine::thread` (the CAS alone decides who spawns).
     if e.thread
-        .compare_exchange(NO_THREAD, STARTING, Ordering::AcqRel, Ordering::Acquire)
+        .compare_exchange(NO_THREAD, STARTING, Ordering::Relaxed, Ordering::Relaxed)
         .is_err()
     {
         return; // another thread starts it
@@ -406,10 +407,11 @@ fn start_thread<H: Host>(h: &'static H) {
                 }
             }
         });
+    // Relaxed: see `Engine::thread`.
     match spawned {
-        Ok(_) => e.thread.store(STARTED, Ordering::Release),
+        Ok(_) => e.thread.store(STARTED, Ordering::Relaxed),
         Err(err) => {
-            e.thread.store(NO_THREAD, Ordering::Release);
+            e.thread.store(NO_THREAD, Ordering::Relaxed);
             panic!("locklab::rcu: cannot spawn the grace-period thread: {err}");
         }
     }
@@ -450,7 +452,6 @@ impl Drop for PassEnd<'_> {
 /// grace period is needed.
 fn pass<H: Host>(h: &'static H) -> bool {
     let e = h.engine();
-    e.passes.fetch_add(1, Ordering::Relaxed);
     let mut waiting = false;
     let mut batches = vec![];
     let _end;

@@ -149,6 +149,8 @@ impl GpSeq {
         if owner != 0 && owner != thread_identity() {
             let s = self.seq.load(Ordering::Relaxed);
             if s & 1 == 1 {
+                // Release: as an unwound grace period's (protocol.rs), pairing with the callers'
+                // Acquire loads of `seq`; nothing was freed on the strength of it.
                 self.seq.store(s - 1, Ordering::Release);
             }
             self.owner.store(0, Ordering::Relaxed);

@@ -543,6 +543,7 @@ impl fork::ForkAware for RcuDomain {
                 // Its thread does not exist here, nor do its sections (guards are not `Send`).
                 r.ctr.store(0, Ordering::Relaxed);
                 r.orphan.store(false, Ordering::Relaxed);
+                // Release: the next holder's Acquire claim (`Registry::claim`) sees the record reset.
                 r.in_use.store(false, Ordering::Release);
             }
         }

@@ -443,6 +443,7 @@ impl fork::ForkAware for QsbrDomain {
             if !mine.contains(&(r as *const QsbrRecord as usize)) {
                 // A handle of a thread that does not exist here (handles are not `Send`): offline.
                 r.ctr.store(0, Ordering::Relaxed);
+                // Release: the next holder's Acquire claim (`Registry::claim`) sees the record reset.
                 r.in_use.store(false, Ordering::Release);
             }
         }

@@ -372,6 +372,7 @@ impl fork::ForkAware for SrcuDomain {
                     r.open[i].store(0, Ordering::Relaxed);
                 }
             }
+            // Release: the next holder's Acquire claim (`Registry::claim`) sees the record reset.
             r.in_use.store(false, Ordering::Release);
         }
         self.engine.child_after_fork();

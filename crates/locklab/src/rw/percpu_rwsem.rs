@@ -300,6 +300,7 @@ fn heavy_fence() -> bool {
         // still on the fast path (`mode::degrade`).
         crate::sys::membarrier()
             || (mode::degrade() && {
+                // Pairs with the readers' SeqCst fences, which every reader takes from now on.
                 fence(Ordering::SeqCst);
                 true
             })

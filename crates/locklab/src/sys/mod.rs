@@ -214,6 +214,7 @@ std::thread_local! {
 pub fn cpu_walk_barrier() -> bool {
     #[cfg(miri)]
     {
+        // Under Miri there are no CPUs to walk: this thread's own full fence is all there is.
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         true
     }
