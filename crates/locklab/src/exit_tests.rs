@@ -25,19 +25,47 @@ impl Drop for Late {
     }
 }
 
-thread_local! {
-    static LATE: Late = const { Late(RefCell::new(None)) };
+/// Where the late job waits for thread exit: a POSIX key created after the slots' exit key, so its
+/// destructor runs after the slot was returned (glibc runs key destructors in key order, after every
+/// Rust thread-local destructor).
+#[cfg(all(unix, not(miri)))]
+fn set_late(job: Job) {
+    use std::sync::OnceLock;
+    extern "C" fn run(p: *mut libc::c_void) {
+        // SAFETY: `p` is the `Box<Late>` leaked below, handed to this destructor once.
+        drop(unsafe { Box::from_raw(p.cast::<Late>()) });
+    }
+    static KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
+    let key = *KEY.get_or_init(|| {
+        thread_slot::prepare();
+        let mut key = 0;
+        // SAFETY: a valid out-pointer and a destructor that takes the value set below.
+        assert_eq!(unsafe { libc::pthread_key_create(&mut key, Some(run)) }, 0);
+        key
+    });
+    let late = Box::into_raw(Box::new(Late(RefCell::new(Some(job)))));
+    // SAFETY: our key; the value is a leaked box the destructor takes back.
+    assert_eq!(unsafe { libc::pthread_setspecific(key, late.cast()) }, 0);
 }
 
-/// Runs `early` on a new thread (which registers its slot), then `at_exit` from a thread-local
+/// Where the late job waits for thread exit: a thread-local registered before the slot's releaser,
+/// so destroyed after it (destructors run in reverse order of registration).
+#[cfg(not(all(unix, not(miri))))]
+fn set_late(job: Job) {
+    thread_local! {
+        static LATE: Late = const { Late(RefCell::new(None)) };
+    }
+    LATE.with(|l| *l.0.borrow_mut() = Some(job));
+}
+
+/// Runs `early` on a new thread (which registers its slot), then `at_exit` from a thread-exit
 /// destructor after the slot is gone. Returns the thread's handle.
 pub(crate) fn late(
     early: impl FnOnce() + Send + 'static,
     at_exit: impl FnOnce() + Send + 'static,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        // Registered before anything takes a slot, so it is destroyed after the slot's releaser.
-        LATE.with(|l| *l.0.borrow_mut() = Some(Box::new(at_exit)));
+        set_late(Box::new(at_exit));
         assert!(thread_slot::current().is_some());
         early();
     })

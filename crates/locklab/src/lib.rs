@@ -96,6 +96,20 @@ pub use sleep::{condvar, mutex};
 use sleep::{osq, wait_list};
 pub use spin::lockref;
 
+/// Sets up, now, what a thread's first contended lock would otherwise set up: the process-wide
+/// thread-exit hook of the queued locks' per-thread nodes. Never needed for correctness; a library
+/// constructor that may run before its process creates many thread-specific keys calls it so that the
+/// lock paths never allocate (`liblocklab_pthread.so` does).
+///
+/// ```
+/// locklab::prepare_threads(); // idempotent and cheap
+/// locklab::prepare_threads();
+/// ```
+#[cfg(not(loom))]
+pub fn prepare_threads() {
+    thread_slot::prepare();
+}
+
 #[cfg(all(test, not(loom)))]
 mod exit_tests;
 #[cfg(all(test, loom))]

@@ -258,11 +258,14 @@ fn qspinlock_thread_without_node() {
 #[test]
 fn osq_with_unqueue() {
     model(|| {
-        let nodes: Arc<Vec<OsqNode>> = Arc::new((0..2).map(|_| OsqNode::new()).collect());
+        let nodes: &'static [OsqNode] = Vec::leak((0..2).map(|_| OsqNode::new()).collect());
+        for n in nodes {
+            n.register();
+        }
         let s = Arc::new((Osq::new(), Guarded::new(), AtomicUsize::new(0)));
         let hs: Vec<_> = (0..2)
             .map(|i| {
-                let (s, nodes) = (s.clone(), nodes.clone());
+                let s = s.clone();
                 thread::spawn(move || {
                     let mut budget = crate::clock::SpinBudget::new(0);
                     if unsafe { s.0.lock(&nodes[i], &mut budget) } {

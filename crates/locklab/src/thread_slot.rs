@@ -59,7 +59,7 @@ impl ThreadSlot {
     fn new(index: u32) -> Self {
         ThreadSlot {
             index,
-            osq: OsqNode::new(),
+            osq: OsqNode::with_id(index + 1),
             osq_busy: Cell::new(false),
             qnodes: [const { McsNode::new() }; QNODE_LEVELS],
             qdepth: Cell::new(0),
@@ -79,25 +79,101 @@ static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// This thread's slot, or null. No destructor, so it can be read at any point of thread exit.
     static CURRENT: Cell<*const ThreadSlot> = const { Cell::new(ptr::null()) };
-    /// Gives the slot back when the thread exits.
-    static RELEASER: Releaser = const { Releaser };
+    /// The slot was given back: the thread is exiting, and takes no new one (it could not return it).
+    static RELEASED: Cell<bool> = const { Cell::new(false) };
 }
 
-struct Releaser;
+/// Gives the calling thread's slot back (its thread is exiting).
+fn release_current() {
+    RELEASED.with(|r| r.set(true));
+    let slot = CURRENT.with(|c| c.replace(ptr::null()));
+    if slot.is_null() {
+        return;
+    }
+    // SAFETY: slots are never freed.
+    let slot = unsafe { &*slot };
+    if slot.qdepth.get() == 0 && slot.mcs_busy.get() == 0 {
+        // Release pairs with the Acquire CAS in `claim`: the next owner sees our last node writes.
+        slot.in_use.store(false, Ordering::Release);
+    }
+}
 
-impl Drop for Releaser {
-    fn drop(&mut self) {
-        let slot = CURRENT.with(|c| c.replace(ptr::null()));
-        if slot.is_null() {
-            return;
+/// Runs [`release_current`] when the thread exits.
+///
+/// On Unix this is a POSIX thread-specific key's destructor, not a Rust thread-local destructor: the
+/// latter is registered through `__cxa_thread_atexit_impl`, which calls `calloc`, and a lock taken
+/// inside a `malloc` (an allocator that uses `pthread_mutex_t`, under `liblocklab_pthread.so`) must not
+/// allocate. `pthread_setspecific` does not allocate for the first 32 keys of a process, and the key
+/// is created early (the first registration, or the preload library's constructor). Key destructors
+/// also run after every Rust and C++ thread-local destructor, so a lock taken in one of those still
+/// finds its slot.
+#[cfg(all(unix, not(miri)))]
+mod exit_hook {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The key plus one; 0 until created.
+    static KEY: AtomicUsize = AtomicUsize::new(0);
+
+    extern "C" fn on_exit(_value: *mut libc::c_void) {
+        super::release_current();
+    }
+
+    /// The process's key, created on first use.
+    pub(super) fn key() -> Option<libc::pthread_key_t> {
+        // Acquire pairs with the Release CAS below (the key is a plain integer; the ordering keeps
+        // the creation before its use for tools that check it).
+        let k = KEY.load(Ordering::Acquire);
+        if k != 0 {
+            return Some((k - 1) as libc::pthread_key_t);
         }
-        // SAFETY: slots are never freed.
-        let slot = unsafe { &*slot };
-        if slot.qdepth.get() == 0 && slot.mcs_busy.get() == 0 {
-            // Release pairs with the Acquire CAS in `claim`: the next owner sees our last node writes.
-            slot.in_use.store(false, Ordering::Release);
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: a valid out-pointer and an `extern "C"` destructor that never unwinds.
+        if unsafe { libc::pthread_key_create(&mut key, Some(on_exit)) } != 0 {
+            return None;
+        }
+        match KEY.compare_exchange(0, key as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Some(key),
+            Err(winner) => {
+                // SAFETY: our key was never used.
+                unsafe { libc::pthread_key_delete(key) };
+                Some((winner - 1) as libc::pthread_key_t)
+            }
         }
     }
+
+    /// Arms the destructor for this thread (its value is the slot, any non-null pointer).
+    pub(super) fn arm(slot: *const super::ThreadSlot) -> bool {
+        let Some(key) = key() else { return false };
+        // SAFETY: a key of this process; the value is only compared with null by glibc.
+        unsafe { libc::pthread_setspecific(key, slot.cast()) == 0 }
+    }
+}
+
+#[cfg(not(all(unix, not(miri))))]
+mod exit_hook {
+    struct Releaser;
+
+    impl Drop for Releaser {
+        fn drop(&mut self) {
+            super::release_current();
+        }
+    }
+
+    std::thread_local! {
+        static RELEASER: Releaser = const { Releaser };
+    }
+
+    /// Arms the destructor for this thread; `false` if its thread-locals are already being torn down.
+    pub(super) fn arm(_slot: *const super::ThreadSlot) -> bool {
+        RELEASER.try_with(|_| ()).is_ok()
+    }
+}
+
+/// Creates the thread-exit key now (the preload library's constructor calls this, so the key is
+/// among a process's first 32 and `pthread_setspecific` never allocates for it).
+pub(crate) fn prepare() {
+    #[cfg(all(unix, not(miri)))]
+    let _ = exit_hook::key();
 }
 
 /// The calling thread's slot, registering one on first use; `None` when every slot is taken or the
@@ -115,10 +191,17 @@ pub(crate) fn current() -> Option<&'static ThreadSlot> {
 #[cold]
 #[inline(never)]
 fn register() -> Option<&'static ThreadSlot> {
-    // Arm the releaser first: if this thread is already tearing down its thread-locals, it fails, and we
-    // must not take a slot we could never give back.
-    RELEASER.try_with(|_| ()).ok()?;
+    if RELEASED.with(|r| r.get()) {
+        return None;
+    }
     let slot = claim()?;
+    // Arm the release at thread exit. If that fails (this thread's thread-locals are already torn
+    // down), give the slot straight back: we must not keep a slot we could never return.
+    if !exit_hook::arm(slot) {
+        // Release pairs with the Acquire CAS in `claim`.
+        slot.in_use.store(false, Ordering::Release);
+        return None;
+    }
     CURRENT.with(|c| c.set(slot));
     Some(slot)
 }
@@ -144,7 +227,7 @@ fn claim() -> Option<&'static ThreadSlot> {
     if index >= MAX_SLOTS {
         return None;
     }
-    let slot: &'static ThreadSlot = Box::leak(Box::new(ThreadSlot::new(index as u32)));
+    let slot: &'static ThreadSlot = new_slot(index as u32)?;
     // Release pairs with the Acquire loads in `claim` and `slot`: the slot's initialisation is visible
     // to whoever finds it in the table.
     TABLE[index].store(
@@ -152,6 +235,39 @@ fn claim() -> Option<&'static ThreadSlot> {
         Ordering::Release,
     );
     Some(slot)
+}
+
+/// A new slot that is never freed. On Unix its memory comes from `mmap`, not `malloc`: see
+/// [`exit_hook`] for why the lock paths must not allocate.
+#[cfg(all(unix, not(miri)))]
+fn new_slot(index: u32) -> Option<&'static ThreadSlot> {
+    let size = core::mem::size_of::<ThreadSlot>();
+    // SAFETY: an anonymous private mapping; no pointer is passed in.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let p = p.cast::<ThreadSlot>();
+    // SAFETY: page-aligned (so 64-aligned), writable memory of the right size, never unmapped.
+    unsafe {
+        p.write(ThreadSlot::new(index));
+        Some(&*p)
+    }
+}
+
+/// A new slot that is never freed.
+#[cfg(not(all(unix, not(miri))))]
+fn new_slot(index: u32) -> Option<&'static ThreadSlot> {
+    Some(Box::leak(Box::new(ThreadSlot::new(index))))
 }
 
 /// The calling thread's slot as an identity, null if it has none (never registers one). After the

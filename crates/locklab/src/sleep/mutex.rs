@@ -223,11 +223,23 @@ impl MutexToken {
 /// unsafe { m.unlock_fair(t) }; // hands over to the first waiter, or frees the lock
 /// assert!(!m.is_locked());
 /// ```
+///
+/// # Layout
+/// `#[repr(C)]`, 40 bytes, 8-aligned: the size of glibc's x86-64 `pthread_mutex_t`, with the three
+/// 32-bit words at byte offsets [`RawMutex::SPARE_OFFSETS`] (4, 8 and 16) never read or written by the
+/// mutex. They are where glibc keeps a mutex's recursion count, owner TID and kind, so a
+/// `pthread_mutex_t` can hold this mutex in place and keep those fields where static initializers,
+/// debuggers and programs look for them (`liblocklab_pthread.so` does). Other users can ignore them.
+#[repr(C)]
 pub struct RawMutex {
     state: AtomicU32,
+    spare0: core::sync::atomic::AtomicU32,
+    spare1: core::sync::atomic::AtomicU32,
+    /// Optimistic spinners (a 32-bit id of the last one).
+    osq: Osq,
+    spare2: core::sync::atomic::AtomicU32,
     /// Protects `waiters`.
     wait_lock: RawTasLock,
-    osq: Osq,
     waiters: UnsafeCell<WaitList>,
 }
 
@@ -246,8 +258,11 @@ impl RawMutex {
     pub const fn new() -> Self {
         RawMutex {
             state: AtomicU32::new(0),
-            wait_lock: RawTasLock::new(),
+            spare0: core::sync::atomic::AtomicU32::new(0),
+            spare1: core::sync::atomic::AtomicU32::new(0),
             osq: Osq::new(),
+            spare2: core::sync::atomic::AtomicU32::new(0),
+            wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
         }
     }
@@ -257,10 +272,39 @@ impl RawMutex {
     pub fn new() -> Self {
         RawMutex {
             state: AtomicU32::new(0),
-            wait_lock: RawTasLock::new(),
+            spare0: core::sync::atomic::AtomicU32::new(0),
+            spare1: core::sync::atomic::AtomicU32::new(0),
             osq: Osq::new(),
+            spare2: core::sync::atomic::AtomicU32::new(0),
+            wait_lock: RawTasLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
         }
+    }
+
+    /// Byte offsets of the three 32-bit words the mutex never touches (see "Layout").
+    pub const SPARE_OFFSETS: [usize; 3] = [4, 8, 16];
+
+    /// Releases the lock held by any thread, as POSIX lets a default `pthread_mutex_t` be unlocked by a
+    /// thread that did not lock it (glibc allows it and real programs do it).
+    ///
+    /// ```
+    /// let m = std::sync::Arc::new(locklab::raw::RawMutex::new());
+    /// std::mem::forget(m.lock()); // the token stays with this thread...
+    /// let m2 = m.clone();
+    /// // ...and another thread ends the acquisition.
+    /// std::thread::spawn(move || unsafe { m2.unlock_on_behalf() }).join().unwrap();
+    /// assert!(!m.is_locked());
+    /// ```
+    ///
+    /// # Safety
+    /// The mutex is held, and the token of that acquisition is never used again.
+    #[inline]
+    pub unsafe fn unlock_on_behalf(&self) {
+        // The owner tag stays in the word for the whole acquisition (only flags change meanwhile), so
+        // the word names the token this unlock stands for.
+        let owner = self.state.load(Ordering::Relaxed) >> OWNER_SHIFT;
+        // SAFETY: the caller's contract; the token is the one the holder got.
+        unsafe { self.unlock(MutexToken::new(owner)) }
     }
 
     fn waiters(&self) -> Waiters<'_> {
@@ -759,7 +803,11 @@ impl Drop for OsqClaim {
 /// This thread's OSQ node: leaked per model thread, since nodes must be type-stable.
 #[cfg(loom)]
 pub(crate) fn osq_node() -> Option<&'static crate::osq::OsqNode> {
-    loom::thread_local!(static NODE: &'static crate::osq::OsqNode = Box::leak(Box::new(crate::osq::OsqNode::new())));
+    loom::thread_local!(static NODE: &'static crate::osq::OsqNode = {
+        let node: &'static crate::osq::OsqNode = Box::leak(Box::new(crate::osq::OsqNode::new()));
+        node.register();
+        node
+    });
     Some(NODE.with(|n| *n))
 }
 
@@ -829,6 +877,43 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
+
+    /// The layout promise: 40 bytes, and the spare words are never written by locking, contention,
+    /// sleeping and waking.
+    #[test]
+    fn spare_words_are_untouched() {
+        assert_eq!(core::mem::size_of::<RawMutex>(), 40);
+        assert_eq!(core::mem::align_of::<RawMutex>(), 8);
+        let m = Arc::new(RawMutex::new());
+        let spare = |m: &RawMutex, i: usize| {
+            // SAFETY: the offset is inside the struct, on a 4-aligned AtomicU32 field.
+            unsafe {
+                &*((m as *const RawMutex as *const u8).add(RawMutex::SPARE_OFFSETS[i])
+                    as *const core::sync::atomic::AtomicU32)
+            }
+        };
+        for i in 0..3 {
+            spare(&m, i).store(0xdead_0000 + i as u32, Ordering::Relaxed);
+        }
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        let t = m.lock();
+                        unsafe { m.unlock(t) };
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        for i in 0..3 {
+            assert_eq!(spare(&m, i).load(Ordering::Relaxed), 0xdead_0000 + i as u32);
+        }
+        assert!(!m.is_locked());
+    }
 
     /// Polls `f` for up to 10 s.
     fn eventually(f: impl Fn() -> bool) -> bool {

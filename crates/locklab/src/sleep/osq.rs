@@ -3,7 +3,10 @@
 //! (and the rwsem) for their optimistic-spinning phase.
 //!
 //! # Algorithm (after the kernel's `osq_lock.c`)
-//! The queue is `tail`, a pointer to the last node; each thread has one node ([`ThreadSlot::osq`]).
+//! The queue is `tail`, the *id* of the last node (0: empty), a 32-bit word as the kernel's
+//! `optimistic_spin_queue` (which names a CPU): each thread has one node ([`ThreadSlot::osq`]), whose id is
+//! its slot's index plus one, so the whole queue costs its lock four bytes. That is what lets the
+//! adaptive mutex fit in glibc's `pthread_mutex_t` beside the fields glibc's users read.
 //! - Lock: initialise my node, `swap` it into `tail`. Old tail null: I am the head. Else record `prev`,
 //!   link `prev.next = me`, spin on my `locked` until my predecessor hands me headship.
 //! - Unqueue, when my spin budget runs out before I became head, in three labelled steps:
@@ -36,7 +39,7 @@
 //!   node fields consistent between neighbours.
 
 use crate::clock::SpinBudget;
-use crate::primitive::{AtomicBool, AtomicPtr, Ordering, SpinWait, spin_loop};
+use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, Ordering, SpinWait, spin_loop};
 
 /// `pause` steps a queued spinner takes before it starts yielding the CPU between looks.
 const OSQ_SPINS: u32 = 128;
@@ -48,6 +51,9 @@ pub struct OsqNode {
     next: AtomicPtr<OsqNode>,
     prev: AtomicPtr<OsqNode>,
     locked: AtomicBool,
+    /// The value `tail` holds when this node is last: set once, before the node is ever queued
+    /// (by its slot's creation, or `register` under loom), never 0 for a queued node.
+    id: core::sync::atomic::AtomicU32,
 }
 
 impl OsqNode {
@@ -58,6 +64,18 @@ impl OsqNode {
             next: AtomicPtr::new(ptr::null_mut()),
             prev: AtomicPtr::new(ptr::null_mut()),
             locked: AtomicBool::new(false),
+            id: core::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// A fresh node with the given id (a thread slot's index plus one).
+    #[cfg(not(loom))]
+    pub const fn with_id(id: u32) -> Self {
+        OsqNode {
+            next: AtomicPtr::new(ptr::null_mut()),
+            prev: AtomicPtr::new(ptr::null_mut()),
+            locked: AtomicBool::new(false),
+            id: core::sync::atomic::AtomicU32::new(id),
         }
     }
 
@@ -68,11 +86,59 @@ impl OsqNode {
             next: AtomicPtr::new(ptr::null_mut()),
             prev: AtomicPtr::new(ptr::null_mut()),
             locked: AtomicBool::new(false),
+            id: core::sync::atomic::AtomicU32::new(0),
         }
     }
 
     fn as_ptr(&self) -> *mut OsqNode {
         self as *const OsqNode as *mut OsqNode
+    }
+
+    /// The id `tail` names this node by (Relaxed: set before the node was first handed to a queue, by
+    /// the thread that queues it, or published with the slot's Release store).
+    fn id(&self) -> u32 {
+        self.id.load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Gives a model's node an id (loom: nodes live in the model's own memory, not in thread slots).
+    #[cfg(loom)]
+    pub fn register(&'static self) {
+        let mut nodes = LOOM_NODES.lock().unwrap();
+        nodes.push(self.as_ptr() as usize);
+        self.id
+            .store(nodes.len() as u32, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Loom's id table: index `id - 1` holds a registered node's address (never freed while a model runs).
+#[cfg(loom)]
+static LOOM_NODES: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// The node named by a nonzero `id`.
+#[cfg(not(loom))]
+#[inline]
+fn node_of(id: u32) -> *mut OsqNode {
+    match crate::thread_slot::slot(id as usize - 1) {
+        Some(slot) => slot.osq.as_ptr(),
+        // A queued id always names a published slot (it was read from a node that was queued).
+        None => unreachable!("OSQ id {id} names no thread slot"),
+    }
+}
+
+/// The node named by a nonzero `id` (loom).
+#[cfg(loom)]
+fn node_of(id: u32) -> *mut OsqNode {
+    LOOM_NODES.lock().unwrap()[id as usize - 1] as *mut OsqNode
+}
+
+/// The id of `node`, or 0 for null.
+#[inline]
+fn id_of(node: *mut OsqNode) -> u32 {
+    if node.is_null() {
+        0
+    } else {
+        // SAFETY: non-null nodes handed around by the queue are type-stable.
+        unsafe { (*node).id() }
     }
 }
 
@@ -85,7 +151,7 @@ impl Default for OsqNode {
 
 /// An optimistic spin queue. See the [module documentation](self).
 pub struct Osq {
-    tail: AtomicPtr<OsqNode>,
+    tail: AtomicU32,
 }
 
 impl Osq {
@@ -93,7 +159,7 @@ impl Osq {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         Osq {
-            tail: AtomicPtr::new(ptr::null_mut()),
+            tail: AtomicU32::new(0),
         }
     }
 
@@ -101,7 +167,7 @@ impl Osq {
     #[cfg(loom)]
     pub fn new() -> Self {
         Osq {
-            tail: AtomicPtr::new(ptr::null_mut()),
+            tail: AtomicU32::new(0),
         }
     }
 
@@ -109,7 +175,8 @@ impl Osq {
     /// afterwards), `false` if `budget` ran out first (the node has been unqueued).
     ///
     /// # Safety
-    /// - `node` lives forever at a fixed address (type-stable memory) and is in no queue;
+    /// - `node` lives forever at a fixed address (type-stable memory), has a nonzero id that names it
+    ///   (a thread slot's node, or a registered loom node), and is in no queue;
     /// - every node ever queued on this `Osq` does too.
     ///
     /// [`unlock`]: Osq::unlock
@@ -118,10 +185,11 @@ impl Osq {
         node.next.store(ptr::null_mut(), Ordering::Relaxed);
         node.locked.store(false, Ordering::Relaxed);
         // AcqRel: see "Memory orderings".
-        let prev = self.tail.swap(me, Ordering::AcqRel);
-        if prev.is_null() {
+        let prev = self.tail.swap(node.id(), Ordering::AcqRel);
+        if prev == 0 {
             return true;
         }
+        let prev = node_of(prev);
         node.prev.store(prev, Ordering::Relaxed);
         // SAFETY: nodes are type-stable (contract).
         unsafe { (*prev).next.store(me, Ordering::Release) };
@@ -183,14 +251,14 @@ impl Osq {
     /// # Safety
     /// As [`lock`](Osq::lock); `node` is queued on this `Osq`.
     unsafe fn wait_next(&self, node: &OsqNode, prev: *mut OsqNode) -> Option<*mut OsqNode> {
-        let me = node.as_ptr();
         loop {
             // AcqRel: Release hands the tail's publication duty for `prev` back; Acquire for symmetry
             // with the swap in `lock`.
-            if self.tail.load(Ordering::Relaxed) == me
+            let (me_id, prev_id) = (node.id(), id_of(prev));
+            if self.tail.load(Ordering::Relaxed) == me_id
                 && self
                     .tail
-                    .compare_exchange(me, prev, Ordering::AcqRel, Ordering::Relaxed)
+                    .compare_exchange(me_id, prev_id, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             {
                 return None;
@@ -216,12 +284,7 @@ impl Osq {
         // Release: publishes nothing but keeps the tail's history ordered for the next swap (Acquire).
         if self
             .tail
-            .compare_exchange(
-                node.as_ptr(),
-                ptr::null_mut(),
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
+            .compare_exchange(node.id(), 0, Ordering::Release, Ordering::Relaxed)
             .is_ok()
         {
             return;
