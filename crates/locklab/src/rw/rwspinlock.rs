@@ -135,6 +135,67 @@ impl RawRwSpinLock {
         unsafe { self.wait_lock.unlock() };
     }
 
+    /// Takes the lock shared, waiting only while a writer *holds* it, never behind a waiting writer:
+    /// the kernel's reader in interrupt context. A thread that already reads may read again without
+    /// deadlocking behind a queued writer (glibc's default `pthread_rwlock_t` promises that); the
+    /// price is that a stream of such readers can keep a writer waiting.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// l.read();
+    /// l.read_recursive();
+    /// unsafe { l.read_unlock(); l.read_unlock() };
+    /// ```
+    #[inline]
+    pub fn read_recursive(&self) {
+        // Acquire pairs with the Release of `write_unlock`.
+        let c = self.cnts.fetch_add(READER_BIAS, Ordering::Acquire);
+        if c & (LOCKED | READER_OVERFLOW) != 0 {
+            self.read_recursive_slow(c);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_recursive_slow(&self, c: u32) {
+        if c & READER_OVERFLOW != 0 {
+            self.cnts.fetch_sub(READER_BIAS, Ordering::Relaxed);
+            reader_overflow();
+        }
+        // Our bias stays in: a waiting writer cannot turn WAITING into LOCKED while it is, so once
+        // LOCKED clears we are in. Acquire pairs with the Release of `write_unlock`.
+        let mut wait = SpinWait::new();
+        while self.cnts.load(Ordering::Acquire) & LOCKED != 0 {
+            wait.wait();
+        }
+    }
+
+    /// Takes the lock shared if no writer holds it (waiting writers do not refuse it, as with
+    /// [`read_recursive`](Self::read_recursive)).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// assert!(l.try_read_recursive());
+    /// unsafe { l.read_unlock() };
+    /// ```
+    #[inline]
+    pub fn try_read_recursive(&self) -> bool {
+        let mut c = self.cnts.load(Ordering::Relaxed);
+        while c & (LOCKED | READER_OVERFLOW) == 0 {
+            // Acquire pairs with the Release of `write_unlock`.
+            match self.cnts.compare_exchange_weak(
+                c,
+                c + READER_BIAS,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => c = now,
+            }
+        }
+        false
+    }
+
     /// Takes the lock shared if no writer holds or waits.
     #[inline]
     pub fn try_read(&self) -> bool {

@@ -13,6 +13,15 @@
 //!   waiter is linking in, so wait for `self.next`. Then `self.next = null` and `next.locked = true`.
 //! - Unlock, node holder: the same with `node.next` and `cas(tail: node -> null)`.
 //!
+//! **Detached** acquisitions (`lock_detached`, for callers that cannot carry a guard from lock to
+//! unlock, such as a `pthread_mutex_t` unlocked by another thread): a contended locker queues a node on
+//! its own stack and, once it holds the lock, hands its place in the queue to the lock (K42's move):
+//! with nobody behind it, `cas(tail: node -> HELD)`; else it waits for its successor's link and stores
+//! it in `self.next`. Either way it is now a node-less holder, its node is out of every queue and dies
+//! with the call, and any thread may release it with `unlock_detached` (`unlock_held`). Invariant 1
+//! holds: `self.next` was null (we hold the lock), and only an arrival that swapped `HELD` out writes
+//! it, which needs our CAS to have succeeded, in which case we write nothing.
+//!
 //! `lock_api`'s `lock()` takes no node, so a contended acquisition takes one from the calling thread's
 //! slot (`crate::thread_slot`): `MCS_LEVELS` of them, so one thread can hold several MCS locks at
 //! once and release them in any order (the guard remembers its node). Deeper nesting, or a thread with no
@@ -153,6 +162,90 @@ impl RawMcsLock {
         // Release pairs with the Acquire load of the predecessor's `next` in its unlock.
         link.store(me, Ordering::Release);
         node.wait_locked();
+    }
+
+    /// Takes the lock and leaves no node of the caller in the queue: the lock can then be released by
+    /// any thread with [`unlock_detached`](Self::unlock_detached), and the caller keeps nothing.
+    /// Costs one more CAS (or a wait for the successor's link) on a contended acquisition.
+    ///
+    /// ```
+    /// let l = std::sync::Arc::new(locklab::raw::RawMcsLock::new());
+    /// l.lock_detached();
+    /// let l2 = l.clone();
+    /// std::thread::spawn(move || unsafe { l2.unlock_detached() }).join().unwrap();
+    /// assert!(!l.is_locked());
+    /// ```
+    #[cfg(not(loom))]
+    #[inline]
+    pub fn lock_detached(&self) {
+        if !self.try_lock_held() {
+            self.lock_detached_slow();
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn lock_detached_slow(&self) {
+        let node = McsNode::new();
+        // SAFETY: the node lives on this frame until `detach` returns, by which time no queue names it
+        // and no neighbour will touch it again (module docs, "Detached").
+        unsafe {
+            self.lock_queued(&node);
+            self.detach(&node);
+        }
+    }
+
+    /// Turns a holder queued as `node` into a node-less (`HELD`) holder.
+    ///
+    /// # Safety
+    /// The caller holds the lock, taken with `lock_queued(node)`.
+    #[inline]
+    unsafe fn detach(&self, node: &McsNode) {
+        let me = node as *const McsNode as *mut McsNode;
+        // Acquire pairs with the successor's Release link store.
+        let mut next = node.next.load(Ordering::Acquire);
+        if next.is_null() {
+            // Nobody behind: the lock itself becomes our place. Relaxed: publishes nothing (the
+            // arrival that swaps HELD out gets the critical section from our later unlock).
+            if self
+                .tail
+                .compare_exchange(me, held(), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+            // A successor swapped the tail away from us and is linking into our node.
+            next = wait_link(&node.next);
+        }
+        // Invariant 1: `self.next` is null (we hold the lock) and nobody else writes it now (the tail
+        // is a node). Release pairs with the Acquire load of `self.next` in `unlock_held`, which may
+        // run on another thread.
+        self.next.store(next, Ordering::Release);
+    }
+
+    /// Takes the lock if it is free, as a detached holder (see [`lock_detached`](Self::lock_detached)).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawMcsLock::new();
+    /// assert!(l.try_lock_detached());
+    /// assert!(!l.try_lock_detached());
+    /// unsafe { l.unlock_detached() };
+    /// ```
+    #[inline]
+    pub fn try_lock_detached(&self) -> bool {
+        self.try_lock_held()
+    }
+
+    /// Releases a detached acquisition, from any thread.
+    ///
+    /// # Safety
+    /// The lock is held by a [`lock_detached`](Self::lock_detached) or
+    /// [`try_lock_detached`](Self::try_lock_detached) acquisition that is not released otherwise.
+    #[inline]
+    pub unsafe fn unlock_detached(&self) {
+        // SAFETY: a detached holder is a HELD holder.
+        unsafe { self.unlock_held() }
     }
 
     /// Releases the lock taken by [`try_lock_held`](Self::try_lock_held).

@@ -1,0 +1,174 @@
+//! The per-process choice of algorithm for each family, read from the environment once, on first
+//! use (or in the constructor), with `getenv`: no allocation, so it works from inside a `malloc` and
+//! before any constructor. An unknown value prints one line on stderr and the default is used.
+//!
+//! ```
+//! use locklab_pthread::config::{self, MutexAlgo};
+//! // The default, unless the environment chose another.
+//! if std::env::var_os("LOCKLAB_MUTEX").is_none() {
+//!     assert_eq!(config::mutex(), MutexAlgo::Mutex);
+//! }
+//! ```
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// The algorithm behind `pthread_mutex_t` and `mtx_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MutexAlgo {
+    /// locklab's adaptive futex mutex (optimistic spinning, FIFO sleepers, hand-off). The default.
+    Mutex = 1,
+    /// The MCS queue lock (a spinlock: correct but slow when threads outnumber CPUs).
+    Mcs,
+    /// The ticket lock (a spinlock).
+    Ticket,
+    /// The queued spinlock (a spinlock).
+    QSpinLock,
+    /// Test-and-set (a spinlock).
+    Tas,
+    /// glibc's own, condvars included.
+    Glibc,
+}
+
+/// The algorithm behind `pthread_rwlock_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RwAlgo {
+    /// locklab's reader-preferring futex rwsem (`RecursiveRwSem`). The default.
+    RwSem = 1,
+    /// The queued rwlock spinlock (`RwSpinLock`), with recursive reads unless the lock prefers writers.
+    RwSpinLock,
+    /// glibc's own.
+    Glibc,
+}
+
+/// The algorithm behind `pthread_spinlock_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SpinAlgo {
+    /// The queued spinlock. The default.
+    QSpinLock = 1,
+    /// A ticket lock in the word's two 16-bit halves.
+    Ticket,
+    /// Test-and-set.
+    Tas,
+    /// glibc's own.
+    Glibc,
+}
+
+static MUTEX: AtomicU8 = AtomicU8::new(0);
+static RWLOCK: AtomicU8 = AtomicU8::new(0);
+static SPIN: AtomicU8 = AtomicU8::new(0);
+
+/// The mutex choice.
+#[inline]
+pub fn mutex() -> MutexAlgo {
+    match MUTEX.load(Ordering::Relaxed) {
+        0 => {
+            load();
+            mutex()
+        }
+        1 => MutexAlgo::Mutex,
+        2 => MutexAlgo::Mcs,
+        3 => MutexAlgo::Ticket,
+        4 => MutexAlgo::QSpinLock,
+        5 => MutexAlgo::Tas,
+        _ => MutexAlgo::Glibc,
+    }
+}
+
+/// The rwlock choice.
+#[inline]
+pub fn rwlock() -> RwAlgo {
+    match RWLOCK.load(Ordering::Relaxed) {
+        0 => {
+            load();
+            rwlock()
+        }
+        1 => RwAlgo::RwSem,
+        2 => RwAlgo::RwSpinLock,
+        _ => RwAlgo::Glibc,
+    }
+}
+
+/// The spinlock choice.
+#[inline]
+pub fn spin() -> SpinAlgo {
+    match SPIN.load(Ordering::Relaxed) {
+        0 => {
+            load();
+            spin()
+        }
+        1 => SpinAlgo::QSpinLock,
+        2 => SpinAlgo::Ticket,
+        3 => SpinAlgo::Tas,
+        _ => SpinAlgo::Glibc,
+    }
+}
+
+/// Reads the three variables. Idempotent; concurrent first calls compute the same values (only one
+/// prints a warning).
+pub fn load() {
+    fn pick(name: &core::ffi::CStr, valid: &[&str], default: u8, cell: &AtomicU8) {
+        if cell.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        // SAFETY: a NUL-terminated name; the result is read before any call that could change the
+        // environment.
+        let raw = unsafe { libc::getenv(name.as_ptr()) };
+        let mut value = default;
+        let mut bad = false;
+        if !raw.is_null() {
+            // SAFETY: getenv returns a NUL-terminated string.
+            let s = unsafe { core::ffi::CStr::from_ptr(raw) }.to_bytes();
+            match valid.iter().position(|v| v.as_bytes() == s) {
+                Some(i) => value = i as u8 + 1,
+                None => bad = !s.is_empty(),
+            }
+        }
+        // Relaxed: the value is a plain choice, the same from every racing caller.
+        if cell
+            .compare_exchange(0, value, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+            && bad
+        {
+            let mut line = [0u8; 200];
+            let mut n = 0;
+            for part in [
+                b"liblocklab_pthread: unknown ".as_slice(),
+                name.to_bytes(),
+                b" (valid: ",
+            ] {
+                n += copy(&mut line[n..], part);
+            }
+            for (i, v) in valid.iter().enumerate() {
+                if i > 0 {
+                    n += copy(&mut line[n..], b"|");
+                }
+                n += copy(&mut line[n..], v.as_bytes());
+            }
+            n += copy(&mut line[n..], b"); using ");
+            n += copy(&mut line[n..], valid[default as usize - 1].as_bytes());
+            n += copy(&mut line[n..], b"\n");
+            crate::sys::write_stderr(&line[..n]);
+        }
+    }
+    fn copy(dst: &mut [u8], src: &[u8]) -> usize {
+        let n = src.len().min(dst.len());
+        dst[..n].copy_from_slice(&src[..n]);
+        n
+    }
+    pick(
+        c"LOCKLAB_MUTEX",
+        &["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"],
+        1,
+        &MUTEX,
+    );
+    pick(c"LOCKLAB_RWLOCK", &["rwsem", "rwspinlock", "glibc"], 1, &RWLOCK);
+    pick(
+        c"LOCKLAB_SPIN",
+        &["qspinlock", "ticket", "tas", "glibc"],
+        1,
+        &SPIN,
+    );
+}

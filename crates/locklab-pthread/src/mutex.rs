@@ -1,0 +1,588 @@
+//! `pthread_mutex_*` on locklab's locks, in glibc's 40-byte `pthread_mutex_t`.
+//!
+//! # Layout (x86-64 and aarch64 glibc)
+//! | bytes | glibc's field | ours                                                                  |
+//! |-------|---------------|-----------------------------------------------------------------------|
+//! | 0-3   | `__lock`      | `mutex`: the adaptive mutex's state word; `qspinlock`, `tas`: the lock |
+//! | 4-7   | `__count`     | recursion count of a recursive mutex (as glibc)                        |
+//! | 8-11  | `__owner`     | owner TID while held, 0 when free (as glibc; gdb and programs read it) |
+//! | 12-15 | `__nusers`    | `mutex`: its OSQ tail                                                  |
+//! | 16-19 | `__kind`      | glibc's kind, never changed but by init and destroy (static initializers write it) |
+//! | 20-39 | `__spins`, `__list` | `mutex`: wait-list lock and wait list; `mcs`: tail and next (24-39); `ticket`: tickets (24-31) |
+//!
+//! The adaptive mutex ([`locklab::raw::RawMutex`]) is laid out for exactly this: its spare words are
+//! bytes 4, 8 and 16. All-zero is an unlocked default mutex for every algorithm.
+//!
+//! # Kinds, as glibc
+//! `kind & 3`: 0 normal (relocking deadlocks; any thread may unlock, and unlocking a free mutex is a
+//! no-op), 1 recursive (count, `EAGAIN` at its limit; `EPERM` for a non-owner's unlock), 2 errorcheck
+//! (`EDEADLK` on relock, `EPERM` for a non-owner's unlock), 3 adaptive (as normal). A kind with the
+//! robust (16), priority-inherit (32), priority-protect (64) or process-shared (128) bit, which only
+//! `pthread_mutex_init` with such an attribute makes, is glibc's object, and every call on it goes to
+//! glibc; so does a destroyed mutex (kind -1, as glibc marks it: glibc answers `EINVAL`).
+//!
+//! ```no_run
+//! // From C, nothing changes:
+//! //   static pthread_mutex_t m = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+//! //   pthread_mutex_lock(&m); pthread_mutex_lock(&m); pthread_mutex_unlock(&m); pthread_mutex_unlock(&m);
+//! let mut m: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
+//! unsafe {
+//!     assert_eq!(locklab_pthread::mutex::pthread_mutex_lock(&mut m), 0);
+//!     assert_eq!(locklab_pthread::mutex::pthread_mutex_unlock(&mut m), 0);
+//! }
+//! ```
+
+use crate::config::{self, MutexAlgo};
+use crate::real;
+use crate::sys::{self, tid};
+use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use libc::{c_int, clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
+use lock_api::RawMutexTimed as _;
+use locklab::raw::{RawMcsLock, RawMutex, RawQueuedSpinLock, RawTasLock, RawTicketLock};
+
+const OFF_COUNT: usize = 4;
+const OFF_OWNER: usize = 8;
+const OFF_KIND: usize = 16;
+const OFF_TAIL: usize = 24;
+
+pub(crate) const KIND_RECURSIVE: i32 = 1;
+pub(crate) const KIND_ERRORCHECK: i32 = 2;
+/// Robust, priority-inherit, priority-protect, process-shared: glibc's objects.
+const KIND_GLIBC: i32 = 16 | 32 | 64 | 128;
+
+/// Views of one `pthread_mutex_t`.
+#[derive(Clone, Copy)]
+pub(crate) struct M(*mut pthread_mutex_t);
+
+impl M {
+    #[inline]
+    fn word<T>(self, off: usize) -> &'static T {
+        // SAFETY: the caller of every entry point passes a valid, 8-aligned pthread_mutex_t that
+        // outlives the call; the fields are atomics, so shared views may race.
+        unsafe { &*((self.0 as *const u8).add(off) as *const T) }
+    }
+    #[inline]
+    fn kind(self) -> i32 {
+        self.word::<AtomicI32>(OFF_KIND).load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn owner(self) -> &'static AtomicI32 {
+        self.word(OFF_OWNER)
+    }
+    #[inline]
+    fn count(self) -> &'static AtomicU32 {
+        self.word(OFF_COUNT)
+    }
+    #[inline]
+    fn mutex(self) -> &'static RawMutex {
+        self.word(0)
+    }
+    #[inline]
+    fn mcs(self) -> &'static RawMcsLock {
+        self.word(OFF_TAIL)
+    }
+    #[inline]
+    fn ticket(self) -> &'static RawTicketLock {
+        self.word(OFF_TAIL)
+    }
+    #[inline]
+    fn qspin(self) -> &'static RawQueuedSpinLock {
+        self.word(0)
+    }
+    #[inline]
+    fn tas(self) -> &'static RawTasLock {
+        self.word(0)
+    }
+
+    /// glibc owns this object (by kind, or the process's choice).
+    #[inline]
+    fn is_glibc(self) -> bool {
+        self.kind() & KIND_GLIBC != 0 || config::mutex() == MutexAlgo::Glibc
+    }
+
+    // --- the algorithms: lock word only, no kinds ---------------------------------------------
+
+    #[inline]
+    fn raw_lock(self) {
+        match config::mutex() {
+            MutexAlgo::Mutex => core::mem::forget(self.mutex().lock()),
+            MutexAlgo::Mcs => self.mcs().lock_detached(),
+            MutexAlgo::Ticket => self.ticket().lock(),
+            MutexAlgo::QSpinLock => self.qspin().lock(),
+            MutexAlgo::Tas => self.tas().lock(),
+            MutexAlgo::Glibc => unreachable!(),
+        }
+    }
+
+    #[inline]
+    fn raw_try_lock(self) -> bool {
+        match config::mutex() {
+            MutexAlgo::Mutex => self.mutex().try_lock().map(core::mem::forget).is_some(),
+            MutexAlgo::Mcs => self.mcs().try_lock_detached(),
+            MutexAlgo::Ticket => self.ticket().try_lock(),
+            MutexAlgo::QSpinLock => self.qspin().try_lock(),
+            MutexAlgo::Tas => self.tas().try_lock(),
+            MutexAlgo::Glibc => unreachable!(),
+        }
+    }
+
+    /// Locks before `abs` on `clock`; `false` on time-out.
+    fn raw_lock_until(self, clock: clockid_t, abs: &timespec) -> bool {
+        match config::mutex() {
+            MutexAlgo::Mutex => sys::until(clock, abs, |d| {
+                self.mutex()
+                    .try_lock_until(d)
+                    .map(core::mem::forget)
+                    .is_some()
+            }),
+            _ => sys::until(clock, abs, |d| sys::spin_until(Some(d), || self.raw_try_lock())),
+        }
+    }
+
+    #[inline]
+    fn raw_is_locked(self) -> bool {
+        match config::mutex() {
+            MutexAlgo::Mutex => self.mutex().is_locked(),
+            MutexAlgo::Mcs => self.mcs().is_locked(),
+            MutexAlgo::Ticket => self.ticket().is_locked(),
+            MutexAlgo::QSpinLock => self.qspin().is_locked(),
+            MutexAlgo::Tas => self.tas().is_locked(),
+            MutexAlgo::Glibc => unreachable!(),
+        }
+    }
+
+    /// Releases the lock, whichever thread took it.
+    ///
+    /// # Safety
+    /// The lock is held, and this ends that acquisition.
+    #[inline]
+    unsafe fn raw_unlock(self) {
+        // SAFETY: the caller's contract; every algorithm here may be released by any thread (the
+        // adaptive mutex on behalf of its holder, MCS as a detached holder).
+        unsafe {
+            match config::mutex() {
+                MutexAlgo::Mutex => self.mutex().unlock_on_behalf(),
+                MutexAlgo::Mcs => self.mcs().unlock_detached(),
+                MutexAlgo::Ticket => self.ticket().unlock(),
+                MutexAlgo::QSpinLock => self.qspin().unlock(),
+                MutexAlgo::Tas => self.tas().unlock(),
+                MutexAlgo::Glibc => unreachable!(),
+            }
+        }
+    }
+
+    // --- kinds ---------------------------------------------------------------------------------
+
+    /// The kind checks before a blocking or trying lock: `Some(result)` ends the call.
+    #[inline]
+    fn before_lock(self, kind: i32, me: i32, trying: bool) -> Option<c_int> {
+        let ty = kind & 3;
+        if ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK {
+            if self.owner().load(Ordering::Relaxed) == me {
+                if ty == KIND_ERRORCHECK {
+                    return Some(if trying { libc::EBUSY } else { libc::EDEADLK });
+                }
+                let c = self.count().load(Ordering::Relaxed);
+                if c == u32::MAX {
+                    return Some(libc::EAGAIN);
+                }
+                self.count().store(c + 1, Ordering::Relaxed);
+                return Some(0);
+            }
+        }
+        None
+    }
+
+    /// Records the new holder.
+    #[inline]
+    fn after_lock(self, kind: i32, me: i32) {
+        if kind & 3 == KIND_RECURSIVE {
+            self.count().store(1, Ordering::Relaxed);
+        }
+        self.owner().store(me, Ordering::Relaxed);
+    }
+}
+
+/// Takes the lock (blocking).
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[inline]
+pub(crate) unsafe fn lock(m: M) -> c_int {
+    if m.is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_lock(m.0) };
+    }
+    let kind = m.kind();
+    let me = tid();
+    if let Some(r) = m.before_lock(kind, me, false) {
+        return r;
+    }
+    let e = sys::errno();
+    m.raw_lock();
+    sys::set_errno(e);
+    m.after_lock(kind, me);
+    0
+}
+
+/// Releases the lock.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[inline]
+pub(crate) unsafe fn unlock(m: M) -> c_int {
+    if m.is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_unlock(m.0) };
+    }
+    let ty = m.kind() & 3;
+    if ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK {
+        if m.owner().load(Ordering::Relaxed) != tid() {
+            return libc::EPERM;
+        }
+        if ty == KIND_RECURSIVE {
+            let c = m.count().load(Ordering::Relaxed);
+            if c > 1 {
+                m.count().store(c - 1, Ordering::Relaxed);
+                return 0;
+            }
+            m.count().store(0, Ordering::Relaxed);
+        }
+    } else if !m.raw_is_locked() {
+        // glibc lets a normal mutex be unlocked when free: nothing happens.
+        return 0;
+    }
+    m.owner().store(0, Ordering::Relaxed);
+    let e = sys::errno();
+    // SAFETY: held (checked above for the owner-tracking kinds; a normal mutex may be released by
+    // any thread, as glibc allows).
+    unsafe { m.raw_unlock() };
+    sys::set_errno(e);
+    0
+}
+
+/// Tries once.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[inline]
+pub(crate) unsafe fn trylock(m: M) -> c_int {
+    if m.is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_trylock(m.0) };
+    }
+    let kind = m.kind();
+    let me = tid();
+    if let Some(r) = m.before_lock(kind, me, true) {
+        return r;
+    }
+    if !m.raw_try_lock() {
+        return libc::EBUSY;
+    }
+    m.after_lock(kind, me);
+    0
+}
+
+/// Locks before `abs` on `clock`.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`; `abs` to a `timespec`.
+pub(crate) unsafe fn clocklock(m: M, clock: clockid_t, abs: *const timespec) -> c_int {
+    if !sys::valid_clock(clock) {
+        return libc::EINVAL;
+    }
+    if m.is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_clocklock(m.0, clock, abs) };
+    }
+    let kind = m.kind();
+    let me = tid();
+    if let Some(r) = m.before_lock(kind, me, false) {
+        return r;
+    }
+    if !m.raw_try_lock() {
+        // As glibc, the time is checked only when the call must wait.
+        // SAFETY: the caller's pointer.
+        let Some(abs) = (unsafe { abs.as_ref() }) else {
+            return libc::EINVAL;
+        };
+        if !sys::valid_timespec(abs) {
+            return libc::EINVAL;
+        }
+        let e = sys::errno();
+        let ok = m.raw_lock_until(clock, abs);
+        sys::set_errno(e);
+        if !ok {
+            return libc::ETIMEDOUT;
+        }
+    }
+    m.after_lock(kind, me);
+    0
+}
+
+/// What [`release_for_wait`] saved, for [`reacquire`].
+pub(crate) struct Held {
+    count: u32,
+}
+
+/// Releases the mutex for a condvar wait, remembering a recursive mutex's count (all of it is
+/// released, and restored after). `Err(EPERM)` if an owner-tracking mutex is not ours.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+pub(crate) unsafe fn release_for_wait(m: M) -> Result<Held, c_int> {
+    if m.is_glibc() {
+        // SAFETY: forwarded.
+        return match unsafe { real::pthread_mutex_unlock(m.0) } {
+            0 => Ok(Held { count: 0 }),
+            e => Err(e),
+        };
+    }
+    let ty = m.kind() & 3;
+    let mut count = 0;
+    if ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK {
+        if m.owner().load(Ordering::Relaxed) != tid() {
+            return Err(libc::EPERM);
+        }
+        if ty == KIND_RECURSIVE {
+            count = m.count().swap(0, Ordering::Relaxed);
+        }
+    }
+    m.owner().store(0, Ordering::Relaxed);
+    // SAFETY: the caller holds the mutex (POSIX's precondition for a wait).
+    unsafe { m.raw_unlock() };
+    Ok(Held { count })
+}
+
+/// Takes the mutex back after a condvar wait, as the waiter's.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t` released by `release_for_wait`.
+pub(crate) unsafe fn reacquire(m: M, held: Held) -> c_int {
+    if m.is_glibc() {
+        // SAFETY: forwarded (a robust mutex may answer EOWNERDEAD, which the wait returns).
+        return unsafe { real::pthread_mutex_lock(m.0) };
+    }
+    m.raw_lock();
+    if held.count != 0 {
+        m.count().store(held.count, Ordering::Relaxed);
+    }
+    m.owner().store(tid(), Ordering::Relaxed);
+    0
+}
+
+impl From<*mut pthread_mutex_t> for M {
+    fn from(p: *mut pthread_mutex_t) -> M {
+        M(p)
+    }
+}
+
+/// Reads a mutex attribute through glibc's getters: `(type, glibc's)`, where `glibc's` is set for a
+/// robust, priority-inherit, priority-protect or process-shared attribute.
+unsafe fn attr_kind(a: *const pthread_mutexattr_t) -> Result<(i32, bool), c_int> {
+    if a.is_null() {
+        return Ok((0, false));
+    }
+    let (mut ty, mut sh, mut rb, mut pr) = (0, 0, 0, 0);
+    // SAFETY: a valid attribute (the caller's), valid out-pointers; these getters are not ours.
+    unsafe {
+        if sys::pthread_mutexattr_gettype(a, &mut ty) != 0 {
+            return Err(libc::EINVAL);
+        }
+        libc::pthread_mutexattr_getpshared(a, &mut sh);
+        libc::pthread_mutexattr_getrobust(a, &mut rb);
+        libc::pthread_mutexattr_getprotocol(a, &mut pr);
+    }
+    let glibc = sh != libc::PTHREAD_PROCESS_PRIVATE
+        || rb != libc::PTHREAD_MUTEX_STALLED
+        || pr != libc::PTHREAD_PRIO_NONE;
+    Ok((ty & 3, glibc))
+}
+
+// --- exports ---------------------------------------------------------------------------------------
+
+/// `pthread_mutex_init`: our mutex of the attribute's type, or glibc's for a robust, priority or
+/// process-shared attribute.
+///
+/// # Safety
+/// `m` points to writable memory for a `pthread_mutex_t`; `a` is null or a valid attribute.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_init(
+    m: *mut pthread_mutex_t,
+    a: *const pthread_mutexattr_t,
+) -> c_int {
+    // SAFETY: the caller's attribute.
+    let (ty, glibc) = match unsafe { attr_kind(a) } {
+        Ok(k) => k,
+        Err(e) => return e,
+    };
+    if glibc || config::mutex() == MutexAlgo::Glibc {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_init(m, a) };
+    }
+    // SAFETY: 40 writable bytes (the caller's contract); no other thread may use a mutex being
+    // initialised.
+    unsafe {
+        core::ptr::write_bytes(m.cast::<u8>(), 0, core::mem::size_of::<pthread_mutex_t>());
+        M(m).word::<AtomicI32>(OFF_KIND).store(ty, Ordering::Relaxed);
+    }
+    0
+}
+
+/// `pthread_mutex_destroy`: `EBUSY` if held; marks the mutex destroyed as glibc does.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
+    let mm = M(m);
+    if mm.is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_destroy(m) };
+    }
+    if mm.raw_is_locked() {
+        return libc::EBUSY;
+    }
+    mm.word::<AtomicI32>(OFF_KIND).store(-1, Ordering::Relaxed);
+    0
+}
+
+/// `pthread_mutex_lock`.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { lock(M(m)) }
+}
+
+/// `pthread_mutex_trylock`.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { trylock(M(m)) }
+}
+
+/// `pthread_mutex_unlock`.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { unlock(M(m)) }
+}
+
+/// `pthread_mutex_timedlock`: `CLOCK_REALTIME`.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`; `t` to a `timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+) -> c_int {
+    if M(m).is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_timedlock(m, t) };
+    }
+    // SAFETY: forwarded.
+    unsafe { clocklock(M(m), libc::CLOCK_REALTIME, t) }
+}
+
+/// `pthread_mutex_clocklock`.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`; `t` to a `timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    clock: clockid_t,
+    t: *const timespec,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { clocklock(M(m), clock, t) }
+}
+
+/// `pthread_mutex_consistent`: only robust mutexes (glibc's) have a state to repair.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_consistent(m: *mut pthread_mutex_t) -> c_int {
+    if M(m).is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_consistent(m) };
+    }
+    libc::EINVAL
+}
+
+/// `pthread_mutex_consistent_np`, the old name.
+///
+/// # Safety
+/// As [`pthread_mutex_consistent`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_consistent_np(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { pthread_mutex_consistent(m) }
+}
+
+/// `pthread_mutex_getprioceiling`: only priority-protect mutexes (glibc's) have one.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`; `p` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_getprioceiling(
+    m: *const pthread_mutex_t,
+    p: *mut c_int,
+) -> c_int {
+    if M(m.cast_mut()).is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_getprioceiling(m, p) };
+    }
+    libc::EINVAL
+}
+
+/// `pthread_mutex_setprioceiling`: only priority-protect mutexes (glibc's) have one.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`; `old` is null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_setprioceiling(
+    m: *mut pthread_mutex_t,
+    p: c_int,
+    old: *mut c_int,
+) -> c_int {
+    if M(m).is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_mutex_setprioceiling(m, p, old) };
+    }
+    libc::EINVAL
+}
+
+macro_rules! alias {
+    ($($alias:ident => $target:ident ( $($arg:ident : $ty:ty),* );)*) => {$(
+        #[doc = concat!("`", stringify!($alias), "`, the old alias of [`", stringify!($target), "`].")]
+        ///
+        /// # Safety
+        /// As the target.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $alias($($arg: $ty),*) -> c_int {
+            // SAFETY: forwarded.
+            unsafe { $target($($arg),*) }
+        }
+    )*};
+}
+pub(crate) use alias;
+
+alias! {
+    __pthread_mutex_init => pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t);
+    __pthread_mutex_destroy => pthread_mutex_destroy(m: *mut pthread_mutex_t);
+    __pthread_mutex_lock => pthread_mutex_lock(m: *mut pthread_mutex_t);
+    __pthread_mutex_trylock => pthread_mutex_trylock(m: *mut pthread_mutex_t);
+    __pthread_mutex_unlock => pthread_mutex_unlock(m: *mut pthread_mutex_t);
+}

@@ -1,0 +1,373 @@
+//! `pthread_rwlock_*` on locklab's rwlocks, in glibc's 56-byte `pthread_rwlock_t`.
+//!
+//! # Semantics, as glibc
+//! Readers share. glibc's default kind (`PTHREAD_RWLOCK_PREFER_READER_NP`, and `PREFER_WRITER_NP`,
+//! which glibc treats the same) lets a read lock succeed whenever no writer *holds* the lock, even while
+//! writers wait, so a thread that reads may read again; real programs rely on it, so both choices honour
+//! it: `rwsem` is [`locklab::RecursiveRwSem`]'s futex rwlock (reader-preferring for every kind),
+//! `rwspinlock` is the queued rwlock with [`read_recursive`](locklab::raw::RawRwSpinLock::read_recursive)
+//! unless the lock is `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` (then writers are served in
+//! order). A writer that relocks, or reads, its own write lock gets `EDEADLK`; more readers than the
+//! count holds get `EAGAIN`. Process-shared rwlocks are glibc's.
+//!
+//! # Layout
+//! | bytes | glibc's field   | ours                                                    |
+//! |-------|-----------------|---------------------------------------------------------|
+//! | 0-7   | `__readers`, `__writers` | the lock word(s)                               |
+//! | 24-27 | `__cur_writer`  | the writer's TID while write-locked (as glibc)          |
+//! | 28-31 | `__shared`      | nonzero: process-shared, glibc's object (as glibc)      |
+//! | 48    | `__flags`       | the kind; 2 = prefer writers, non-recursive (as glibc)  |
+//!
+//! ```no_run
+//! // In C: pthread_rwlock_rdlock(&l); pthread_rwlock_rdlock(&l); /* fine even if a writer waits */
+//! ```
+
+use crate::config::{self, RwAlgo};
+use crate::real;
+use crate::sys::{self, tid};
+use core::sync::atomic::{AtomicI32, AtomicU8, AtomicU32, Ordering};
+use libc::{c_int, clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
+use lock_api::{RawRwLock as _, RawRwLockTimed as _};
+use locklab::raw::{RawRecursiveRwSem, RawRwSpinLock};
+
+const OFF_WRITER: usize = 24;
+const OFF_SHARED: usize = 28;
+const OFF_FLAGS: usize = 48;
+const PREFER_WRITER_NONRECURSIVE: u8 = 2;
+/// Read holds refused with `EAGAIN` beyond this (well below either lock's hard limit, so a burst of
+/// concurrent readers cannot reach it between our check and their increment).
+const READ_LIMIT_MARGIN: u32 = 1 << 16;
+
+#[derive(Clone, Copy)]
+struct L(*mut pthread_rwlock_t);
+
+impl L {
+    fn at<T>(self, off: usize) -> &'static T {
+        // SAFETY: the caller passes a valid, 8-aligned pthread_rwlock_t that outlives the call.
+        unsafe { &*((self.0 as *const u8).add(off) as *const T) }
+    }
+    fn sem(self) -> &'static RawRecursiveRwSem {
+        self.at(0)
+    }
+    fn spin(self) -> &'static RawRwSpinLock {
+        self.at(0)
+    }
+    fn writer(self) -> &'static AtomicI32 {
+        self.at(OFF_WRITER)
+    }
+    fn is_glibc(self) -> bool {
+        self.at::<AtomicI32>(OFF_SHARED).load(Ordering::Relaxed) != 0
+            || config::rwlock() == RwAlgo::Glibc
+    }
+    fn recursive_reads(self) -> bool {
+        self.at::<AtomicU8>(OFF_FLAGS).load(Ordering::Relaxed) != PREFER_WRITER_NONRECURSIVE
+    }
+    /// Too many read holds already (forgotten unlocks): `EAGAIN`, as glibc.
+    fn readers_full(self) -> bool {
+        let w = self.at::<AtomicU32>(0).load(Ordering::Relaxed);
+        match config::rwlock() {
+            RwAlgo::RwSem => {
+                w & locklab::recursive_rwsem::MAX_READERS
+                    >= locklab::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN
+            }
+            _ => (w >> 9) >= locklab::rwspinlock::MAX_READERS - READ_LIMIT_MARGIN,
+        }
+    }
+
+    fn raw_read(self) {
+        match config::rwlock() {
+            RwAlgo::RwSem => core::mem::forget(self.sem().lock_shared()),
+            _ if self.recursive_reads() => self.spin().read_recursive(),
+            _ => self.spin().read(),
+        }
+    }
+    fn raw_try_read(self) -> bool {
+        match config::rwlock() {
+            RwAlgo::RwSem => self.sem().try_lock_shared().map(core::mem::forget).is_some(),
+            _ if self.recursive_reads() => self.spin().try_read_recursive(),
+            _ => self.spin().try_read(),
+        }
+    }
+    fn raw_write(self) {
+        match config::rwlock() {
+            RwAlgo::RwSem => core::mem::forget(self.sem().lock_exclusive()),
+            _ => self.spin().write(),
+        }
+    }
+    fn raw_try_write(self) -> bool {
+        match config::rwlock() {
+            RwAlgo::RwSem => self
+                .sem()
+                .try_lock_exclusive()
+                .map(core::mem::forget)
+                .is_some(),
+            _ => self.spin().try_write(),
+        }
+    }
+    fn raw_read_until(self, clock: clockid_t, abs: &timespec) -> bool {
+        match config::rwlock() {
+            RwAlgo::RwSem => sys::until(clock, abs, |d| {
+                self.sem()
+                    .try_lock_shared_until(d)
+                    .map(core::mem::forget)
+                    .is_some()
+            }),
+            _ => sys::until(clock, abs, |d| {
+                sys::spin_until(Some(d), || self.raw_try_read())
+            }),
+        }
+    }
+    fn raw_write_until(self, clock: clockid_t, abs: &timespec) -> bool {
+        match config::rwlock() {
+            RwAlgo::RwSem => sys::until(clock, abs, |d| {
+                self.sem()
+                    .try_lock_exclusive_until(d)
+                    .map(core::mem::forget)
+                    .is_some()
+            }),
+            _ => sys::until(clock, abs, |d| {
+                sys::spin_until(Some(d), || self.raw_try_write())
+            }),
+        }
+    }
+}
+
+/// Which lock, how long, and whether only to try.
+enum How<'a> {
+    Block,
+    Try,
+    Until(clockid_t, &'a timespec),
+}
+
+/// Checks a clock and time the way glibc's rwlock does: up front, whether or not the call must wait.
+///
+/// # Safety
+/// `t` null or a valid `timespec`.
+unsafe fn timed(clock: clockid_t, t: *const timespec) -> Result<How<'static>, c_int> {
+    if !sys::valid_clock(clock) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's pointer, read during the call only (the 'static is local to this module).
+    match unsafe { t.as_ref() } {
+        Some(abs) if sys::valid_timespec(abs) => Ok(How::Until(clock, abs)),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+fn read(l: L, how: How<'_>) -> c_int {
+    if l.writer().load(Ordering::Relaxed) == tid() {
+        return libc::EDEADLK;
+    }
+    if l.readers_full() {
+        return libc::EAGAIN;
+    }
+    let e = sys::errno();
+    let ok = match how {
+        How::Block => {
+            l.raw_read();
+            true
+        }
+        How::Try => l.raw_try_read(),
+        How::Until(clock, abs) => l.raw_try_read() || l.raw_read_until(clock, abs),
+    };
+    sys::set_errno(e);
+    match (ok, how) {
+        (true, _) => 0,
+        (false, How::Try) => libc::EBUSY,
+        (false, _) => libc::ETIMEDOUT,
+    }
+}
+
+fn write(l: L, how: How<'_>) -> c_int {
+    let me = tid();
+    if l.writer().load(Ordering::Relaxed) == me {
+        return if matches!(how, How::Try) {
+            libc::EBUSY
+        } else {
+            libc::EDEADLK
+        };
+    }
+    let e = sys::errno();
+    let ok = match how {
+        How::Block => {
+            l.raw_write();
+            true
+        }
+        How::Try => l.raw_try_write(),
+        How::Until(clock, abs) => l.raw_try_write() || l.raw_write_until(clock, abs),
+    };
+    sys::set_errno(e);
+    if ok {
+        l.writer().store(me, Ordering::Relaxed);
+        return 0;
+    }
+    if matches!(how, How::Try) {
+        libc::EBUSY
+    } else {
+        libc::ETIMEDOUT
+    }
+}
+
+/// `pthread_rwlock_init`: our rwlock with the attribute's kind, or glibc's if process-shared.
+///
+/// # Safety
+/// `l` points to writable memory for a `pthread_rwlock_t`; `a` null or a valid attribute.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_init(
+    l: *mut pthread_rwlock_t,
+    a: *const pthread_rwlockattr_t,
+) -> c_int {
+    let (mut kind, mut sh) = (0, libc::PTHREAD_PROCESS_PRIVATE);
+    if !a.is_null() {
+        // SAFETY: the caller's attribute; the getters are not ours.
+        unsafe {
+            libc::pthread_rwlockattr_getkind_np(a, &mut kind);
+            libc::pthread_rwlockattr_getpshared(a, &mut sh);
+        }
+    }
+    if sh != libc::PTHREAD_PROCESS_PRIVATE || config::rwlock() == RwAlgo::Glibc {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_rwlock_init(l, a) };
+    }
+    // SAFETY: 56 writable bytes; nobody uses a lock being initialised.
+    unsafe {
+        core::ptr::write_bytes(l.cast::<u8>(), 0, core::mem::size_of::<pthread_rwlock_t>());
+    }
+    L(l).at::<AtomicU8>(OFF_FLAGS)
+        .store(kind as u8, Ordering::Relaxed);
+    0
+}
+
+/// `pthread_rwlock_destroy`.
+///
+/// # Safety
+/// `l` points to a valid `pthread_rwlock_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
+    if L(l).is_glibc() {
+        // SAFETY: forwarded.
+        return unsafe { real::pthread_rwlock_destroy(l) };
+    }
+    0
+}
+
+macro_rules! entry {
+    ($(#[$doc:meta])* $name:ident ( $($arg:ident : $ty:ty),* ) => |$l:ident| $body:expr;) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `l` points to a valid `pthread_rwlock_t`; a time, if any, to a `timespec`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(l: *mut pthread_rwlock_t $(, $arg: $ty)*) -> c_int {
+            if L(l).is_glibc() {
+                // SAFETY: forwarded.
+                return unsafe { real::$name(l $(, $arg)*) };
+            }
+            let $l = L(l);
+            $body
+        }
+    };
+}
+
+entry! {
+    /// `pthread_rwlock_rdlock`.
+    pthread_rwlock_rdlock() => |l| read(l, How::Block);
+}
+entry! {
+    /// `pthread_rwlock_tryrdlock`.
+    pthread_rwlock_tryrdlock() => |l| read(l, How::Try);
+}
+entry! {
+    /// `pthread_rwlock_timedrdlock` (`CLOCK_REALTIME`).
+    pthread_rwlock_timedrdlock(t: *const timespec) => |l| {
+        // SAFETY: the caller's pointer.
+        match unsafe { timed(libc::CLOCK_REALTIME, t) } {
+            Ok(how) => read(l, how),
+            Err(e) => e,
+        }
+    };
+}
+entry! {
+    /// `pthread_rwlock_clockrdlock`.
+    pthread_rwlock_clockrdlock(clock: clockid_t, t: *const timespec) => |l| {
+        // SAFETY: the caller's pointer.
+        match unsafe { timed(clock, t) } {
+            Ok(how) => read(l, how),
+            Err(e) => e,
+        }
+    };
+}
+entry! {
+    /// `pthread_rwlock_wrlock`.
+    pthread_rwlock_wrlock() => |l| write(l, How::Block);
+}
+entry! {
+    /// `pthread_rwlock_trywrlock`.
+    pthread_rwlock_trywrlock() => |l| write(l, How::Try);
+}
+entry! {
+    /// `pthread_rwlock_timedwrlock` (`CLOCK_REALTIME`).
+    pthread_rwlock_timedwrlock(t: *const timespec) => |l| {
+        // SAFETY: the caller's pointer.
+        match unsafe { timed(libc::CLOCK_REALTIME, t) } {
+            Ok(how) => write(l, how),
+            Err(e) => e,
+        }
+    };
+}
+entry! {
+    /// `pthread_rwlock_clockwrlock`.
+    pthread_rwlock_clockwrlock(clock: clockid_t, t: *const timespec) => |l| {
+        // SAFETY: the caller's pointer.
+        match unsafe { timed(clock, t) } {
+            Ok(how) => write(l, how),
+            Err(e) => e,
+        }
+    };
+}
+entry! {
+    /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
+    pthread_rwlock_unlock() => |l| {
+        let e = sys::errno();
+        if l.writer().load(Ordering::Relaxed) == tid() {
+            l.writer().store(0, Ordering::Relaxed);
+            // SAFETY: we hold it exclusively.
+            unsafe {
+                match config::rwlock() {
+                    RwAlgo::RwSem => l.sem().unlock_exclusive(lock_api::GuardSend::new()),
+                    _ => l.spin().write_unlock(),
+                }
+            }
+        } else {
+            let w = l.at::<AtomicU32>(0).load(Ordering::Relaxed);
+            let readers = match config::rwlock() {
+                RwAlgo::RwSem => w & locklab::recursive_rwsem::MAX_READERS,
+                _ => w >> 9,
+            };
+            if readers == 0 {
+                // Not held for reading (nor by us for writing): glibc's behaviour is undefined
+                // here; ours is to leave the lock alone.
+                return 0;
+            }
+            // SAFETY: a read hold exists (the caller's, by POSIX's precondition).
+            unsafe {
+                match config::rwlock() {
+                    RwAlgo::RwSem => l.sem().unlock_shared(lock_api::GuardSend::new()),
+                    _ => l.spin().read_unlock(),
+                }
+            }
+        }
+        sys::set_errno(e);
+        0
+    };
+}
+
+crate::mutex::alias! {
+    __pthread_rwlock_init => pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t);
+    __pthread_rwlock_destroy => pthread_rwlock_destroy(l: *mut pthread_rwlock_t);
+    __pthread_rwlock_rdlock => pthread_rwlock_rdlock(l: *mut pthread_rwlock_t);
+    __pthread_rwlock_wrlock => pthread_rwlock_wrlock(l: *mut pthread_rwlock_t);
+    __pthread_rwlock_tryrdlock => pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t);
+    __pthread_rwlock_trywrlock => pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t);
+    __pthread_rwlock_unlock => pthread_rwlock_unlock(l: *mut pthread_rwlock_t);
+}

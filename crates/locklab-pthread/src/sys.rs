@@ -1,0 +1,215 @@
+//! What the families share: the cached thread id, errno preservation, absolute time-outs, futex waits
+//! on any clock, and a stderr writer that never allocates or fails.
+
+use core::cell::Cell;
+use core::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
+
+std::thread_local! {
+    /// This thread's kernel TID, 0 until first asked. No destructor (no allocation, readable during
+    /// thread exit).
+    static TID: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The calling thread's TID (what glibc stores as a mutex's owner), cached after one `gettid`.
+#[inline]
+pub(crate) fn tid() -> i32 {
+    let t = TID.with(Cell::get);
+    if t != 0 {
+        return t;
+    }
+    fresh_tid()
+}
+
+#[cold]
+fn fresh_tid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    let t = unsafe { libc::gettid() };
+    TID.with(|c| c.set(t));
+    t
+}
+
+/// In a child of `fork` the only thread has a new TID.
+extern "C" fn child_after_fork() {
+    let _ = fresh_tid();
+}
+
+/// Registers the fork handler (from the constructor: `pthread_atfork` may allocate).
+pub(crate) fn register_fork_handler() {
+    // SAFETY: a handler that only makes a syscall and writes a thread-local.
+    unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
+}
+
+/// The calling thread's errno.
+#[inline]
+pub(crate) fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Restores errno (glibc's pthread calls never change it; our futex calls go through `syscall`, which
+/// does).
+#[inline]
+pub(crate) fn set_errno(e: i32) {
+    // SAFETY: as `errno`.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Writes all of `bytes` to stderr, ignoring errors (a closed stderr must not disturb the program).
+pub(crate) fn write_stderr(bytes: &[u8]) {
+    let e = errno();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: a valid buffer of the given length.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            break;
+        }
+        rest = &rest[n as usize..];
+    }
+    set_errno(e);
+}
+
+/// Whether `ts` is a valid absolute time (`tv_nsec` in `[0, 1e9)`), as glibc checks.
+#[inline]
+pub(crate) fn valid_timespec(ts: &libc::timespec) -> bool {
+    (0..1_000_000_000).contains(&ts.tv_nsec)
+}
+
+/// Whether `clock` is one glibc accepts for a time-out (`CLOCK_REALTIME` or `CLOCK_MONOTONIC`).
+#[inline]
+pub(crate) fn valid_clock(clock: libc::clockid_t) -> bool {
+    clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC
+}
+
+/// The time left until `abs` on `clock`, or `None` if it has passed.
+pub(crate) fn time_left(clock: libc::clockid_t, abs: &libc::timespec) -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    let left = (abs.tv_sec as i128 - now.tv_sec as i128) * 1_000_000_000
+        + (abs.tv_nsec as i128 - now.tv_nsec as i128);
+    if left <= 0 {
+        None
+    } else {
+        Some(Duration::from_nanos(left.min(u64::MAX as i128) as u64))
+    }
+}
+
+/// Runs `attempt(deadline)` until it succeeds or `abs` on `clock` has passed: each try gets a
+/// monotonic `Instant` for the time left; a `CLOCK_REALTIME` deadline is checked again afterwards
+/// (the wall clock may have been set back meanwhile).
+pub(crate) fn until(
+    clock: libc::clockid_t,
+    abs: &libc::timespec,
+    mut attempt: impl FnMut(Instant) -> bool,
+) -> bool {
+    loop {
+        let Some(left) = time_left(clock, abs) else {
+            return false;
+        };
+        let deadline = Instant::now()
+            .checked_add(left)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 40));
+        if attempt(deadline) {
+            return true;
+        }
+    }
+}
+
+/// Spins then yields until `try_once` succeeds or `deadline` (if any) passes: the timed form of the
+/// spinlocks, which have no sleeping path.
+pub(crate) fn spin_until(deadline: Option<Instant>, mut try_once: impl FnMut() -> bool) -> bool {
+    let mut spins = 0u32;
+    loop {
+        if try_once() {
+            return true;
+        }
+        if let Some(d) = deadline
+            && Instant::now() >= d
+        {
+            return false;
+        }
+        spins += 1;
+        if spins < 64 {
+            core::hint::spin_loop();
+        } else {
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+        }
+    }
+}
+
+/// Futex result of [`futex_wait_abs`].
+#[derive(PartialEq, Eq, Debug)]
+pub(crate) enum Wait {
+    /// Woken, or the word had changed, or a spurious return.
+    Woken,
+    /// The absolute time passed.
+    TimedOut,
+    /// A signal interrupted the wait.
+    Interrupted,
+}
+
+/// Sleeps while `*word == expected`, until `abs` on `clock` if given (`FUTEX_WAIT_BITSET`, absolute,
+/// on the clock asked for). `shared`: a process-shared object (no `FUTEX_PRIVATE_FLAG`).
+pub(crate) fn futex_wait_abs(
+    word: &AtomicU32,
+    expected: u32,
+    clock: libc::clockid_t,
+    abs: Option<&libc::timespec>,
+    shared: bool,
+) -> Wait {
+    let mut op = libc::FUTEX_WAIT_BITSET;
+    if !shared {
+        op |= libc::FUTEX_PRIVATE_FLAG;
+    }
+    if abs.is_some() && clock == libc::CLOCK_REALTIME {
+        op |= libc::FUTEX_CLOCK_REALTIME;
+    }
+    let ts = abs.map_or(core::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: a valid futex word and timespec (or null); the kernel only reads them.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            expected,
+            ts,
+            core::ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        )
+    };
+    if r == 0 {
+        return Wait::Woken;
+    }
+    match errno() {
+        libc::ETIMEDOUT => Wait::TimedOut,
+        libc::EINTR => Wait::Interrupted,
+        _ => Wait::Woken,
+    }
+}
+
+/// Wakes up to `n` waiters of `word`.
+pub(crate) fn futex_wake(word: *const AtomicU32, n: i32, shared: bool) {
+    let mut op = libc::FUTEX_WAKE;
+    if !shared {
+        op |= libc::FUTEX_PRIVATE_FLAG;
+    }
+    // SAFETY: FUTEX_WAKE never dereferences the address in user space; any address is harmless.
+    unsafe { libc::syscall(libc::SYS_futex, word, op, n) };
+}
+
+// glibc calls the libc crate does not declare (none of them is ours: we never export these).
+unsafe extern "C" {
+    /// Acts on a pending cancellation request.
+    pub(crate) fn pthread_testcancel();
+    /// The mutex type of an attribute.
+    pub(crate) fn pthread_mutexattr_gettype(
+        a: *const libc::pthread_mutexattr_t,
+        ty: *mut libc::c_int,
+    ) -> libc::c_int;
+}
