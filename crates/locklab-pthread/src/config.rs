@@ -106,6 +106,91 @@ pub fn spin() -> SpinAlgo {
     }
 }
 
+/// Longest value looked at (longer ones are reported as unknown).
+const VALUE_MAX: usize = 32;
+
+unsafe extern "C" {
+    /// The process environment (null until libc's own initialisation has run).
+    static environ: *const *const libc::c_char;
+}
+
+/// The value of `name` in the environment, copied into `buf` (truncated at its size).
+///
+/// glibc sets `environ` in its own initialiser, which runs after an executable's `.preinit_array`:
+/// a lock taken there would see no environment with `getenv` and fix the default for good. Then the
+/// environment the kernel gave the process is read from `/proc/self/environ` instead (system calls
+/// into a stack buffer: no allocation).
+fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8]> {
+    // SAFETY: reading the pointer value only.
+    let env = unsafe { core::ptr::read_volatile(&raw const environ) };
+    if !env.is_null() {
+        // SAFETY: a NUL-terminated name.
+        let raw = unsafe { libc::getenv(name.as_ptr()) };
+        if raw.is_null() {
+            return None;
+        }
+        // SAFETY: getenv returns a NUL-terminated string.
+        let s = unsafe { core::ffi::CStr::from_ptr(raw) }.to_bytes();
+        let n = s.len().min(VALUE_MAX);
+        buf[..n].copy_from_slice(&s[..n]);
+        return Some(&buf[..n]);
+    }
+    proc_environ(name.to_bytes(), buf)
+}
+
+/// `lookup` from `/proc/self/environ`: entries `NAME=value\0`, scanned in 4 KiB reads.
+fn proc_environ<'a>(name: &[u8], buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8]> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(c"/proc/self/environ".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // Scanner state: `pos` is how far into the current entry we are; `Some(len)` once the entry
+    // matched `name=`, with the value's bytes copied so far.
+    let (mut pos, mut matching, mut value): (usize, bool, Option<usize>) = (0, true, None);
+    let mut found = None;
+    let mut chunk = [0u8; 4096];
+    'read: loop {
+        // SAFETY: a valid buffer of the given length.
+        let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+        if n <= 0 {
+            break;
+        }
+        for &b in &chunk[..n as usize] {
+            if b == 0 {
+                if let Some(len) = value {
+                    found = Some(len);
+                    break 'read;
+                }
+                (pos, matching) = (0, true);
+                continue;
+            }
+            if let Some(len) = value.as_mut() {
+                if *len < VALUE_MAX {
+                    buf[*len] = b;
+                    *len += 1;
+                }
+            } else if matching {
+                if pos < name.len() {
+                    matching = name[pos] == b;
+                } else {
+                    matching = false;
+                    if b == b'=' {
+                        value = Some(0);
+                    }
+                }
+            }
+            pos += 1;
+        }
+    }
+    if found.is_none() {
+        found = value;
+    }
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    found.map(|n| &buf[..n])
+}
+
 /// Reads the three variables. Idempotent; concurrent first calls compute the same values (only one
 /// prints a warning).
 pub fn load() {
@@ -113,14 +198,11 @@ pub fn load() {
         if cell.load(Ordering::Relaxed) != 0 {
             return;
         }
-        // SAFETY: a NUL-terminated name; the result is read before any call that could change the
-        // environment.
-        let raw = unsafe { libc::getenv(name.as_ptr()) };
+        let mut buf = [0u8; VALUE_MAX];
+        let found = lookup(name, &mut buf);
         let mut value = default;
         let mut bad = false;
-        if !raw.is_null() {
-            // SAFETY: getenv returns a NUL-terminated string.
-            let s = unsafe { core::ffi::CStr::from_ptr(raw) }.to_bytes();
+        if let Some(s) = found {
             match valid.iter().position(|v| v.as_bytes() == s) {
                 Some(i) => value = i as u8 + 1,
                 None => bad = !s.is_empty(),

@@ -1,47 +1,152 @@
 //! glibc's own functions, for the objects we hand to glibc (robust, priority-inherit,
 //! priority-protect and process-shared ones, and every object under a `glibc` choice).
 //!
-//! Each is resolved once, on first use, with `dlvsym(RTLD_NEXT, name, version)`, newest version first
-//! (so the default version, not a compatibility one: `pthread_cond_wait@GLIBC_2.3.2`, not `@2.2.5`).
-//! A successful lookup does not allocate in glibc 2.34+, and the common case (our own objects) never
-//! gets here. A racing first use resolves twice and stores the same address.
+//! Each is resolved once, on first use, by reading glibc's own dynamic symbol table: the objects are
+//! listed with `dl_iterate_phdr`, and the name is looked up in `libpthread.so.0` (glibc before 2.34)
+//! and `libc.so.6` through their GNU hash tables, taking the **default** version (the one `dlsym`
+//! gives since glibc 2.36: `pthread_cond_wait@@GLIBC_2.3.2`, not the compatibility `@GLIBC_2.2.5`).
+//! Not `dlsym`/`dlvsym`: they work only once libc is initialised (a lock in `.preinit_array` comes
+//! before), and a failed lookup allocates its error message, re-entering a `malloc` that locks.
+//! Nothing here allocates or takes a lock of ours. A racing first use resolves twice and stores the
+//! same address.
 
 use core::ffi::{CStr, c_void};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-/// Versions to try, newest first (x86-64 and aarch64 base versions included).
-const VERSIONS: [&CStr; 8] = [
-    c"GLIBC_2.34",
-    c"GLIBC_2.30",
-    c"GLIBC_2.28",
-    c"GLIBC_2.17",
-    c"GLIBC_2.12",
-    c"GLIBC_2.4",
-    c"GLIBC_2.3.2",
-    c"GLIBC_2.2.5",
-];
+/// An entry of the dynamic section (`Elf64_Dyn`; 64-bit targets only, as the layouts here).
+#[repr(C)]
+struct Dyn {
+    d_tag: i64,
+    d_un: u64,
+}
 
-/// Looks `name` up in the libraries after ours.
+/// What the `dl_iterate_phdr` callback looks for, and what it found.
+struct Search<'a> {
+    name: &'a [u8],
+    /// Object name suffix: `libpthread.so.0`, then `libc.so.6`.
+    object: &'a [u8],
+    found: *mut c_void,
+}
+
+/// The GNU hash of a symbol name.
+fn gnu_hash(name: &[u8]) -> u32 {
+    name.iter()
+        .fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32))
+}
+
+/// Looks `s.name` up in one loaded object's dynamic symbol table.
+///
+/// # Safety
+/// `info` describes a loaded object (as `dl_iterate_phdr` passes it).
+unsafe fn lookup_in(info: &libc::dl_phdr_info, s: &mut Search<'_>) {
+    let base = info.dlpi_addr as usize;
+    // SAFETY: the program headers of a loaded object.
+    let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    let Some(dynamic) = phdrs.iter().find(|p| p.p_type == libc::PT_DYNAMIC) else {
+        return;
+    };
+    let (mut strtab, mut symtab, mut gnu_hash_tab, mut versym) = (0usize, 0usize, 0usize, 0usize);
+    let mut d = (base + dynamic.p_vaddr as usize) as *const Dyn;
+    // The loader relocates these addresses in place on x86-64 and aarch64; an unrelocated one is
+    // below the load base.
+    let fix = |v: u64| -> usize {
+        let v = v as usize;
+        if v < base { v + base } else { v }
+    };
+    loop {
+        // SAFETY: the dynamic section of a loaded object, ended by DT_NULL.
+        let e = unsafe { &*d };
+        match e.d_tag as u64 {
+            0 => break,
+            5 => strtab = fix(e.d_un),             // DT_STRTAB
+            6 => symtab = fix(e.d_un),             // DT_SYMTAB
+            0x6fff_fef5 => gnu_hash_tab = fix(e.d_un), // DT_GNU_HASH
+            0x6fff_fff0 => versym = fix(e.d_un),   // DT_VERSYM
+            _ => {}
+        }
+        // SAFETY: still inside the dynamic section (DT_NULL not reached).
+        d = unsafe { d.add(1) };
+    }
+    if strtab == 0 || symtab == 0 || gnu_hash_tab == 0 {
+        return;
+    }
+    let h = gnu_hash(s.name);
+    // SAFETY: the GNU hash table layout: nbuckets, symoffset, bloom_size, bloom_shift, bloom words
+    // (pointer-sized), buckets, chains.
+    unsafe {
+        let hdr = gnu_hash_tab as *const u32;
+        let (nbuckets, symoffset, bloom_size) = (*hdr, *hdr.add(1), *hdr.add(2));
+        if nbuckets == 0 {
+            return;
+        }
+        let buckets = (hdr.add(4) as *const usize).add(bloom_size as usize) as *const u32;
+        let chains = buckets.add(nbuckets as usize);
+        let mut ix = *buckets.add((h % nbuckets) as usize);
+        if ix < symoffset {
+            return;
+        }
+        loop {
+            let ch = *chains.add((ix - symoffset) as usize);
+            if ch | 1 == h | 1 {
+                let sym = &*(symtab as *const libc::Elf64_Sym).add(ix as usize);
+                let name = CStr::from_ptr((strtab + sym.st_name as usize) as *const libc::c_char);
+                // The default version: versym's hidden bit (0x8000) marks the others.
+                let hidden = versym != 0 && *(versym as *const u16).add(ix as usize) & 0x8000 != 0;
+                if name.to_bytes() == s.name && !hidden && sym.st_value != 0 && sym.st_shndx != 0 {
+                    s.found = (base + sym.st_value as usize) as *mut c_void;
+                    return;
+                }
+            }
+            if ch & 1 != 0 {
+                return;
+            }
+            ix += 1;
+        }
+    }
+}
+
+unsafe extern "C" fn each_object(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the `Search` passed to dl_iterate_phdr below; `info` is valid for the call.
+    let (s, info) = unsafe { (&mut *data.cast::<Search<'_>>(), &*info) };
+    if info.dlpi_name.is_null() {
+        return 0;
+    }
+    // SAFETY: a NUL-terminated object name.
+    let obj = unsafe { CStr::from_ptr(info.dlpi_name) }.to_bytes();
+    if obj.ends_with(s.object) {
+        // SAFETY: as dl_iterate_phdr describes it.
+        unsafe { lookup_in(info, s) };
+        return 1;
+    }
+    0
+}
+
+/// Looks `name` up in glibc's objects.
 #[cold]
 pub(crate) fn resolve(name: &CStr, cell: &AtomicPtr<c_void>) -> *mut c_void {
     let mut p = core::ptr::null_mut();
-    for v in VERSIONS {
-        // SAFETY: NUL-terminated strings; RTLD_NEXT searches the objects loaded after this one.
-        p = unsafe { libc::dlvsym(libc::RTLD_NEXT, name.as_ptr(), v.as_ptr()) };
-        if !p.is_null() {
+    for object in [b"libpthread.so.0".as_slice(), b"libc.so.6"] {
+        let mut s = Search {
+            name: name.to_bytes(),
+            object,
+            found: core::ptr::null_mut(),
+        };
+        // SAFETY: a callback that only reads the objects' tables, with our `Search` as its data.
+        unsafe { libc::dl_iterate_phdr(Some(each_object), (&raw mut s).cast()) };
+        if !s.found.is_null() {
+            p = s.found;
             break;
         }
     }
     if p.is_null() {
-        // SAFETY: as above.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-    }
-    if p.is_null() {
-        crate::sys::write_stderr(b"liblocklab_pthread: glibc function not found; aborting\n");
+        crate::sys::write_stderr(b"liblocklab_pthread: a glibc function was not found; aborting\n");
         std::process::abort();
     }
-    // Release pairs with the Acquire load in `real!`: the address is a plain value, but keep the
-    // pointer's publication ordered for tools that check it.
+    // Release pairs with the Acquire load in `real!`.
     cell.store(p, Ordering::Release);
     p
 }

@@ -156,7 +156,11 @@ unsafe fn timed(clock: clockid_t, t: *const timespec) -> Result<How<'static>, c_
 
 fn read(l: L, how: How<'_>) -> c_int {
     if l.writer().load(Ordering::Relaxed) == tid() {
-        return libc::EDEADLK;
+        return if matches!(how, How::Try) {
+            libc::EBUSY
+        } else {
+            libc::EDEADLK
+        };
     }
     if l.readers_full() {
         return libc::EAGAIN;
