@@ -81,6 +81,27 @@ pub enum Command {
         #[arg(long, value_name = "F")]
         json: Option<String>,
     },
+    /// Run an unmodified program on locklab's locks: `liblocklab_pthread.so` preloaded, the choices
+    /// set, its exit status passed through.
+    Run {
+        /// The algorithm for pthread mutexes and C11 mtx: mutex, mcs, ticket, qspinlock, tas, glibc.
+        #[arg(long, value_name = "X")]
+        mutex: Option<String>,
+        /// The algorithm for pthread rwlocks: rwsem, rwspinlock, glibc.
+        #[arg(long, value_name = "Y")]
+        rwlock: Option<String>,
+        /// The algorithm for pthread spinlocks: qspinlock, ticket, tas, glibc.
+        #[arg(long, value_name = "Z")]
+        spin: Option<String>,
+        /// The program and its arguments, after `--`.
+        #[arg(
+            value_name = "CMD",
+            trailing_var_arg = true,
+            required = true,
+            allow_hyphen_values = true
+        )]
+        cmd: Vec<String>,
+    },
     /// One self-contained HTML page (inline SVG plots) of runs the lab wrote as JSON. Without
     /// `--from`, runs the default job first and reports it.
     Report {

@@ -27,6 +27,7 @@ pub mod locks;
 pub mod metrics;
 pub mod output;
 pub mod plan;
+pub mod preload;
 pub mod report;
 pub mod reproduce;
 pub mod runner;

@@ -4,7 +4,9 @@ use clap::Parser;
 use locklab_bench::cli::{Cli, Command, plan_bench, plan_torture};
 use locklab_bench::plan::UsageError;
 use locklab_bench::runner::{SystemClock, allowed_cpus};
-use locklab_bench::{advise, bench, calibrate, compare, list, report, reproduce, story, torture};
+use locklab_bench::{
+    advise, bench, calibrate, compare, list, preload, report, reproduce, story, torture,
+};
 use std::process::ExitCode;
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -41,6 +43,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cpus,
         )?,
         Some(Command::Torture(args)) => torture::command(&plan_torture(&args, cpus)?)?,
+        Some(Command::Run {
+            mutex,
+            rwlock,
+            spin,
+            cmd,
+        }) => preload::run(&preload::Choices::parse(mutex, rwlock, spin)?, &cmd)?,
     }
     Ok(())
 }

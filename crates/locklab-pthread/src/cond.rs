@@ -82,12 +82,7 @@ fn glibc() -> bool {
 ///
 /// # Safety
 /// Valid objects; `abs` null or a valid `timespec`.
-unsafe fn wait(
-    c: C,
-    m: *mut pthread_mutex_t,
-    clock: clockid_t,
-    abs: Option<&timespec>,
-) -> c_int {
+unsafe fn wait(c: C, m: *mut pthread_mutex_t, clock: clockid_t, abs: Option<&timespec>) -> c_int {
     // POSIX: a cancellation point.
     // SAFETY: no arguments; acts on a pending cancellation before anything is changed.
     unsafe { sys::pthread_testcancel() };

@@ -141,7 +141,12 @@ fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8; VALUE_MAX]) -> Option<&'
 /// `lookup` from `/proc/self/environ`: entries `NAME=value\0`, scanned in 4 KiB reads.
 fn proc_environ<'a>(name: &[u8], buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8]> {
     // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::open(c"/proc/self/environ".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/environ".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return None;
     }
@@ -246,7 +251,12 @@ pub fn load() {
         1,
         &MUTEX,
     );
-    pick(c"LOCKLAB_RWLOCK", &["rwsem", "rwspinlock", "glibc"], 1, &RWLOCK);
+    pick(
+        c"LOCKLAB_RWLOCK",
+        &["rwsem", "rwspinlock", "glibc"],
+        1,
+        &RWLOCK,
+    );
     pick(
         c"LOCKLAB_SPIN",
         &["qspinlock", "ticket", "tas", "glibc"],

@@ -36,8 +36,8 @@
 #![deny(missing_docs)]
 
 pub mod c11;
-pub mod config;
 pub mod cond;
+pub mod config;
 pub mod mutex;
 mod real;
 pub mod rwlock;

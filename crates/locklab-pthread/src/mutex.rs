@@ -105,7 +105,8 @@ impl M {
     #[inline]
     fn raw_lock(self) {
         match config::mutex() {
-            MutexAlgo::Mutex => core::mem::forget(self.mutex().lock()),
+            // The token is not kept: the release goes through `unlock_on_behalf`.
+            MutexAlgo::Mutex => drop(self.mutex().lock()),
             MutexAlgo::Mcs => self.mcs().lock_detached(),
             MutexAlgo::Ticket => self.ticket().lock(),
             MutexAlgo::QSpinLock => self.qspin().lock(),
@@ -117,7 +118,7 @@ impl M {
     #[inline]
     fn raw_try_lock(self) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => self.mutex().try_lock().map(core::mem::forget).is_some(),
+            MutexAlgo::Mutex => self.mutex().try_lock().is_some(),
             MutexAlgo::Mcs => self.mcs().try_lock_detached(),
             MutexAlgo::Ticket => self.ticket().try_lock(),
             MutexAlgo::QSpinLock => self.qspin().try_lock(),
@@ -129,13 +130,12 @@ impl M {
     /// Locks before `abs` on `clock`; `false` on time-out.
     fn raw_lock_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => sys::until(clock, abs, |d| {
-                self.mutex()
-                    .try_lock_until(d)
-                    .map(core::mem::forget)
-                    .is_some()
+            MutexAlgo::Mutex => {
+                sys::until(clock, abs, |d| self.mutex().try_lock_until(d).is_some())
+            }
+            _ => sys::until(clock, abs, |d| {
+                sys::spin_until(Some(d), || self.raw_try_lock())
             }),
-            _ => sys::until(clock, abs, |d| sys::spin_until(Some(d), || self.raw_try_lock())),
         }
     }
 
@@ -177,18 +177,18 @@ impl M {
     #[inline]
     fn before_lock(self, kind: i32, me: i32, trying: bool) -> Option<c_int> {
         let ty = kind & 3;
-        if ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK {
-            if self.owner().load(Ordering::Relaxed) == me {
-                if ty == KIND_ERRORCHECK {
-                    return Some(if trying { libc::EBUSY } else { libc::EDEADLK });
-                }
-                let c = self.count().load(Ordering::Relaxed);
-                if c == u32::MAX {
-                    return Some(libc::EAGAIN);
-                }
-                self.count().store(c + 1, Ordering::Relaxed);
-                return Some(0);
+        if (ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK)
+            && self.owner().load(Ordering::Relaxed) == me
+        {
+            if ty == KIND_ERRORCHECK {
+                return Some(if trying { libc::EBUSY } else { libc::EDEADLK });
             }
+            let c = self.count().load(Ordering::Relaxed);
+            if c == u32::MAX {
+                return Some(libc::EAGAIN);
+            }
+            self.count().store(c + 1, Ordering::Relaxed);
+            return Some(0);
         }
         None
     }
@@ -424,7 +424,8 @@ pub unsafe extern "C" fn pthread_mutex_init(
     // initialised.
     unsafe {
         core::ptr::write_bytes(m.cast::<u8>(), 0, core::mem::size_of::<pthread_mutex_t>());
-        M(m).word::<AtomicI32>(OFF_KIND).store(ty, Ordering::Relaxed);
+        M(m).word::<AtomicI32>(OFF_KIND)
+            .store(ty, Ordering::Relaxed);
     }
     0
 }

@@ -58,10 +58,10 @@ unsafe fn lookup_in(info: &libc::dl_phdr_info, s: &mut Search<'_>) {
         let e = unsafe { &*d };
         match e.d_tag as u64 {
             0 => break,
-            5 => strtab = fix(e.d_un),             // DT_STRTAB
-            6 => symtab = fix(e.d_un),             // DT_SYMTAB
+            5 => strtab = fix(e.d_un),                 // DT_STRTAB
+            6 => symtab = fix(e.d_un),                 // DT_SYMTAB
             0x6fff_fef5 => gnu_hash_tab = fix(e.d_un), // DT_GNU_HASH
-            0x6fff_fff0 => versym = fix(e.d_un),   // DT_VERSYM
+            0x6fff_fff0 => versym = fix(e.d_un),       // DT_VERSYM
             _ => {}
         }
         // SAFETY: still inside the dynamic section (DT_NULL not reached).

@@ -76,41 +76,34 @@ impl L {
 
     fn raw_read(self) {
         match config::rwlock() {
-            RwAlgo::RwSem => core::mem::forget(self.sem().lock_shared()),
+            RwAlgo::RwSem => drop(self.sem().lock_shared()),
             _ if self.recursive_reads() => self.spin().read_recursive(),
             _ => self.spin().read(),
         }
     }
     fn raw_try_read(self) -> bool {
         match config::rwlock() {
-            RwAlgo::RwSem => self.sem().try_lock_shared().map(core::mem::forget).is_some(),
+            RwAlgo::RwSem => self.sem().try_lock_shared().is_some(),
             _ if self.recursive_reads() => self.spin().try_read_recursive(),
             _ => self.spin().try_read(),
         }
     }
     fn raw_write(self) {
         match config::rwlock() {
-            RwAlgo::RwSem => core::mem::forget(self.sem().lock_exclusive()),
+            RwAlgo::RwSem => drop(self.sem().lock_exclusive()),
             _ => self.spin().write(),
         }
     }
     fn raw_try_write(self) -> bool {
         match config::rwlock() {
-            RwAlgo::RwSem => self
-                .sem()
-                .try_lock_exclusive()
-                .map(core::mem::forget)
-                .is_some(),
+            RwAlgo::RwSem => self.sem().try_lock_exclusive().is_some(),
             _ => self.spin().try_write(),
         }
     }
     fn raw_read_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::rwlock() {
             RwAlgo::RwSem => sys::until(clock, abs, |d| {
-                self.sem()
-                    .try_lock_shared_until(d)
-                    .map(core::mem::forget)
-                    .is_some()
+                self.sem().try_lock_shared_until(d).is_some()
             }),
             _ => sys::until(clock, abs, |d| {
                 sys::spin_until(Some(d), || self.raw_try_read())
@@ -120,10 +113,7 @@ impl L {
     fn raw_write_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::rwlock() {
             RwAlgo::RwSem => sys::until(clock, abs, |d| {
-                self.sem()
-                    .try_lock_exclusive_until(d)
-                    .map(core::mem::forget)
-                    .is_some()
+                self.sem().try_lock_exclusive_until(d).is_some()
             }),
             _ => sys::until(clock, abs, |d| {
                 sys::spin_until(Some(d), || self.raw_try_write())

@@ -57,7 +57,12 @@ fn try_ticket(s: *mut pthread_spinlock_t) -> bool {
     // Free when the next ticket (high) equals the owner (low). Acquire pairs with the unlock's Release.
     w >> 16 == w & 0xffff
         && word(s)
-            .compare_exchange(w, w.wrapping_add(TICKET), Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(
+                w,
+                w.wrapping_add(TICKET),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
             .is_ok()
 }
 

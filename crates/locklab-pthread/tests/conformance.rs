@@ -25,7 +25,10 @@ fn matrix(src: &str, name: &str, choices: &[Vec<(&str, &str)>]) {
 }
 
 fn mutex_choices() -> Vec<Vec<(&'static str, &'static str)>> {
-    MUTEXES.iter().map(|m| vec![("LOCKLAB_MUTEX", *m)]).collect()
+    MUTEXES
+        .iter()
+        .map(|m| vec![("LOCKLAB_MUTEX", *m)])
+        .collect()
 }
 
 #[test]
@@ -66,7 +69,11 @@ fn cpp_standard_library_locks() {
 fn an_unknown_choice_warns_once_and_uses_the_default() {
     let exe = compile("stress.c", "stress_unknown_c");
     let out = run_limited(
-        command(&exe, true, &[("LOCKLAB_MUTEX", "bogus"), ("LOCKLAB_SPIN", "")]),
+        command(
+            &exe,
+            true,
+            &[("LOCKLAB_MUTEX", "bogus"), ("LOCKLAB_SPIN", "")],
+        ),
         LIMIT,
     );
     assert_ok(&out, "unknown LOCKLAB_MUTEX");
@@ -77,8 +84,13 @@ fn an_unknown_choice_warns_once_and_uses_the_default() {
         "{err}"
     );
     assert!(
-        err.contains("unknown LOCKLAB_MUTEX (valid: mutex|mcs|ticket|qspinlock|tas|glibc); using mutex"),
+        err.contains(
+            "unknown LOCKLAB_MUTEX (valid: mutex|mcs|ticket|qspinlock|tas|glibc); using mutex"
+        ),
         "{err}"
     );
-    assert!(!err.contains("LOCKLAB_SPIN"), "an empty value is the default: {err}");
+    assert!(
+        !err.contains("LOCKLAB_SPIN"),
+        "an empty value is the default: {err}"
+    );
 }

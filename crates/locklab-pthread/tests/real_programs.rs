@@ -29,8 +29,8 @@ fn under_every_choice(program: &str, args: &[&str], setup: impl Fn(&Path)) {
     if !installed(program) {
         return;
     }
-    for (preload, choice) in std::iter::once((false, "none"))
-        .chain(MUTEXES.iter().map(|m| (true, *m)))
+    for (preload, choice) in
+        std::iter::once((false, "none")).chain(MUTEXES.iter().map(|m| (true, *m)))
     {
         let dir = tempdir(program, choice);
         setup(&dir);
@@ -60,7 +60,11 @@ fn tempdir(program: &str, choice: &str) -> std::path::PathBuf {
 
 #[test]
 fn tokyo_cabinet_hash_writers() {
-    under_every_choice("tchmttest", &["write", "-rnd", "a.tch", "4", "10000"], |_| {});
+    under_every_choice(
+        "tchmttest",
+        &["write", "-rnd", "a.tch", "4", "10000"],
+        |_| {},
+    );
 }
 
 #[test]
@@ -75,12 +79,20 @@ fn tokyo_cabinet_btree_typical() {
 
 #[test]
 fn kyoto_cabinet_order() {
-    under_every_choice("kccachetest", &["order", "-th", "4", "-rnd", "20000"], |_| {});
+    under_every_choice(
+        "kccachetest",
+        &["order", "-th", "4", "-rnd", "20000"],
+        |_| {},
+    );
 }
 
 #[test]
 fn kyoto_cabinet_wicked() {
-    under_every_choice("kccachetest", &["wicked", "-th", "2", "-it", "1", "5000"], |_| {});
+    under_every_choice(
+        "kccachetest",
+        &["wicked", "-th", "2", "-it", "1", "5000"],
+        |_| {},
+    );
 }
 
 #[test]
@@ -93,4 +105,3 @@ fn python_threads() {
     std::fs::copy(&script, &copy).unwrap();
     under_every_choice("python3", &[copy.to_str().unwrap()], |_| {});
 }
-

@@ -40,7 +40,10 @@ pub fn compile(src: &str, name: &str) -> PathBuf {
         .get_compiler();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let mut cmd = compiler.to_command();
-    cmd.arg("-pthread").arg("-o").arg(&out).arg(c_dir().join(src));
+    cmd.arg("-pthread")
+        .arg("-o")
+        .arg(&out)
+        .arg(c_dir().join(src));
     if cpp {
         cmd.arg("-std=c++17");
     }
