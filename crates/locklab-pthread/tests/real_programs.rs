@@ -32,7 +32,7 @@ fn under_every_choice(program: &str, args: &[&str], setup: impl Fn(&Path)) {
     for (preload, choice) in
         std::iter::once((false, "none")).chain(MUTEXES.iter().map(|m| (true, *m)))
     {
-        let dir = tempdir(program, choice);
+        let dir = tempdir(&format!("{program}-{}", args[0].replace('/', "_")), choice);
         setup(&dir);
         let exe = Path::new("/usr/bin").join(program);
         let mut cmd = command(&exe, preload, &[("LOCKLAB_MUTEX", choice)]);
