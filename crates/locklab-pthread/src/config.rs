@@ -64,10 +64,7 @@ static SPIN: AtomicU8 = AtomicU8::new(0);
 #[inline]
 pub fn mutex() -> MutexAlgo {
     match MUTEX.load(Ordering::Relaxed) {
-        0 => {
-            load();
-            mutex()
-        }
+        0 => first_use(mutex),
         1 => MutexAlgo::Mutex,
         2 => MutexAlgo::Mcs,
         3 => MutexAlgo::Ticket,
@@ -81,10 +78,7 @@ pub fn mutex() -> MutexAlgo {
 #[inline]
 pub fn rwlock() -> RwAlgo {
     match RWLOCK.load(Ordering::Relaxed) {
-        0 => {
-            load();
-            rwlock()
-        }
+        0 => first_use(rwlock),
         1 => RwAlgo::RwSem,
         2 => RwAlgo::RwSpinLock,
         _ => RwAlgo::Glibc,
@@ -95,10 +89,7 @@ pub fn rwlock() -> RwAlgo {
 #[inline]
 pub fn spin() -> SpinAlgo {
     match SPIN.load(Ordering::Relaxed) {
-        0 => {
-            load();
-            spin()
-        }
+        0 => first_use(spin),
         1 => SpinAlgo::QSpinLock,
         2 => SpinAlgo::Ticket,
         3 => SpinAlgo::Tas,
@@ -196,8 +187,18 @@ fn proc_environ<'a>(name: &[u8], buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8
     found.map(|n| &buf[..n])
 }
 
+/// Reads the environment, then answers `get` (kept out of line: the getters' fast path is one load).
+#[cold]
+#[inline(never)]
+fn first_use<T>(get: fn() -> T) -> T {
+    load();
+    get()
+}
+
 /// Reads the three variables. Idempotent; concurrent first calls compute the same values (only one
 /// prints a warning).
+#[cold]
+#[inline(never)]
 pub fn load() {
     fn pick(name: &core::ffi::CStr, valid: &[&str], default: u8, cell: &AtomicU8) {
         if cell.load(Ordering::Relaxed) != 0 {

@@ -209,20 +209,48 @@ impl M {
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline]
 pub(crate) unsafe fn lock(m: M) -> c_int {
-    if m.is_glibc() {
+    let kind = m.kind();
+    let algo = config::mutex();
+    if kind & KIND_GLIBC != 0 || algo == MutexAlgo::Glibc {
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_lock(m.0) };
     }
-    let kind = m.kind();
     let me = tid();
-    if let Some(r) = m.before_lock(kind, me, false) {
+    if kind & 3 != 0
+        && let Some(r) = m.before_lock(kind, me, false)
+    {
         return r;
     }
-    let e = sys::errno();
-    m.raw_lock();
-    sys::set_errno(e);
+    match algo {
+        // Only the adaptive mutex sleeps (a futex wait may fail and set errno): its fast path is
+        // inline, its slow path keeps errno. The spinlocks' only system call, `sched_yield`, does not
+        // fail.
+        MutexAlgo::Mutex => {
+            // SAFETY: one thread in the process: nobody else can touch the mutex.
+            let alone =
+                sys::single_threaded() && unsafe { m.mutex().try_lock_unshared() }.is_some();
+            if !alone && m.mutex().try_lock_fast().is_none() {
+                lock_slow(m);
+            }
+        }
+        MutexAlgo::Mcs => m.mcs().lock_detached(),
+        MutexAlgo::Ticket => m.ticket().lock(),
+        MutexAlgo::QSpinLock => m.qspin().lock(),
+        MutexAlgo::Tas => m.tas().lock(),
+        MutexAlgo::Glibc => unreachable!(),
+    }
     m.after_lock(kind, me);
     0
+}
+
+/// The adaptive mutex's waiting part, which may make failing system calls: errno is kept as it was.
+#[cold]
+#[inline(never)]
+fn lock_slow(m: M) {
+    let e = sys::errno();
+    // The token is not kept: the release goes through `unlock_on_behalf`.
+    let _token = m.mutex().lock();
+    sys::set_errno(e);
 }
 
 /// Releases the lock.
@@ -231,12 +259,15 @@ pub(crate) unsafe fn lock(m: M) -> c_int {
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline]
 pub(crate) unsafe fn unlock(m: M) -> c_int {
-    if m.is_glibc() {
+    let kind = m.kind();
+    let algo = config::mutex();
+    if kind & KIND_GLIBC != 0 || algo == MutexAlgo::Glibc {
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_unlock(m.0) };
     }
-    let ty = m.kind() & 3;
-    if ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK {
+    let ty = kind & 3;
+    let owned = ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK;
+    if owned {
         if m.owner().load(Ordering::Relaxed) != tid() {
             return libc::EPERM;
         }
@@ -248,16 +279,50 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
             }
             m.count().store(0, Ordering::Relaxed);
         }
-    } else if !m.raw_is_locked() {
-        // glibc lets a normal mutex be unlocked when free: nothing happens.
-        return 0;
     }
-    m.owner().store(0, Ordering::Relaxed);
-    let e = sys::errno();
-    // SAFETY: held (checked above for the owner-tracking kinds; a normal mutex may be released by
-    // any thread, as glibc allows).
-    unsafe { m.raw_unlock() };
-    sys::set_errno(e);
+    // glibc lets a normal mutex be unlocked when free (nothing happens) and by any thread. An
+    // unlock's only system call is a futex wake, which does not fail (errno stays as it was).
+    // SAFETY (each arm): held, as checked (the owner-tracking kinds) or seen (a normal mutex).
+    unsafe {
+        match algo {
+            MutexAlgo::Mutex => {
+                // `unlock_on_behalf` leaves a free mutex alone itself.
+                m.owner().store(0, Ordering::Relaxed);
+                if !(sys::single_threaded() && m.mutex().unlock_unshared()) {
+                    m.mutex().unlock_on_behalf();
+                }
+            }
+            MutexAlgo::Mcs => {
+                let x = m.mcs();
+                if owned || x.is_locked() {
+                    m.owner().store(0, Ordering::Relaxed);
+                    x.unlock_detached();
+                }
+            }
+            MutexAlgo::Ticket => {
+                let x = m.ticket();
+                if owned || x.is_locked() {
+                    m.owner().store(0, Ordering::Relaxed);
+                    x.unlock();
+                }
+            }
+            MutexAlgo::QSpinLock => {
+                let x = m.qspin();
+                if owned || x.is_locked() {
+                    m.owner().store(0, Ordering::Relaxed);
+                    x.unlock();
+                }
+            }
+            MutexAlgo::Tas => {
+                let x = m.tas();
+                if owned || x.is_locked() {
+                    m.owner().store(0, Ordering::Relaxed);
+                    x.unlock();
+                }
+            }
+            MutexAlgo::Glibc => unreachable!(),
+        }
+    }
     0
 }
 
@@ -273,7 +338,9 @@ pub(crate) unsafe fn trylock(m: M) -> c_int {
     }
     let kind = m.kind();
     let me = tid();
-    if let Some(r) = m.before_lock(kind, me, true) {
+    if kind & 3 != 0
+        && let Some(r) = m.before_lock(kind, me, true)
+    {
         return r;
     }
     if !m.raw_try_lock() {

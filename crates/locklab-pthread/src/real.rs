@@ -125,9 +125,9 @@ unsafe extern "C" fn each_object(
     0
 }
 
-/// Looks `name` up in glibc's objects.
+/// The address of `name` (default version) in glibc's objects, or null.
 #[cold]
-pub(crate) fn resolve(name: &CStr, cell: &AtomicPtr<c_void>) -> *mut c_void {
+pub(crate) fn find(name: &CStr) -> *mut c_void {
     let mut p = core::ptr::null_mut();
     for object in [b"libpthread.so.0".as_slice(), b"libc.so.6"] {
         let mut s = Search {
@@ -142,6 +142,14 @@ pub(crate) fn resolve(name: &CStr, cell: &AtomicPtr<c_void>) -> *mut c_void {
             break;
         }
     }
+    p
+}
+
+/// Looks `name` up in glibc's objects, once (the caller caches it in `cell`); aborts with one line
+/// if glibc has no such function.
+#[cold]
+pub(crate) fn resolve(name: &CStr, cell: &AtomicPtr<c_void>) -> *mut c_void {
+    let p = find(name);
     if p.is_null() {
         crate::sys::write_stderr(b"liblocklab_pthread: a glibc function was not found; aborting\n");
         std::process::abort();

@@ -4,7 +4,8 @@
 //!   queue names waiting threads by their slot in this process, so a lock initialised
 //!   `PTHREAD_PROCESS_SHARED` is marked (the tail half-word 2, which the queued spinlock never
 //!   writes: a level bit with no thread) and taken with a test-and-set of its locked byte instead.
-//! - `ticket`: the ticket lock in the word's two 16-bit halves (next ticket high, owner low).
+//! - `ticket`: the ticket lock in the word's two 16-bit halves (next ticket at byte 2, owner at byte
+//!   0), each its own atomic.
 //! - `tas`: [`locklab::raw::RawTasLock`] in the first byte.
 //! - `glibc`: glibc's own.
 //!
@@ -17,13 +18,12 @@
 
 use crate::config::{self, SpinAlgo};
 use crate::real;
-use core::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, Ordering};
 use libc::{c_int, pthread_spinlock_t};
 use locklab::raw::{RawQueuedSpinLock, RawTasLock};
 
 /// A process-shared queued spinlock's word when free: tail half-word 2.
 const SHARED_MARK: u32 = 2 << 16;
-const TICKET: u32 = 1 << 16;
 
 fn word(s: *mut pthread_spinlock_t) -> &'static AtomicU32 {
     // SAFETY: the caller passes a valid, 4-aligned pthread_spinlock_t that outlives the call.
@@ -41,8 +41,15 @@ fn tas(s: *mut pthread_spinlock_t) -> &'static RawTasLock {
     // SAFETY: as `word`: the test-and-set lock is one byte.
     unsafe { &*(s as *const RawTasLock) }
 }
+/// The upper (offset 2) or lower (offset 0) half-word. The queued spinlock itself accesses its locked
+/// byte and its tail half-word as separate atomics; so do we (a whole-word load right after the
+/// unlock's byte store would also stall on store forwarding).
+fn half(s: *mut pthread_spinlock_t, upper: bool) -> &'static AtomicU16 {
+    // SAFETY: as `word`; a 2-aligned half of the word.
+    unsafe { &*((s as *const AtomicU16).add(upper as usize)) }
+}
 fn shared_qspin(s: *mut pthread_spinlock_t) -> bool {
-    word(s).load(Ordering::Relaxed) >> 16 == SHARED_MARK >> 16
+    half(s, true).load(Ordering::Relaxed) == (SHARED_MARK >> 16) as u16
 }
 
 fn try_byte(s: *mut pthread_spinlock_t) -> bool {
@@ -52,14 +59,17 @@ fn try_byte(s: *mut pthread_spinlock_t) -> bool {
         .is_ok()
 }
 
+/// The ticket lock: `next` (the upper half) is taken with a 16-bit `fetch_add`, `owner` (the lower
+/// half) is advanced by the holder with a plain release store, as the kernel's ticket unlock.
 fn try_ticket(s: *mut pthread_spinlock_t) -> bool {
-    let w = word(s).load(Ordering::Relaxed);
-    // Free when the next ticket (high) equals the owner (low). Acquire pairs with the unlock's Release.
-    w >> 16 == w & 0xffff
-        && word(s)
+    let next = half(s, true).load(Ordering::Relaxed);
+    // Free when the owner has caught up with the next ticket; then taking ticket `next` is ours if
+    // nobody took it first. Acquire pairs with the unlock's Release store of `owner`.
+    half(s, false).load(Ordering::Acquire) == next
+        && half(s, true)
             .compare_exchange(
-                w,
-                w.wrapping_add(TICKET),
+                next,
+                next.wrapping_add(1),
                 Ordering::Acquire,
                 Ordering::Relaxed,
             )
@@ -114,9 +124,11 @@ pub unsafe extern "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) -> c_int 
         SpinAlgo::QSpinLock => qspin(s).lock(),
         SpinAlgo::Tas => tas(s).lock(),
         SpinAlgo::Ticket => {
-            let me = word(s).fetch_add(TICKET, Ordering::Acquire) >> 16;
-            // Acquire pairs with the unlock's Release.
-            crate::sys::spin_until(None, || word(s).load(Ordering::Acquire) & 0xffff == me);
+            let me = half(s, true).fetch_add(1, Ordering::Relaxed);
+            // Acquire pairs with the unlock's Release store of `owner`.
+            if half(s, false).load(Ordering::Acquire) != me {
+                crate::sys::spin_until(None, || half(s, false).load(Ordering::Acquire) == me);
+            }
         }
     }
     0
@@ -155,11 +167,13 @@ pub unsafe extern "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) -> c_in
         // SAFETY: as above.
         SpinAlgo::Tas => unsafe { tas(s).unlock() },
         SpinAlgo::Ticket => {
-            // The owner half moves on, wrapping within its 16 bits. Release pairs with the next
-            // holder's Acquire.
-            let _ = word(s).fetch_update(Ordering::Release, Ordering::Relaxed, |w| {
-                Some((w & 0xffff_0000) | (w.wrapping_add(1) & 0xffff))
-            });
+            // Only the holder writes `owner`: a load and a Release store (pairs with the next
+            // holder's Acquire load), wrapping within 16 bits.
+            let owner = half(s, false);
+            owner.store(
+                owner.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Release,
+            );
         }
     }
     0

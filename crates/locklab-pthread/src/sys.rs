@@ -2,23 +2,81 @@
 //! on any clock, and a stderr writer that never allocates or fails.
 
 use core::cell::Cell;
-use core::sync::atomic::AtomicU32;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 std::thread_local! {
-    /// This thread's kernel TID, 0 until first asked. No destructor (no allocation, readable during
-    /// thread exit).
+    /// This thread's kernel TID, 0 until first asked (the fallback when glibc's own field cannot be
+    /// read). No destructor (no allocation, readable during thread exit).
     static TID: Cell<i32> = const { Cell::new(0) };
 }
 
-/// The calling thread's TID (what glibc stores as a mutex's owner), cached after one `gettid`.
+/// Where glibc keeps a thread's TID in its thread descriptor (`struct pthread`), from the descriptor
+/// glibc publishes for debuggers (`_thread_db_pthread_tid`: bits, count, offset); 0 until looked up,
+/// `usize::MAX` if unavailable (then the TID is cached in our own thread-local).
+static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// The calling thread's descriptor, as `pthread_self()` returns it.
+#[inline(always)]
+fn thread_self() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p: usize;
+        // SAFETY: on x86-64 glibc keeps the descriptor's own address at %fs:0x10 (the TCB header's
+        // `self`, which `pthread_self` returns); a plain load.
+        unsafe {
+            core::arch::asm!("mov {}, qword ptr fs:[0x10]", out(reg) p,
+                options(nostack, readonly, preserves_flags));
+        }
+        p
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: no arguments.
+    unsafe {
+        libc::pthread_self() as usize
+    }
+}
+
+/// The calling thread's TID (what glibc stores as a mutex's owner): read from glibc's own thread
+/// descriptor, where glibc keeps it (and updates it in a child of `fork`), at the offset its
+/// debugger descriptor gives; checked once against `gettid`. Without it, a cached `gettid`.
 #[inline]
 pub(crate) fn tid() -> i32 {
+    let off = TID_OFFSET.load(Ordering::Relaxed);
+    if off != 0 && off != usize::MAX {
+        // SAFETY: `off` was checked to hold the TID in a live descriptor (`find_tid_offset`); every
+        // thread's descriptor has the same layout.
+        return unsafe { *((thread_self() + off) as *const i32) };
+    }
+    if off == 0 {
+        find_tid_offset();
+        return tid();
+    }
     let t = TID.with(Cell::get);
     if t != 0 {
         return t;
     }
     fresh_tid()
+}
+
+#[cold]
+#[inline(never)]
+fn find_tid_offset() {
+    let desc = crate::real::find(c"_thread_db_pthread_tid") as *const u32;
+    let mut off = usize::MAX;
+    if !desc.is_null() {
+        // SAFETY: glibc's DB_STRUCT_FIELD descriptor: three 32-bit words, the offset last.
+        let (bits, o) = unsafe { (*desc, *desc.add(2) as usize) };
+        // SAFETY: gettid has no arguments.
+        let me = unsafe { libc::gettid() };
+        // SAFETY: inside this thread's descriptor (glibc's `sizeof (struct pthread)` is above 1 KiB
+        // and the offset comes from glibc); a plain load, checked against the real TID.
+        if bits == 32 && o > 0 && o < 4096 && unsafe { *((thread_self() + o) as *const i32) } == me
+        {
+            off = o;
+        }
+    }
+    TID_OFFSET.store(off, Ordering::Relaxed);
 }
 
 #[cold]
@@ -29,9 +87,40 @@ fn fresh_tid() -> i32 {
     t
 }
 
-/// In a child of `fork` the only thread has a new TID.
+/// glibc's `__libc_single_threaded` (2.32+): nonzero while the process has one thread; null until
+/// looked up, `NONE` if glibc has none.
+static SINGLE: core::sync::atomic::AtomicPtr<u8> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+const NONE: *mut u8 = core::ptr::dangling_mut::<u8>();
+
+/// Whether only one thread exists (glibc's own flag, which it clears before it starts a second
+/// thread): then no other thread can touch a lock, and the adaptive mutex may skip its locked
+/// instructions, as glibc's own mutex does.
+#[inline]
+pub(crate) fn single_threaded() -> bool {
+    let p = SINGLE.load(Ordering::Relaxed);
+    if p.is_null() {
+        return find_single_threaded();
+    }
+    // SAFETY: glibc's flag (a `char` that lives as long as libc), read with a plain load as glibc's
+    // own code does.
+    p != NONE && unsafe { core::ptr::read_volatile(p) } != 0
+}
+
+#[cold]
+#[inline(never)]
+fn find_single_threaded() -> bool {
+    let p = crate::real::find(c"__libc_single_threaded").cast::<u8>();
+    SINGLE.store(if p.is_null() { NONE } else { p }, Ordering::Relaxed);
+    single_threaded()
+}
+
+/// In a child of `fork` the only thread has a new TID (for the cached fallback; glibc updates its
+/// own field itself).
 extern "C" fn child_after_fork() {
-    let _ = fresh_tid();
+    if TID.with(Cell::get) != 0 {
+        let _ = fresh_tid();
+    }
 }
 
 /// Registers the fork handler (from the constructor: `pthread_atfork` may allocate).

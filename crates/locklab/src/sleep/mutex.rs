@@ -296,15 +296,19 @@ impl RawMutex {
     /// assert!(!m.is_locked());
     /// ```
     ///
+    /// A free mutex is left alone (glibc's default mutex allows such an unlock; it does nothing).
+    ///
     /// # Safety
-    /// The mutex is held, and the token of that acquisition is never used again.
+    /// The mutex is held (or free), and the token of that acquisition is never used again.
     #[inline]
     pub unsafe fn unlock_on_behalf(&self) {
         // The owner tag stays in the word for the whole acquisition (only flags change meanwhile), so
         // the word names the token this unlock stands for.
-        let owner = self.state.load(Ordering::Relaxed) >> OWNER_SHIFT;
-        // SAFETY: the caller's contract; the token is the one the holder got.
-        unsafe { self.unlock(MutexToken::new(owner)) }
+        let s = self.state.load(Ordering::Relaxed);
+        if s & LOCKED != 0 {
+            // SAFETY: the caller's contract; the token is the one the holder got.
+            unsafe { self.unlock(MutexToken::new(s >> OWNER_SHIFT)) }
+        }
     }
 
     fn waiters(&self) -> Waiters<'_> {
@@ -324,6 +328,69 @@ impl RawMutex {
             self.lock_slow(tag, None);
         }
         MutexToken::new(tag)
+    }
+
+    /// The fast path of [`lock`](Self::lock) alone: one compare-and-swap from a free word with no
+    /// waiters or flags. `None` when the lock is held or has waiters (then `lock` would take its slow
+    /// path): for callers that must do something before a slow path that may sleep.
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// let t = m.try_lock_fast().expect("free and quiet");
+    /// assert!(m.try_lock_fast().is_none());
+    /// unsafe { m.unlock(t) };
+    /// ```
+    #[inline]
+    pub fn try_lock_fast(&self) -> Option<MutexToken> {
+        let tag = current_tag();
+        // Acquire pairs with the Release of the unlock that freed the lock.
+        self.state
+            .compare_exchange(0, held_by(tag), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then(|| MutexToken::new(tag))
+    }
+
+    /// Takes a free, quiet mutex with a plain load and store, no atomic read-modify-write: glibc's
+    /// trick for single-threaded processes (it drops the `lock` prefix while only one thread exists),
+    /// where a locked instruction is most of the cost of an uncontended lock.
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// // SAFETY: no other thread can see `m`.
+    /// unsafe {
+    ///     let _t = m.try_lock_unshared().expect("free");
+    ///     assert!(m.is_locked());
+    ///     assert!(m.unlock_unshared());
+    /// }
+    /// assert!(!m.is_locked());
+    /// ```
+    ///
+    /// # Safety
+    /// No other thread accesses the mutex until the matching unlock (a process with one thread; a
+    /// signal handler of this thread is fine: it runs between our instructions, not during them).
+    #[inline]
+    pub unsafe fn try_lock_unshared(&self) -> Option<MutexToken> {
+        let tag = current_tag();
+        (self.state.load(Ordering::Relaxed) == 0).then(|| {
+            self.state.store(held_by(tag), Ordering::Relaxed);
+            MutexToken::new(tag)
+        })
+    }
+
+    /// Releases, with a plain store, a held mutex whose word shows only its holder (no waiter, no
+    /// flag); `false` (nothing done) otherwise, and the caller unlocks the usual way. Any holder's
+    /// acquisition is ended (as [`unlock_on_behalf`](Self::unlock_on_behalf)).
+    ///
+    /// # Safety
+    /// As [`try_lock_unshared`](Self::try_lock_unshared); the acquisition's token is never used again.
+    #[inline]
+    pub unsafe fn unlock_unshared(&self) -> bool {
+        let s = self.state.load(Ordering::Relaxed);
+        let quiet = s & LOCKED != 0 && s == held_by(s >> OWNER_SHIFT);
+        if quiet {
+            self.state.store(0, Ordering::Relaxed);
+        }
+        quiet
     }
 
     /// Takes the lock if it is free (and no hand-off is pending).
