@@ -177,6 +177,67 @@ fn mcs_held_again_after_handover() {
     });
 }
 
+/// Detached acquisitions (the preload library's MCS mutex): a contended locker queues a node on its
+/// stack and hands its place to the lock (`cas(tail: node -> HELD)`, or its successor's link moved into
+/// the lock's `next`) before its section. Two threads, three sections, one of them released by the
+/// other thread (POSIX lets a normal mutex be unlocked by a non-owner): the main thread's first
+/// section is ended by the spawned thread, which then contends with the main thread's second.
+/// Exclusion, every hand-over, and a free lock with a clear `next` at the end.
+#[test]
+fn mcs_detached_with_a_foreign_unlock() {
+    model(|| {
+        let s = Arc::new((RawMcsLock::new(), Guarded::new()));
+        s.0.lock_detached();
+        s.1.critical();
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            // SAFETY: the main thread's first acquisition, ended here.
+            unsafe { s2.0.unlock_detached() };
+            s2.0.lock_detached();
+            s2.1.critical();
+            // SAFETY: held by this detached acquisition.
+            unsafe { s2.0.unlock_detached() };
+        });
+        s.0.lock_detached();
+        s.1.critical();
+        // SAFETY: held by this detached acquisition.
+        unsafe { s.0.unlock_detached() };
+        t.join().unwrap();
+        assert_eq!(s.1.get(), 3);
+        assert!(!s.0.is_locked());
+        assert!(s.0.next.load(Ordering::Relaxed).is_null());
+    });
+}
+
+/// Three detached lockers: a holder with a queue of two, so one detaching holder finds its successor
+/// already linked (the lock's `next` takes the link) and another is still the tail (`cas` to HELD).
+#[test]
+fn mcs_detached_with_a_queue_of_two() {
+    model_with_preemptions(1, || {
+        let s = Arc::new((RawMcsLock::new(), Guarded::new()));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    s.0.lock_detached();
+                    s.1.critical();
+                    // SAFETY: held by this detached acquisition.
+                    unsafe { s.0.unlock_detached() };
+                })
+            })
+            .collect();
+        s.0.lock_detached();
+        s.1.critical();
+        // SAFETY: held by this detached acquisition.
+        unsafe { s.0.unlock_detached() };
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 3);
+        assert!(!s.0.is_locked());
+    });
+}
+
 /// Three contenders on a queued spinlock: one takes the fast path, one the pending path, one (at least)
 /// the queue; with the preemption bound, loom interleaves every hand-over between them.
 fn qspinlock_threads(n: usize) {
@@ -522,6 +583,34 @@ fn rwspinlock_reader_writer_exclusion() {
         s.1.critical();
         unsafe { s.0.write_unlock() };
         r.join().unwrap();
+        assert_eq!(s.1.get(), 1);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSpinLock's recursive read (the kernel's interrupt-context reader): a thread that reads takes a
+/// second read while a writer waits, without deadlocking; the writer gets in once both are released;
+/// the writer never overlaps a reader.
+#[test]
+fn rwspinlock_recursive_read_with_a_waiting_writer() {
+    model(|| {
+        let s = Arc::new((crate::rwspinlock::RawRwSpinLock::new(), Guarded::new()));
+        s.0.read();
+        let s2 = s.clone();
+        let w = thread::spawn(move || {
+            s2.0.write();
+            s2.1.critical();
+            // SAFETY: held exclusively.
+            unsafe { s2.0.write_unlock() };
+        });
+        s.0.read_recursive();
+        let _ = s.1.get();
+        // SAFETY: two read holds of this thread.
+        unsafe {
+            s.0.read_unlock();
+            s.0.read_unlock();
+        }
+        w.join().unwrap();
         assert_eq!(s.1.get(), 1);
         assert!(!s.0.is_locked());
     });

@@ -12,6 +12,7 @@
 pub mod liburcu;
 pub mod ours;
 pub mod peers;
+pub mod preload;
 pub mod rcu;
 
 use crate::runner::{
@@ -298,6 +299,7 @@ pub fn registry() -> Vec<LockInfo> {
     let mut v = vec![none()];
     v.extend(ours::entries());
     v.extend(rcu::ours());
+    v.extend(preload::entries());
     v.extend(peers::entries());
     v.extend(rcu::peers());
     v.extend(liburcu::peers());

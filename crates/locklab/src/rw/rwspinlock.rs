@@ -26,6 +26,9 @@
 //! Transitions, as (readers, waiting, locked):
 //! - read fast: `(r,0,0) -> (r+1,0,0)`; a reader that sees W or L backs its bias out and queues
 //! - read unlock: `(r,w,l) -> (r-1,w,l)`
+//! - recursive read (`read_recursive`, the kernel's reader in interrupt context): `(r,w,l) -> (r+1,w,l)`
+//!   at once, then waits (bias kept) while `l`; a WAITING writer cannot pass `(0,1,0) -> (0,0,1)` while
+//!   the bias is in, so the reader is in as soon as the holder leaves
 //! - write fast: `(0,0,0) -> (0,0,1)`; queued writer: `(r,0,0) -> (r,1,0)`, waits for `(0,1,0) -> (0,0,1)`
 //! - write unlock: `(r,w,1) -> (r,w,0)` (an RMW: queued readers' biases may be in the word)
 //!

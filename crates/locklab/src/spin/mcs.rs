@@ -175,7 +175,6 @@ impl RawMcsLock {
     /// std::thread::spawn(move || unsafe { l2.unlock_detached() }).join().unwrap();
     /// assert!(!l.is_locked());
     /// ```
-    #[cfg(not(loom))]
     #[inline]
     pub fn lock_detached(&self) {
         if !self.try_lock_held() {
@@ -183,7 +182,6 @@ impl RawMcsLock {
         }
     }
 
-    #[cfg(not(loom))]
     #[cold]
     #[inline(never)]
     fn lock_detached_slow(&self) {
