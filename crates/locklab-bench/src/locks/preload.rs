@@ -1,5 +1,5 @@
-//! The preload library's pthread objects as lab rows: `pthread-mutex-preload` and
-//! `pthread-rwlock-preload` are glibc's `pthread_mutex_t` and `pthread_rwlock_t` ABI served by
+//! The preload library's pthread objects as lab rows: `preload-mutex` and
+//! `preload-rwlock` are glibc's `pthread_mutex_t` and `pthread_rwlock_t` ABI served by
 //! `liblocklab_pthread.so` (its defaults: the adaptive mutex, the reader-preferring rwsem), beside
 //! `pthread-mutex` and `pthread-rwlock` (glibc's own) in the same process and run. The library is
 //! `dlopen`ed from beside the `locklab` binary with `RTLD_LOCAL` (so nothing else in the process binds
@@ -153,12 +153,12 @@ pub fn entries() -> Vec<LockInfo> {
     if fns().is_some() {
         vec![
             lock::<PreloadMutex>(
-                "pthread-mutex-preload",
+                "preload-mutex",
                 Kind::Ours,
                 "pthread_mutex_t on liblocklab_pthread.so (its default: the adaptive mutex), called as C calls it",
             ),
             lock::<PreloadRwLock>(
-                "pthread-rwlock-preload",
+                "preload-rwlock",
                 Kind::Ours,
                 "pthread_rwlock_t on liblocklab_pthread.so (its default: the reader-preferring rwsem)",
             ),
@@ -172,7 +172,7 @@ pub fn entries() -> Vec<LockInfo> {
             LockInfo {
                 kind: Kind::Ours,
                 ..unavailable(
-                    "pthread-mutex-preload",
+                    "preload-mutex",
                     "pthread_mutex_t on liblocklab_pthread.so",
                     u(&[Workload::Mutex, Workload::Rw]),
                 )
@@ -180,7 +180,7 @@ pub fn entries() -> Vec<LockInfo> {
             LockInfo {
                 kind: Kind::Ours,
                 ..unavailable(
-                    "pthread-rwlock-preload",
+                    "preload-rwlock",
                     "pthread_rwlock_t on liblocklab_pthread.so",
                     u(&[Workload::Mutex, Workload::Rw]),
                 )
