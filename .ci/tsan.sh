@@ -12,4 +12,4 @@ export LOCKLAB_STRESS_BOUND_S=600
 # fork() from a multi-threaded process, then new threads in the child, is outside what TSan supports
 # (it fails the child with its exit code): the fork test runs in the plain test step.
 cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p locklab --lib --tests --no-fail-fast \
-  -- --skip fork_in_a_loop
+  -- --skip fork_in_a_loop --skip fork_tests::

@@ -97,7 +97,8 @@ use sleep::{osq, wait_list};
 pub use spin::lockref;
 
 /// Sets up, now, what a thread's first contended lock would otherwise set up: the process-wide
-/// thread-exit hook of the queued locks' per-thread nodes. Never needed for correctness; a library
+/// thread-exit hook of the queued locks' per-thread nodes, and the fork handler of the sleeping
+/// locks' wait lists ([`sys::fork_epoch`]). Never needed for correctness; a library
 /// constructor that may run before its process creates many thread-specific keys calls it so that the
 /// lock paths never allocate (`liblocklab_pthread.so` does).
 ///
@@ -108,10 +109,14 @@ pub use spin::lockref;
 #[cfg(not(loom))]
 pub fn prepare_threads() {
     thread_slot::prepare();
+    // The sleeping locks' fork epoch: registers its handler now rather than on first contention.
+    let _ = sys::fork_epoch();
 }
 
 #[cfg(all(test, not(loom)))]
 mod exit_tests;
+#[cfg(all(test, unix, not(loom), not(miri)))]
+mod fork_tests;
 #[cfg(all(test, loom))]
 mod loom_models;
 

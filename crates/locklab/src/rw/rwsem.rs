@@ -77,9 +77,8 @@ use crate::clock::{Deadline, SpinBudget};
 use crate::mutex::current_tag;
 use crate::osq::Osq;
 use crate::primitive::{AtomicU64, Backoff, Ordering};
-use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
+use crate::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
@@ -200,7 +199,7 @@ pub struct RawRwSem {
     count: AtomicU64,
     owner: AtomicU64,
     osq: Osq,
-    wait_lock: RawTasLock,
+    wait_lock: ListLock,
     waiters: UnsafeCell<WaitList>,
     /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
     /// construction).
@@ -266,7 +265,7 @@ impl RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
-            wait_lock: RawTasLock::new(),
+            wait_lock: ListLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
             spin,
         }
@@ -278,14 +277,21 @@ impl RawRwSem {
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
-            wait_lock: RawTasLock::new(),
+            wait_lock: ListLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
             spin,
         }
     }
 
     fn waiters(&self) -> Waiters<'_> {
-        LockedList::lock(&self.wait_lock, &self.waiters)
+        let w = LockedList::lock(&self.wait_lock, &self.waiters);
+        if w.was_stale {
+            // The list was a parent's (a fork came between), now emptied: its flags go too (both are
+            // set only under `wait_lock`, so none is this epoch's yet). Relaxed: under `wait_lock`.
+            self.count
+                .fetch_and(!(WAITERS | HANDOFF), Ordering::Relaxed);
+        }
+        w
     }
 
     /// Marks the lock reader-owned, once per reader phase: only the first reader after a writer

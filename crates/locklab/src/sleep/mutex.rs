@@ -106,9 +106,8 @@
 use crate::clock::{Deadline, SpinBudget};
 use crate::osq::Osq;
 use crate::primitive::{AtomicU32, Backoff, Ordering};
-use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
+use crate::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::ptr;
@@ -239,7 +238,7 @@ pub struct RawMutex {
     osq: Osq,
     spare2: core::sync::atomic::AtomicU32,
     /// Protects `waiters`.
-    wait_lock: RawTasLock,
+    wait_lock: ListLock,
     waiters: UnsafeCell<WaitList>,
 }
 
@@ -262,7 +261,7 @@ impl RawMutex {
             spare1: core::sync::atomic::AtomicU32::new(0),
             osq: Osq::new(),
             spare2: core::sync::atomic::AtomicU32::new(0),
-            wait_lock: RawTasLock::new(),
+            wait_lock: ListLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
         }
     }
@@ -276,9 +275,21 @@ impl RawMutex {
             spare1: core::sync::atomic::AtomicU32::new(0),
             osq: Osq::new(),
             spare2: core::sync::atomic::AtomicU32::new(0),
-            wait_lock: RawTasLock::new(),
+            wait_lock: ListLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
         }
+    }
+
+    /// Whether the word says waiters are queued (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & WAITERS != 0
+    }
+
+    /// The internal list lock (tests: a thread caught holding it at a `fork`).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn list_lock(&self) -> &ListLock {
+        &self.wait_lock
     }
 
     /// Byte offsets of the three 32-bit words the mutex never touches (see "Layout").
@@ -312,7 +323,15 @@ impl RawMutex {
     }
 
     fn waiters(&self) -> Waiters<'_> {
-        LockedList::lock(&self.wait_lock, &self.waiters)
+        let w = LockedList::lock(&self.wait_lock, &self.waiters);
+        if w.was_stale {
+            // The list was a parent's (a fork came between), now emptied: its waiters' flags go too.
+            // No flag can be this epoch's yet: WAITERS and HANDOFF are set under `wait_lock`, WAKING
+            // by woken waiters, which were in the list. Relaxed: under `wait_lock` (invariant 2).
+            self.state
+                .fetch_and(!(WAITERS | HANDOFF | WAKING), Ordering::Relaxed);
+        }
+        w
     }
 
     /// Takes the lock, spinning and then sleeping as needed.

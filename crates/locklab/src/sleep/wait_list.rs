@@ -24,7 +24,7 @@
 
 use crate::clock::{Deadline, Stamp, time_left};
 use crate::primitive::{AtomicU32, Ordering};
-use crate::spin::tas::RawTasLock;
+use crate::primitive::{SpinWait, spin_loop};
 use crate::sys::futex_wait;
 use core::cell::{Cell, UnsafeCell};
 use core::ptr;
@@ -92,24 +92,110 @@ impl Waiter {
     }
 }
 
-/// A wait list held under its owner's internal spinlock: the lock is released when this drops, and
+/// The list lock: a test-and-set spinlock held for a few instructions, whose word also keeps the
+/// fork epoch ([`crate::sys::fork_epoch`]) of its last holder.
+///
+/// | bits  | meaning                                  |
+/// |-------|------------------------------------------|
+/// | 0     | held                                     |
+/// | 1-31  | fork epoch of the last (or current) holder |
+///
+/// Taking it in a later epoch than its last holder's means a `fork` came between: the list (and the
+/// lock itself, if it was held then) belongs to threads the child does not have. The taker then takes
+/// the lock whatever its held bit says and drops the list ([`LockedList::lock`] reports it, so the owner
+/// can also clear its waiter flags).
+pub(crate) struct ListLock {
+    word: AtomicU32,
+}
+
+/// Busy looks at a held list lock before yielding (as `RawTasLock::lock_internal`).
+const LIST_SPINS: u32 = 16;
+
+impl ListLock {
+    /// A free lock of epoch 0.
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        ListLock {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// A free lock of epoch 0 (loom atomics cannot be built in const context).
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        ListLock {
+            word: AtomicU32::new(0),
+        }
+    }
+
+    /// Takes the lock; `true` if the protected state is from an earlier fork epoch (stale).
+    #[inline]
+    pub(crate) fn lock(&self) -> bool {
+        let epoch = crate::sys::fork_epoch() & (u32::MAX >> 1);
+        let mine = (epoch << 1) | 1;
+        let mut wait = SpinWait::with_spins(LIST_SPINS);
+        let mut w = self.word.load(Ordering::Relaxed);
+        loop {
+            let stale = w >> 1 != epoch;
+            if w & 1 == 0 || stale {
+                // Acquire pairs with the Release store of the previous holder's unlock.
+                match self
+                    .word
+                    .compare_exchange(w, mine, Ordering::Acquire, Ordering::Relaxed)
+                {
+                    Ok(_) => return stale,
+                    Err(now) => {
+                        w = now;
+                        continue;
+                    }
+                }
+            }
+            spin_loop();
+            wait.wait();
+            w = self.word.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Releases the lock, keeping the holder's epoch in the word.
+    ///
+    /// # Safety
+    /// The caller holds the lock.
+    #[inline]
+    pub(crate) unsafe fn unlock(&self) {
+        // Only the holder writes the word while it is held. Release pairs with the next holder's
+        // Acquire CAS: publishes the list changes.
+        let w = self.word.load(Ordering::Relaxed);
+        self.word.store(w & !1, Ordering::Release);
+    }
+}
+
+/// A wait list held under its owner's [`ListLock`]: the lock is released when this drops, and
 /// then the futex wake-up queued with [`wake_after_unlock`](Self::wake_after_unlock) (if any) is made.
 pub(crate) struct LockedList<'a> {
-    lock: &'a RawTasLock,
+    lock: &'a ListLock,
     list: &'a UnsafeCell<WaitList>,
     /// A waiter's word to `futex_wake` once the lock is released.
     wake: *const AtomicU32,
+    /// The list was from an earlier fork epoch and has been emptied.
+    pub(crate) was_stale: bool,
 }
 
 impl<'a> LockedList<'a> {
     /// Takes `lock`, which must be the lock that protects `list` (every access to `list` goes through a
-    /// `LockedList` made with the same lock).
-    pub(crate) fn lock(lock: &'a RawTasLock, list: &'a UnsafeCell<WaitList>) -> Self {
-        lock.lock_internal();
+    /// `LockedList` made with the same lock). A list from an earlier fork epoch is emptied first
+    /// (`was_stale`): its waiters did not survive the fork.
+    pub(crate) fn lock(lock: &'a ListLock, list: &'a UnsafeCell<WaitList>) -> Self {
+        let was_stale = lock.lock();
+        if was_stale {
+            // SAFETY: the lock is ours; the nodes named are copies of vanished threads' stack frames,
+            // never touched again.
+            unsafe { *list.get() = WaitList::new() };
+        }
         LockedList {
             lock,
             list,
             wake: ptr::null(),
+            was_stale,
         }
     }
 

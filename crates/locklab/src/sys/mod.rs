@@ -3,6 +3,7 @@
 //! - [`futex_wait`] / [`futex_wake`]: sleep on and wake a 32-bit word (Linux `futex(2)`, private).
 //! - [`sched_yield`], [`thread_id`], [`current_cpu`].
 //! - [`membarrier_register`] / [`membarrier`]: the heavy side of an asymmetric fence (`membarrier(2)`).
+//! - [`fork_epoch`]: how many `fork`s separate this process from the first (a child's handler counts).
 //!
 //! Under loom there is no kernel: a futex wait is a yield to the model (callers always re-check their
 //! word, so this is a spurious wake-up, which every caller must tolerate anyway) and a wake does nothing.
@@ -296,4 +297,67 @@ pub fn current_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
     let c = unsafe { libc::sched_getcpu() };
     usize::try_from(c).ok()
+}
+
+/// The process's fork epoch: 0 in the first process, one more in each child of `fork` than in its
+/// parent (a `pthread_atfork` child handler counts, registered on first use). The sleeping locks tag
+/// their wait lists with it: a list last touched in an earlier epoch names only threads that did not
+/// survive the fork (only the forking thread is copied into the child, and it was not waiting), so the
+/// child drops it instead of waiting behind ghosts or for a list lock a vanished thread held.
+///
+/// ```
+/// let e = locklab::sys::fork_epoch();
+/// // SAFETY: the child only compares a number and exits.
+/// let pid = unsafe { libc::fork() };
+/// if pid == 0 {
+///     let ok = locklab::sys::fork_epoch() == e + 1;
+///     unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+/// }
+/// let mut st = 0;
+/// unsafe { libc::waitpid(pid, &mut st, 0) };
+/// assert_eq!(st, 0, "the child's epoch is one more");
+/// assert_eq!(locklab::sys::fork_epoch(), e, "the parent's is unchanged");
+/// ```
+#[cfg(all(unix, not(loom)))]
+#[inline]
+pub fn fork_epoch() -> u32 {
+    use core::sync::atomic::Ordering;
+    if !fork_watch::WATCHING.load(Ordering::Relaxed) {
+        fork_watch::watch();
+    }
+    fork_watch::EPOCH.load(Ordering::Relaxed)
+}
+
+/// The fork epoch (always 0: no `fork` here).
+#[cfg(not(all(unix, not(loom))))]
+#[inline]
+pub fn fork_epoch() -> u32 {
+    0
+}
+
+#[cfg(all(unix, not(loom)))]
+pub(crate) mod fork_watch {
+    use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    /// The epoch (see [`super::fork_epoch`]).
+    pub(crate) static EPOCH: AtomicU32 = AtomicU32::new(0);
+    /// The handler is registered.
+    pub(crate) static WATCHING: AtomicBool = AtomicBool::new(false);
+
+    extern "C" fn child() {
+        // Relaxed: the child has one thread.
+        EPOCH.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Registers the child handler once (it may allocate: called from the preload library's
+    /// constructor through `prepare_threads`, else on a sleeping lock's first wait-list use).
+    #[cold]
+    pub(crate) fn watch() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: a handler that only bumps an atomic.
+            unsafe { libc::pthread_atfork(None, None, Some(child)) };
+        });
+        WATCHING.store(true, Ordering::Relaxed);
+    }
 }

@@ -1,0 +1,166 @@
+//! `fork()` while the sleeping locks have waiters: the child has only the forking thread, so every
+//! waiter in an inherited wait list is a ghost. The child must drop those lists (the fork epoch,
+//! `sys::fork_epoch`) instead of handing the lock to a ghost while its own threads sleep behind them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Runs `body` as the child of a fork and exits: 0 if it returns, 1 if it panics.
+fn child_exits(body: impl FnOnce()) -> ! {
+    let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).is_ok();
+    // SAFETY: ends the child without running the parent's exit handlers.
+    unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+}
+
+/// Waits up to 30 s for the child `pid`; fails on a hang or a non-zero status.
+fn child_succeeds(pid: libc::pid_t) {
+    assert!(pid > 0, "fork failed");
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: our child's pid and a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                "the child failed: status {status}"
+            );
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            // SAFETY: our child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the child hung: its threads wait behind its parent's (gone) waiters");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The parent forks while holding a `Mutex` with two sleepers queued. In the child (which holds the
+/// mutex too: the forking thread's copy), the unlock and two new threads' contention must never wait
+/// behind the ghosts.
+#[test]
+fn mutex_waiters_do_not_survive_fork() {
+    let m = Arc::new(crate::Mutex::new(0u64));
+    let held = m.lock();
+    let sleepers: Vec<_> = (0..2)
+        .map(|_| {
+            let m = m.clone();
+            std::thread::spawn(move || *m.lock() += 1)
+        })
+        .collect();
+    // Long enough for both to give up spinning and sleep in the list (spinning is capped well below).
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: the child runs `child_exits`' body only.
+    match unsafe { libc::fork() } {
+        0 => child_exits(|| {
+            // SAFETY: the flag is read only.
+            assert!(
+                unsafe { m.raw() }.has_waiters(),
+                "the parent's sleepers are queued"
+            );
+            drop(held);
+            // The unlock found the list from before the fork and dropped it: nobody to wake, and no
+            // waiter flag left for the child's own lockers to queue behind.
+            // SAFETY: as above.
+            assert!(
+                !unsafe { m.raw() }.has_waiters(),
+                "the parent's waiters are gone"
+            );
+            let m2 = m.clone();
+            let t = std::thread::spawn(move || {
+                for _ in 0..2000 {
+                    *m2.lock() += 1;
+                }
+            });
+            for _ in 0..2000 {
+                *m.lock() += 1;
+            }
+            t.join().unwrap();
+            assert_eq!(*m.lock(), 4000);
+        }),
+        pid => {
+            drop(held);
+            child_succeeds(pid);
+        }
+    }
+    for s in sleepers {
+        s.join().unwrap();
+    }
+    assert_eq!(*m.lock(), 2);
+}
+
+/// The same for `RwSem`: a writer forks while two writers sleep behind it.
+#[test]
+fn rwsem_waiters_do_not_survive_fork() {
+    let l = Arc::new(crate::RwSem::new(0u64));
+    let held = l.write();
+    let sleepers: Vec<_> = (0..2)
+        .map(|_| {
+            let l = l.clone();
+            std::thread::spawn(move || *l.write() += 1)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: the child runs `child_exits`' body only.
+    match unsafe { libc::fork() } {
+        0 => child_exits(|| {
+            drop(held);
+            let l2 = l.clone();
+            let t = std::thread::spawn(move || {
+                for _ in 0..2000 {
+                    *l2.write() += 1;
+                }
+            });
+            for _ in 0..2000 {
+                *l.write() += 1;
+            }
+            t.join().unwrap();
+            assert_eq!(*l.read(), 4000);
+        }),
+        pid => {
+            drop(held);
+            child_succeeds(pid);
+        }
+    }
+    for s in sleepers {
+        s.join().unwrap();
+    }
+    assert_eq!(*l.read(), 2);
+}
+
+/// A thread caught holding a mutex's internal list lock at the fork (an unlock waking a waiter, a
+/// waiter queueing): the child has no such thread, and must take the list lock over instead of
+/// spinning on it forever once its own threads contend.
+#[test]
+fn a_list_lock_held_at_fork_is_taken_over() {
+    let m = Arc::new(crate::Mutex::new(0u64));
+    // SAFETY: only the list lock is touched, as an unlock's wake-up would.
+    let raw = unsafe { m.raw() };
+    let _ = raw.list_lock().lock();
+    // SAFETY: the child runs `child_exits`' body only.
+    match unsafe { libc::fork() } {
+        0 => child_exits(|| {
+            let m2 = m.clone();
+            let t = std::thread::spawn(move || {
+                for _ in 0..20_000 {
+                    *m2.lock() += 1;
+                }
+            });
+            for _ in 0..20_000 {
+                let mut g = m.lock();
+                *g += 1;
+                // Hold it a little, so the other thread must sleep (and take the list lock).
+                std::thread::yield_now();
+                drop(g);
+            }
+            t.join().unwrap();
+            assert_eq!(*m.lock(), 40_000);
+        }),
+        pid => {
+            // SAFETY: taken above by this thread.
+            unsafe { raw.list_lock().unlock() };
+            child_succeeds(pid);
+        }
+    }
+}
