@@ -78,6 +78,26 @@ fn glibc() -> bool {
     config::mutex() == MutexAlgo::Glibc
 }
 
+/// What a cancelled wait's cleanup needs: the condvar, the mutex, and what the release saved.
+struct Waiting {
+    c: C,
+    m: *mut pthread_mutex_t,
+    held: Option<mutex::Held>,
+}
+
+/// Runs when `pthread_cancel` unwinds out of a wait: the waiter leaves the count and takes the
+/// mutex back before the program's cleanup handlers run, as POSIX asks.
+unsafe extern "C" fn cancelled(arg: *mut libc::c_void) {
+    // SAFETY: the `Waiting` on the cancelled wait's frame, which is still there while glibc runs
+    // this cleanup.
+    let w = unsafe { &mut *arg.cast::<Waiting>() };
+    w.c.waiters().fetch_sub(1, Ordering::Relaxed);
+    if let Some(held) = w.held.take() {
+        // SAFETY: released by this thread for the wait.
+        let _ = unsafe { mutex::reacquire(M::from(w.m), held) };
+    }
+}
+
 /// The wait, with an optional absolute time-out on `clock`.
 ///
 /// # Safety
@@ -99,17 +119,26 @@ unsafe fn wait(c: C, m: *mut pthread_mutex_t, clock: clockid_t, abs: Option<&tim
             return err;
         }
     };
-    let r = sys::futex_wait_abs(c.seq(), seq, clock, abs, c.shared());
+    let mut waiting = Waiting {
+        c,
+        m,
+        held: Some(held),
+    };
+    let mut buffer = sys::CleanupBuffer::new();
+    // SAFETY: the buffer and `waiting` live on this frame until the pop below; the routine only
+    // touches them.
+    unsafe { sys::_pthread_cleanup_push(&mut buffer, cancelled, (&raw mut waiting).cast()) };
+    let r = sys::futex_wait_cancellable(c.seq(), seq, clock, abs, c.shared());
+    // SAFETY: pushed above, on this frame; not executed (the wait ended normally).
+    unsafe { sys::_pthread_cleanup_pop(&mut buffer, 0) };
     c.waiters().fetch_sub(1, Ordering::Relaxed);
+    let held = waiting
+        .held
+        .take()
+        .expect("taken only by the cancellation cleanup");
     // SAFETY: released above by this thread.
     let relock = unsafe { mutex::reacquire(M::from(m), held) };
     sys::set_errno(e);
-    if r == Wait::Interrupted {
-        // A signal (perhaps glibc's cancellation signal): a spurious wake-up, after acting on a
-        // pending cancellation with the mutex held, as POSIX asks.
-        // SAFETY: no arguments.
-        unsafe { sys::pthread_testcancel() };
-    }
     if relock != 0 {
         return relock;
     }

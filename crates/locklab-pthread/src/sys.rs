@@ -232,20 +232,21 @@ pub(crate) fn spin_until(deadline: Option<Instant>, mut try_once: impl FnMut() -
     }
 }
 
-/// Futex result of [`futex_wait_abs`].
+/// Futex result of [`futex_wait_cancellable`].
 #[derive(PartialEq, Eq, Debug)]
 pub(crate) enum Wait {
     /// Woken, or the word had changed, or a spurious return.
     Woken,
     /// The absolute time passed.
     TimedOut,
-    /// A signal interrupted the wait.
-    Interrupted,
 }
 
 /// Sleeps while `*word == expected`, until `abs` on `clock` if given (`FUTEX_WAIT_BITSET`, absolute,
-/// on the clock asked for). `shared`: a process-shared object (no `FUTEX_PRIVATE_FLAG`).
-pub(crate) fn futex_wait_abs(
+/// on the clock asked for; `shared`: a process-shared object, no `FUTEX_PRIVATE_FLAG`). A
+/// cancellation point: the wait runs with asynchronous cancellation, so a `pthread_cancel` unwinds out
+/// of it (through the cleanup the caller pushed), as glibc's own blocking calls do; the previous type
+/// is restored after.
+pub(crate) fn futex_wait_cancellable(
     word: &AtomicU32,
     expected: u32,
     clock: libc::clockid_t,
@@ -260,9 +261,12 @@ pub(crate) fn futex_wait_abs(
         op |= libc::FUTEX_CLOCK_REALTIME;
     }
     let ts = abs.map_or(core::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: a valid futex word and timespec (or null); the kernel only reads them.
+    let mut old = 0;
+    // SAFETY: valid arguments; between the two type changes only the system call runs, and the
+    // caller's cleanup (pushed before) repairs its state wherever a cancellation strikes.
     let r = unsafe {
-        libc::syscall(
+        pthread_setcanceltype(CANCEL_ASYNCHRONOUS, &mut old);
+        let r = syscall_unwind(
             libc::SYS_futex,
             word.as_ptr(),
             op,
@@ -270,15 +274,18 @@ pub(crate) fn futex_wait_abs(
             ts,
             core::ptr::null::<u32>(),
             libc::FUTEX_BITSET_MATCH_ANY,
-        )
+        );
+        pthread_setcanceltype(old, &mut old);
+        r
     };
     if r == 0 {
         return Wait::Woken;
     }
-    match errno() {
-        libc::ETIMEDOUT => Wait::TimedOut,
-        libc::EINTR => Wait::Interrupted,
-        _ => Wait::Woken,
+    // EINTR (a signal) is a spurious wake-up for the caller, as POSIX allows.
+    if errno() == libc::ETIMEDOUT {
+        Wait::TimedOut
+    } else {
+        Wait::Woken
     }
 }
 
@@ -290,6 +297,49 @@ pub(crate) fn futex_wake(word: *const AtomicU32, n: i32, shared: bool) {
     }
     // SAFETY: FUTEX_WAKE never dereferences the address in user space; any address is harmless.
     unsafe { libc::syscall(libc::SYS_futex, word, op, n) };
+}
+
+/// glibc's legacy cleanup buffer (`struct _pthread_cleanup_buffer`), for
+/// [`_pthread_cleanup_push`]: glibc runs its routine when cancellation unwinds past the frame that
+/// holds it.
+#[repr(C)]
+pub(crate) struct CleanupBuffer {
+    routine: Option<unsafe extern "C" fn(*mut libc::c_void)>,
+    arg: *mut libc::c_void,
+    canceltype: libc::c_int,
+    prev: *mut CleanupBuffer,
+}
+
+impl CleanupBuffer {
+    pub(crate) const fn new() -> Self {
+        CleanupBuffer {
+            routine: None,
+            arg: core::ptr::null_mut(),
+            canceltype: 0,
+            prev: core::ptr::null_mut(),
+        }
+    }
+}
+
+/// `PTHREAD_CANCEL_ASYNCHRONOUS`.
+pub(crate) const CANCEL_ASYNCHRONOUS: libc::c_int = 1;
+
+// Calls through which glibc's cancellation may unwind (a forced unwind, which passes Rust frames that
+// have nothing to drop).
+unsafe extern "C-unwind" {
+    /// Registers `routine(arg)` to run if cancellation unwinds past `buffer`'s frame.
+    pub(crate) fn _pthread_cleanup_push(
+        buffer: *mut CleanupBuffer,
+        routine: unsafe extern "C" fn(*mut libc::c_void),
+        arg: *mut libc::c_void,
+    );
+    /// Unregisters `buffer` (running its routine if `execute`).
+    pub(crate) fn _pthread_cleanup_pop(buffer: *mut CleanupBuffer, execute: libc::c_int);
+    /// Sets the cancellation type; switching to asynchronous acts on a pending request at once.
+    pub(crate) fn pthread_setcanceltype(ty: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+    /// The raw system call (a cancellation may unwind out of it while the type is asynchronous).
+    #[link_name = "syscall"]
+    fn syscall_unwind(n: libc::c_long, ...) -> libc::c_long;
 }
 
 // glibc calls the libc crate does not declare (none of them is ours: we never export these).

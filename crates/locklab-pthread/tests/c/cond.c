@@ -195,6 +195,41 @@ static void in_child(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 }
 
+/* Cancellation: a thread blocked in pthread_cond_wait is cancelled; its cleanup handler runs with the
+ * mutex held again (POSIX), unlocks it, and the join reports PTHREAD_CANCELED. */
+static pthread_mutex_t cancel_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cancel_c = PTHREAD_COND_INITIALIZER;
+static volatile int cancel_waiting, cleanup_held;
+static void cleanup(void *arg) {
+  (void)arg;
+  cleanup_held = pthread_mutex_trylock(&cancel_m) == EBUSY; /* held (by us) */
+  pthread_mutex_unlock(&cancel_m);
+}
+static void *cancel_waiter(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&cancel_m);
+  pthread_cleanup_push(cleanup, NULL);
+  cancel_waiting = 1;
+  for (;;) pthread_cond_wait(&cancel_c, &cancel_m);
+  pthread_cleanup_pop(1);
+  return NULL;
+}
+static void cancellation(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_waiter, NULL);
+  while (!cancel_waiting) usleep(1000);
+  pthread_mutex_lock(&cancel_m); /* the waiter is inside the wait now */
+  pthread_mutex_unlock(&cancel_m);
+  usleep(20000);
+  EQ(pthread_cancel(t), 0);
+  void *r;
+  EQ(pthread_join(t, &r), 0);
+  CHECK(r == PTHREAD_CANCELED, "the waiter was not cancelled");
+  EQ(cleanup_held, 1);
+  EQ(pthread_mutex_trylock(&cancel_m), 0); /* released by the cleanup handler */
+  EQ(pthread_mutex_unlock(&cancel_m), 0);
+}
+
 /* C11. */
 static mtx_t cm;
 static cnd_t cc;
@@ -252,6 +287,7 @@ int main(void) {
   timeouts();
   mutex_kinds();
   in_child();
+  cancellation();
   c11();
   return finish("cond");
 }
