@@ -91,7 +91,8 @@ unsafe extern "C" fn cancelled(arg: *mut libc::c_void) {
     // SAFETY: the `Waiting` on the cancelled wait's frame, which is still there while glibc runs
     // this cleanup.
     let w = unsafe { &mut *arg.cast::<Waiting>() };
-    w.c.waiters().fetch_sub(1, Ordering::Relaxed);
+    // Release: as the normal exit's decrement (`pthread_cond_destroy` waits for it).
+    w.c.waiters().fetch_sub(1, Ordering::Release);
     if let Some(held) = w.held.take() {
         // SAFETY: released by this thread for the wait.
         let _ = unsafe { mutex::reacquire(M::from(w.m), held) };
@@ -131,7 +132,9 @@ unsafe fn wait(c: C, m: *mut pthread_mutex_t, clock: clockid_t, abs: Option<&tim
     let r = sys::futex_wait_cancellable(c.seq(), seq, clock, abs, c.shared());
     // SAFETY: pushed above, on this frame; not executed (the wait ended normally).
     unsafe { sys::_pthread_cleanup_pop(&mut buffer, 0) };
-    c.waiters().fetch_sub(1, Ordering::Relaxed);
+    // The last touch of the condvar: `pthread_cond_destroy` waits for it (Release pairs with its
+    // Acquire load), after which the memory may be reused.
+    c.waiters().fetch_sub(1, Ordering::Release);
     let held = waiting
         .held
         .take()
@@ -192,6 +195,20 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
     if glibc() {
         // SAFETY: forwarded.
         return unsafe { real::pthread_cond_destroy(c) };
+    }
+    // POSIX lets a condvar be destroyed (and its memory reused) as soon as every waiter has been
+    // woken; a woken waiter's last touch of it is its `waiters` decrement. Wait for those, as glibc
+    // does (a waiter still blocked here would be the caller's bug: it is not waited for forever).
+    let c = C(c);
+    let mut spins = 0u32;
+    while c.waiters().load(Ordering::Acquire) != 0 && spins < 1_000_000 {
+        spins += 1;
+        if spins < 64 {
+            core::hint::spin_loop();
+        } else {
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+        }
     }
     0
 }

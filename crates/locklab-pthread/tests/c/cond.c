@@ -195,6 +195,47 @@ static void in_child(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 }
 
+/* A condvar destroyed right after the broadcast that woke its waiters, and its memory reused at once
+ * (POSIX allows it): the waiters must not touch it after destroy returns. */
+#define REUSE_WAITERS 4
+static pthread_mutex_t reuse_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t *reuse_c;
+static int reuse_ready, reuse_go;
+static void *reuse_waiter(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&reuse_m);
+  reuse_ready++;
+  while (!reuse_go) pthread_cond_wait(reuse_c, &reuse_m);
+  pthread_mutex_unlock(&reuse_m);
+  return NULL;
+}
+static void destroy_after_broadcast(void) {
+  for (int round = 0; round < 50; round++) {
+    unsigned char *mem = malloc(sizeof(pthread_cond_t));
+    reuse_c = (pthread_cond_t *)mem;
+    EQ(pthread_cond_init(reuse_c, NULL), 0);
+    reuse_ready = reuse_go = 0;
+    pthread_t t[REUSE_WAITERS];
+    for (int i = 0; i < REUSE_WAITERS; i++) pthread_create(&t[i], NULL, reuse_waiter, NULL);
+    for (;;) {
+      pthread_mutex_lock(&reuse_m);
+      if (reuse_ready == REUSE_WAITERS) break; /* all are in the wait (they released the mutex) */
+      pthread_mutex_unlock(&reuse_m);
+      usleep(100);
+    }
+    reuse_go = 1;
+    EQ(pthread_cond_broadcast(reuse_c), 0);
+    EQ(pthread_cond_destroy(reuse_c), 0);
+    memset(mem, 0xab, sizeof(pthread_cond_t));
+    pthread_mutex_unlock(&reuse_m);
+    for (int i = 0; i < REUSE_WAITERS; i++) pthread_join(t[i], NULL);
+    int intact = 1;
+    for (unsigned i = 0; i < sizeof(pthread_cond_t); i++) intact &= mem[i] == 0xab;
+    CHECK(intact, "a waiter wrote to the condvar after pthread_cond_destroy returned (round %d)", round);
+    free(mem);
+  }
+}
+
 /* Cancellation: a thread blocked in pthread_cond_wait is cancelled; its cleanup handler runs with the
  * mutex held again (POSIX), unlocks it, and the join reports PTHREAD_CANCELED. */
 static pthread_mutex_t cancel_m = PTHREAD_MUTEX_INITIALIZER;
@@ -288,6 +329,7 @@ int main(void) {
   mutex_kinds();
   in_child();
   cancellation();
+  destroy_after_broadcast();
   c11();
   return finish("cond");
 }

@@ -306,6 +306,7 @@ pub fn current_cpu() -> Option<usize> {
 /// child drops it instead of waiting behind ghosts or for a list lock a vanished thread held.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri cannot fork
 /// let e = locklab::sys::fork_epoch();
 /// // SAFETY: the child only compares a number and exits.
 /// let pid = unsafe { libc::fork() };
@@ -318,7 +319,7 @@ pub fn current_cpu() -> Option<usize> {
 /// assert_eq!(st, 0, "the child's epoch is one more");
 /// assert_eq!(locklab::sys::fork_epoch(), e, "the parent's is unchanged");
 /// ```
-#[cfg(all(unix, not(loom)))]
+#[cfg(all(unix, not(loom), not(miri)))]
 #[inline]
 pub fn fork_epoch() -> u32 {
     use core::sync::atomic::Ordering;
@@ -328,14 +329,14 @@ pub fn fork_epoch() -> u32 {
     fork_watch::EPOCH.load(Ordering::Relaxed)
 }
 
-/// The fork epoch (always 0: no `fork` here).
-#[cfg(not(all(unix, not(loom))))]
+/// The fork epoch (always 0: no `fork` here, or none the model or Miri can make).
+#[cfg(not(all(unix, not(loom), not(miri))))]
 #[inline]
 pub fn fork_epoch() -> u32 {
     0
 }
 
-#[cfg(all(unix, not(loom)))]
+#[cfg(all(unix, not(loom), not(miri)))]
 pub(crate) mod fork_watch {
     use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
