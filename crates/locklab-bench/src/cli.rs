@@ -102,6 +102,28 @@ pub enum Command {
         )]
         cmd: Vec<String>,
     },
+    /// Real programs (Tokyo Cabinet, Kyoto Cabinet, memcached, sysbench, pigz) under glibc's locks and
+    /// ours, repeats interleaved, every run verified; median, spread, ratio to glibc and a verdict.
+    Apps {
+        /// Short runs, threads = CPUs, one repeat (every app still verified under every lock).
+        #[arg(long)]
+        quick: bool,
+        /// Apps: tokyo-hash, tokyo-btree, kyoto-order, kyoto-wicked, memcached, sysbench-threads, pigz.
+        #[arg(long, value_name = "LIST")]
+        apps: Option<String>,
+        /// Lock choices (LOCKLAB_MUTEX values; glibc, meaning no preload, is always run first).
+        #[arg(long, value_name = "LIST")]
+        locks: Option<String>,
+        /// Thread counts given to each program (default: CPUs and 2 x CPUs).
+        #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+        threads: Option<String>,
+        /// Interleaved repeats (default 5; --quick 1).
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        repeats: Option<String>,
+        /// Also write the rows as JSON here (`-`: standard output).
+        #[arg(long, value_name = "F")]
+        json: Option<String>,
+    },
     /// One self-contained HTML page (inline SVG plots) of runs the lab wrote as JSON. Without
     /// `--from`, runs the default job first and reports it.
     Report {

@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod advise;
+pub mod apps;
 pub mod bench;
 pub mod calibrate;
 pub mod cli;

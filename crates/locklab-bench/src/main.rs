@@ -5,7 +5,7 @@ use locklab_bench::cli::{Cli, Command, plan_bench, plan_torture};
 use locklab_bench::plan::UsageError;
 use locklab_bench::runner::{SystemClock, allowed_cpus};
 use locklab_bench::{
-    advise, bench, calibrate, compare, list, preload, report, reproduce, story, torture,
+    advise, apps, bench, calibrate, compare, list, preload, report, reproduce, story, torture,
 };
 use std::process::ExitCode;
 
@@ -49,6 +49,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             spin,
             cmd,
         }) => preload::run(&preload::Choices::parse(mutex, rwlock, spin)?, &cmd)?,
+        Some(Command::Apps {
+            quick,
+            apps: list,
+            locks,
+            threads,
+            repeats,
+            json,
+        }) => apps::command(&apps::AppsPlan::parse(
+            quick,
+            list.as_deref(),
+            locks.as_deref(),
+            threads.as_deref(),
+            repeats.as_deref(),
+            json,
+            cpus,
+        )?)?,
     }
     Ok(())
 }

@@ -72,12 +72,15 @@ impl Choices {
     }
 }
 
-/// The library beside `exe` (the `locklab` binary), or a clear error naming the build command.
+/// The library beside `exe` (the `locklab` binary) or in its `deps/`, or a clear error naming the
+/// build command.
 pub fn find_library(exe: &Path) -> anyhow::Result<PathBuf> {
     let dir = exe.parent().unwrap_or(Path::new("."));
-    let lib = dir.join(LIBRARY);
-    if lib.is_file() {
-        return Ok(lib);
+    // `cargo build` puts it beside the binary; `cargo test` may leave it in `deps/` only.
+    for lib in [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)] {
+        if lib.is_file() {
+            return Ok(lib);
+        }
     }
     anyhow::bail!(
         "{LIBRARY} not found beside {} (build it with `cargo build --release -p locklab-pthread`, \

@@ -9,7 +9,7 @@ use std::path::Path;
 /// a bare `cargo test -p locklab-bench` may not have built it, and then only the error is checked.
 fn library_built() -> bool {
     let exe = assert_cmd::cargo::cargo_bin("locklab");
-    let built = exe.parent().unwrap().join("liblocklab_pthread.so").exists();
+    let built = locklab_bench::preload::find_library(&exe).is_ok();
     if !built {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),

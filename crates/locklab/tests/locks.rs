@@ -380,14 +380,21 @@ fn reentrant_mutex_nests_for_its_owner_only() {
     b.set(b.get() + 1);
     assert!(m.try_lock().is_some(), "the owner's try_lock succeeds");
     let got = Arc::new(AtomicUsize::new(0));
+    let tried = Arc::new(AtomicUsize::new(0));
     let h = {
-        let (m, got) = (m.clone(), got.clone());
+        let (m, got, tried) = (m.clone(), got.clone(), tried.clone());
         thread::spawn(move || {
             assert!(m.try_lock().is_none(), "another thread must wait");
+            tried.store(1, Ordering::SeqCst);
             let g = m.lock();
             got.store(g.get() as usize + 1, Ordering::SeqCst);
         })
     };
+    // The other thread's try_lock must come while both levels are held (a slow start under Miri
+    // once let it run after the release).
+    while tried.load(Ordering::SeqCst) == 0 {
+        thread::yield_now();
+    }
     thread::sleep(Duration::from_millis(if cfg!(miri) { 5 } else { 30 }));
     drop(b);
     assert_eq!(got.load(Ordering::SeqCst), 0, "one level still held");

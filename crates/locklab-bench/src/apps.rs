@@ -1,0 +1,853 @@
+//! `locklab apps`: real programs from Debian, each under glibc's locks and under ours (through
+//! `liblocklab_pthread.so`), repeats interleaved (glibc, ours, glibc, ours, ...), every run verified by
+//! the program's own checks; median, spread, ratio to glibc and a verdict beyond noise.
+//!
+//! Each app is a small declarative [`App`]: the program and its package, the command for a thread
+//! count, how much work one run does, where its time is (its own `time:` line, or the wall clock), how
+//! a run is verified, and, for a server, how it is started and loaded. A program that is not
+//! installed is listed as unavailable with the package to install, never a failure.
+
+use crate::plan::{UsageError, usage};
+use crate::preload::{self, MUTEXES};
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One real program and how to measure and verify it.
+pub struct App {
+    /// `tokyo-hash` (lab.md's names).
+    pub name: &'static str,
+    /// The executable that must be installed.
+    pub program: &'static str,
+    /// The Debian package that has it.
+    pub package: &'static str,
+    /// One line: what it runs.
+    pub what: &'static str,
+    /// Expected not to move with the lock (a control).
+    pub control: bool,
+    /// Builds the command for `threads` in the scratch directory (`quick`: a short run).
+    command: fn(&Path, usize, bool) -> Vec<String>,
+    /// The run's throughput (ops/s) from its threads, `quick`, output and wall-clock seconds: the
+    /// operations it did over the wall clock for the batch programs (the process's whole life, so
+    /// every lock pays its start-up alike), or the rate the load generator reports.
+    rate: fn(usize, bool, &str, f64) -> Option<f64>,
+    /// Whether a finished run verified: the exit status was 0 and the program's own checks passed.
+    verify: fn(&str) -> Result<(), String>,
+    /// A server the command loads (memcached): started under the lock choice, the load without it.
+    server: Option<fn(u16, usize) -> Vec<String>>,
+    /// Makes the app's input in the scratch directory, once.
+    setup: Option<fn(&Path) -> std::io::Result<()>>,
+}
+
+/// Tokyo and Kyoto Cabinet's tests end with `ok` (or `error`) on a line of its own.
+fn says_ok(out: &str) -> Result<(), String> {
+    if out.lines().any(|l| l.trim() == "ok") && !out.lines().any(|l| l.trim() == "error") {
+        Ok(())
+    } else {
+        Err("the program's own check did not print `ok`".into())
+    }
+}
+
+fn records(n: usize) -> impl Fn(usize, bool) -> usize {
+    move |_, quick| if quick { n / 10 } else { n }
+}
+
+/// The apps, in lab.md's order.
+pub fn apps() -> Vec<App> {
+    vec![
+        App {
+            name: "tokyo-hash",
+            program: "tchmttest",
+            package: "tokyocabinet-bin",
+            what: "Tokyo Cabinet hash DB, writers (tchmttest write -rnd)",
+            control: false,
+            command: |dir, t, q| {
+                let n = records(100_000)(t, q);
+                vec![
+                    "tchmttest".into(),
+                    "write".into(),
+                    "-rnd".into(),
+                    dir.join("a.tch").display().to_string(),
+                    t.to_string(),
+                    n.to_string(),
+                ]
+            },
+            rate: |t, q, _, wall| Some((t * records(100_000)(t, q)) as f64 / wall),
+            verify: says_ok,
+            server: None,
+            setup: None,
+        },
+        App {
+            name: "tokyo-btree",
+            program: "tcumttest",
+            package: "tokyocabinet-bin",
+            what: "Tokyo Cabinet on-memory B+ tree, typical mix (tcumttest typical)",
+            control: false,
+            command: |_, t, q| {
+                let n = records(200_000)(t, q);
+                vec![
+                    "tcumttest".into(),
+                    "typical".into(),
+                    t.to_string(),
+                    n.to_string(),
+                ]
+            },
+            rate: |t, q, _, wall| Some((t * records(200_000)(t, q)) as f64 / wall),
+            verify: says_ok,
+            server: None,
+            setup: None,
+        },
+        App {
+            name: "kyoto-order",
+            program: "kccachetest",
+            package: "kyotocabinet-utils",
+            what: "Kyoto Cabinet cache DB, ordered writes and reads (kccachetest order -rnd)",
+            control: false,
+            command: |_, t, q| {
+                let n = records(200_000)(t, q);
+                vec![
+                    "kccachetest".into(),
+                    "order".into(),
+                    "-th".into(),
+                    t.to_string(),
+                    "-rnd".into(),
+                    n.to_string(),
+                ]
+            },
+            rate: |t, q, _, wall| Some((t * records(200_000)(t, q)) as f64 / wall),
+            verify: says_ok,
+            server: None,
+            setup: None,
+        },
+        App {
+            name: "kyoto-wicked",
+            program: "kccachetest",
+            package: "kyotocabinet-utils",
+            what: "Kyoto Cabinet cache DB, random mixed operations with transactions (kccachetest wicked)",
+            control: false,
+            command: |_, t, q| {
+                let n = records(50_000)(t, q);
+                vec![
+                    "kccachetest".into(),
+                    "wicked".into(),
+                    "-th".into(),
+                    t.to_string(),
+                    "-it".into(),
+                    "1".into(),
+                    n.to_string(),
+                ]
+            },
+            rate: |t, q, _, wall| Some((t * records(50_000)(t, q)) as f64 / wall),
+            verify: says_ok,
+            server: None,
+            setup: None,
+        },
+        App {
+            name: "memcached",
+            program: "memcached",
+            package: "memcached libmemcached-tools",
+            what: "memcached server (preloaded) under memcaslap's load on loopback",
+            control: false,
+            command: |_, _, q| {
+                vec![
+                    "memcaslap".into(),
+                    "-s".into(),
+                    "127.0.0.1:PORT".into(),
+                    "-T".into(),
+                    "2".into(),
+                    "-c".into(),
+                    "32".into(),
+                    "-t".into(),
+                    if q { "2s".into() } else { "8s".into() },
+                ]
+            },
+            rate: |_, _, out, _| {
+                // memcaslap's summary: "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: ..."
+                out.lines()
+                    .rev()
+                    .find(|l| l.contains("TPS:"))
+                    .and_then(|l| l.split("TPS:").nth(1))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse().ok())
+            },
+            verify: |out| {
+                if out.contains("TPS:") {
+                    Ok(())
+                } else {
+                    Err("memcaslap printed no TPS line".into())
+                }
+            },
+            server: Some(|port, t| {
+                vec![
+                    "memcached".into(),
+                    "-u".into(),
+                    "nobody".into(),
+                    "-l".into(),
+                    "127.0.0.1".into(),
+                    "-p".into(),
+                    port.to_string(),
+                    "-U".into(),
+                    "0".into(),
+                    "-t".into(),
+                    t.to_string(),
+                    "-m".into(),
+                    "128".into(),
+                ]
+            }),
+            setup: None,
+        },
+        App {
+            name: "sysbench-threads",
+            program: "sysbench",
+            package: "sysbench",
+            what: "sysbench threads: lock, yield, unlock on 2 mutexes",
+            control: false,
+            command: |_, t, q| {
+                vec![
+                    "sysbench".into(),
+                    "threads".into(),
+                    format!("--threads={t}"),
+                    "--thread-locks=2".into(),
+                    format!("--time={}", if q { 2 } else { 8 }),
+                    "run".into(),
+                ]
+            },
+            rate: |_, q, out, _| {
+                let events: f64 = out
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("total number of events:"))
+                    .and_then(|v| v.trim().parse().ok())?;
+                Some(events / if q { 2.0 } else { 8.0 })
+            },
+            verify: |out| {
+                if out.contains("total number of events:") {
+                    Ok(())
+                } else {
+                    Err("sysbench printed no event count".into())
+                }
+            },
+            server: None,
+            setup: None,
+        },
+        App {
+            name: "pigz",
+            program: "pigz",
+            package: "pigz",
+            what: "pigz compressing 48 MB (control: few lock operations)",
+            control: true,
+            command: |dir, t, _| {
+                vec![
+                    "sh".into(),
+                    "-c".into(),
+                    format!(
+                        "pigz -p {t} -c {in} > {out} && pigz -d -c {out} | cmp -s - {in} && echo ok",
+                        in = dir.join("input").display(),
+                        out = dir.join("input.gz").display()
+                    ),
+                ]
+            },
+            rate: |_, _, _, wall| Some(48.0 * 1024.0 * 1024.0 / wall),
+            verify: says_ok,
+            server: None,
+            setup: Some(|dir| {
+                // Compressible but not trivial: a text-like pseudo-random stream.
+                let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("input"))?);
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+                let words = [
+                    "lock ", "unlock ", "mutex ", "futex ", "spin ", "queue ", "wake ", "sleep ",
+                ];
+                let mut n = 0usize;
+                while n < 48 * 1024 * 1024 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let w = words[(x % 8) as usize];
+                    f.write_all(w.as_bytes())?;
+                    if x.is_multiple_of(13) {
+                        f.write_all(format!("{}\n", x % 100_000).as_bytes())?;
+                    }
+                    n += w.len();
+                }
+                f.flush()
+            }),
+        },
+    ]
+}
+
+/// What `apps` was asked for.
+#[derive(Debug, Clone)]
+pub struct AppsPlan {
+    /// Short runs, one repeat, threads = CPUs.
+    pub quick: bool,
+    /// App names.
+    pub apps: Vec<&'static str>,
+    /// Lock choices, `glibc` (no preload) first.
+    pub locks: Vec<String>,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// Interleaved repeats.
+    pub repeats: usize,
+    /// `--json` target.
+    pub json: Option<String>,
+}
+
+impl AppsPlan {
+    /// Validates the flags (defaults: every app, glibc,mutex,mcs,qspinlock, CPUs and 2 x CPUs, 5
+    /// repeats; `--quick`: CPUs only, 1 repeat, short runs).
+    pub fn parse(
+        quick: bool,
+        apps_flag: Option<&str>,
+        locks: Option<&str>,
+        threads: Option<&str>,
+        repeats: Option<&str>,
+        json: Option<String>,
+        cpus: usize,
+    ) -> Result<AppsPlan, UsageError> {
+        let known = apps();
+        let names: Vec<&'static str> = match apps_flag {
+            None => known.iter().map(|a| a.name).collect(),
+            Some(list) => {
+                let mut v = Vec::new();
+                for n in list.split(',').map(str::trim) {
+                    match known.iter().find(|a| a.name == n) {
+                        Some(a) => v.push(a.name),
+                        None => {
+                            return usage(format!(
+                                "unknown app `{n}` (valid: {})",
+                                known.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+                            ));
+                        }
+                    }
+                }
+                v
+            }
+        };
+        let mut lock_list: Vec<String> = match locks {
+            None => ["glibc", "mutex", "mcs", "qspinlock"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            Some(list) => {
+                let mut v = Vec::new();
+                for l in list.split(',').map(str::trim) {
+                    if !MUTEXES.contains(&l) {
+                        return usage(format!(
+                            "unknown lock `{l}` for apps (valid: {})",
+                            MUTEXES.join(", ")
+                        ));
+                    }
+                    v.push(l.to_string());
+                }
+                v
+            }
+        };
+        // glibc is the reference every ratio needs: always run, first.
+        lock_list.retain(|l| l != "glibc");
+        lock_list.insert(0, "glibc".into());
+        let threads = match threads {
+            None if quick => vec![cpus.max(1)],
+            None => {
+                let mut v = vec![cpus.max(1), 2 * cpus.max(1)];
+                v.dedup();
+                v
+            }
+            Some(list) => {
+                let mut v = Vec::new();
+                for t in list.split(',').map(str::trim) {
+                    match t.parse::<usize>() {
+                        Ok(n) if (1..=256).contains(&n) => v.push(n),
+                        _ => {
+                            return usage(format!("--threads: `{t}` is not a thread count (1-256)"));
+                        }
+                    }
+                }
+                v
+            }
+        };
+        let repeats = match repeats {
+            None => {
+                if quick {
+                    1
+                } else {
+                    5
+                }
+            }
+            Some(r) => match r.parse::<usize>() {
+                Ok(n) if (1..=50).contains(&n) => n,
+                _ => return usage(format!("--repeats: `{r}` is not 1-50")),
+            },
+        };
+        Ok(AppsPlan {
+            quick,
+            apps: names,
+            locks: lock_list,
+            threads,
+            repeats,
+            json,
+        })
+    }
+}
+
+/// One app x lock x threads row (lab.md's `apps` JSON entries).
+#[derive(Debug, Serialize)]
+pub struct AppRow {
+    /// App name.
+    pub app: String,
+    /// `glibc` (no preload) or a `LOCKLAB_MUTEX` choice.
+    pub lock: String,
+    /// Threads the program was given.
+    pub threads: usize,
+    /// Throughput unit.
+    pub unit: String,
+    /// Always true here (throughputs).
+    pub higher_is_better: bool,
+    /// Each repeat's throughput, in run order.
+    pub runs: Vec<f64>,
+    /// Median of `runs`.
+    pub median: f64,
+    /// Lowest.
+    pub min: f64,
+    /// Highest.
+    pub max: f64,
+    /// `median / glibc's median`.
+    pub ratio_vs_glibc: f64,
+    /// `faster`, `slower` or `within noise` (the two spreads overlap); `not decided` under 3 runs;
+    /// `reference` for glibc's own row.
+    pub verdict: String,
+    /// Every run verified.
+    pub verified: bool,
+    /// Why a run failed verification, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// The most contended locks (from `run --stat`; empty until the lab collects them).
+    pub top_locks: Vec<serde_json::Value>,
+}
+
+/// An app that is not installed.
+#[derive(Debug, Serialize)]
+pub struct Unavailable {
+    /// App name.
+    pub app: String,
+    /// `install PACKAGE`.
+    pub unavailable: String,
+}
+
+/// What `--json` writes.
+#[derive(Debug, Serialize)]
+pub struct AppsReport {
+    /// The lab's version.
+    pub locklab_version: String,
+    /// This machine.
+    pub machine: crate::metrics::Machine,
+    /// The rows, then the unavailable apps.
+    pub apps: Vec<serde_json::Value>,
+}
+
+/// Runs one app once under `lock`; the throughput (ops/s), or why it failed.
+fn run_once(app: &App, lock: &str, threads: usize, quick: bool, dir: &Path) -> Result<f64, String> {
+    let lib = preload::find_library(&std::env::current_exe().map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let with_lock = |c: &mut Command| {
+        c.env_remove("LD_PRELOAD").env_remove("LOCKLAB_MUTEX");
+        if lock != "glibc" {
+            c.env("LD_PRELOAD", &lib).env("LOCKLAB_MUTEX", lock);
+        }
+    };
+    let mut server: Option<Child> = None;
+    let mut port = 0u16;
+    if let Some(server_args) = app.server {
+        port = free_port().map_err(|e| format!("no free port: {e}"))?;
+        let args = server_args(port, threads);
+        let mut c = Command::new(&args[0]);
+        c.args(&args[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        with_lock(&mut c);
+        server = Some(
+            c.spawn()
+                .map_err(|e| format!("cannot start {}: {e}", args[0]))?,
+        );
+        if !wait_for_port(port, Duration::from_secs(10)) {
+            kill(server.take());
+            return Err(format!("{} did not listen on port {port}", args[0]));
+        }
+    }
+    let args: Vec<String> = (app.command)(dir, threads, quick)
+        .into_iter()
+        .map(|a| a.replace("PORT", &port.to_string()))
+        .collect();
+    let mut c = Command::new(&args[0]);
+    c.args(&args[1..]).current_dir(dir);
+    if server.is_none() {
+        with_lock(&mut c);
+    } else {
+        c.env_remove("LD_PRELOAD");
+    }
+    let start = Instant::now();
+    let out = run_limited(c, Duration::from_secs(600));
+    let wall = start.elapsed().as_secs_f64();
+    if let Some(s) = server.as_mut() {
+        // The server must still be alive after the load (a crash under our locks is a failure).
+        let alive = matches!(s.try_wait(), Ok(None));
+        kill(server);
+        if !alive {
+            return Err("the server died under the load".into());
+        }
+    }
+    let (status, text) = out?;
+    if !status {
+        return Err(format!(
+            "exit status not 0; last lines:\n{}",
+            last_lines(&text, 5)
+        ));
+    }
+    (app.verify)(&text)?;
+    match (app.rate)(threads, quick, &text, wall) {
+        Some(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err("no throughput in the output".into()),
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn kill(child: Option<Child>) {
+    if let Some(mut c) = child {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// A loopback port nobody listens on now.
+fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn wait_for_port(port: u16, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Runs `cmd` (stdout and stderr together) with a time limit: `(exited 0, output)`.
+fn run_limited(mut cmd: Command, limit: Duration) -> Result<(bool, String), String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run: {e}"))?;
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("did not finish in {limit:?} (a hang)"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut text = reader.join().unwrap_or_default();
+    text.push_str(&err_reader.join().unwrap_or_default());
+    Ok((status.success(), text))
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// `faster`/`slower` when the two spreads (min, max) do not overlap, else `within noise`; `not
+/// decided` with fewer than 3 runs an arm (no spread to judge noise by).
+pub fn verdict(ours: (f64, f64), glibc: (f64, f64), runs: usize) -> &'static str {
+    if runs < 3 {
+        "not decided"
+    } else if ours.0 > glibc.1 {
+        "faster"
+    } else if ours.1 < glibc.0 {
+        "slower"
+    } else {
+        "within noise"
+    }
+}
+
+/// The command: every app x threads, locks interleaved per repeat; a table, and `--json`. Fails (exit
+/// 1) if any run did not verify.
+pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    if plan.locks.iter().any(|l| l != "glibc") {
+        preload::find_library(&exe)?;
+    }
+    let all = apps();
+    let mut rows: Vec<AppRow> = Vec::new();
+    let mut unavailable = Vec::new();
+    let mut failures = 0;
+    let scratch = std::env::temp_dir().join(format!("locklab-apps-{}", std::process::id()));
+    println!(
+        "{:<17} {:>7}  {:<10} {:>15}  {:>25}  {:>9}  verdict",
+        "app", "threads", "lock", "median", "spread", "vs glibc"
+    );
+    for name in &plan.apps {
+        let app = all.iter().find(|a| a.name == *name).expect("validated");
+        let missing: Vec<&str> = std::iter::once(app.program)
+            .chain(if app.name == "memcached" {
+                Some("memcaslap")
+            } else {
+                None
+            })
+            .filter(|p| !on_path(p))
+            .collect();
+        if !missing.is_empty() {
+            println!(
+                "{:<17} unavailable: {} not installed (install {})",
+                app.name,
+                missing.join(", "),
+                app.package
+            );
+            unavailable.push(Unavailable {
+                app: app.name.into(),
+                unavailable: format!("install {}", app.package),
+            });
+            continue;
+        }
+        let dir = scratch.join(app.name);
+        std::fs::create_dir_all(&dir)?;
+        if let Some(setup) = app.setup {
+            setup(&dir)?;
+        }
+        for &threads in &plan.threads {
+            let mut runs: Vec<Vec<f64>> = vec![Vec::new(); plan.locks.len()];
+            let mut failed: Vec<Option<String>> = vec![None; plan.locks.len()];
+            for _ in 0..plan.repeats {
+                for (i, lock) in plan.locks.iter().enumerate() {
+                    clean(&dir);
+                    match run_once(app, lock, threads, plan.quick, &dir) {
+                        Ok(v) => runs[i].push(v),
+                        Err(e) => {
+                            failed[i].get_or_insert(e);
+                        }
+                    }
+                }
+            }
+            let glibc = spread(&runs[0]);
+            for (i, lock) in plan.locks.iter().enumerate() {
+                let s = spread(&runs[i]);
+                let ratio = if glibc.0 > 0.0 { s.0 / glibc.0 } else { 0.0 };
+                let verdict = if i == 0 {
+                    "reference".to_string()
+                } else {
+                    verdict(
+                        (s.1, s.2),
+                        (glibc.1, glibc.2),
+                        runs[i].len().min(runs[0].len()),
+                    )
+                    .to_string()
+                };
+                let verified = failed[i].is_none();
+                if !verified {
+                    failures += 1;
+                }
+                println!(
+                    "{:<17} {:>7}  {:<10} {:>15}  {:>25}  {:>8.2}x  {}",
+                    app.name,
+                    threads,
+                    lock,
+                    human(s.0),
+                    format!("[{} - {}]", human(s.1), human(s.2)),
+                    ratio,
+                    if verified {
+                        verdict.clone()
+                    } else {
+                        format!("NOT VERIFIED: {}", failed[i].as_deref().unwrap_or(""))
+                    }
+                );
+                rows.push(AppRow {
+                    app: app.name.into(),
+                    lock: lock.clone(),
+                    threads,
+                    unit: "ops/s".into(),
+                    higher_is_better: true,
+                    runs: runs[i].clone(),
+                    median: s.0,
+                    min: s.1,
+                    max: s.2,
+                    ratio_vs_glibc: ratio,
+                    verdict,
+                    verified,
+                    failure: failed[i].clone(),
+                    top_locks: Vec::new(),
+                });
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    if let Some(target) = &plan.json {
+        let mut entries: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| serde_json::to_value(r).expect("plain data"))
+            .collect();
+        entries.extend(
+            unavailable
+                .iter()
+                .map(|u| serde_json::to_value(u).expect("plain data")),
+        );
+        let report = AppsReport {
+            locklab_version: env!("CARGO_PKG_VERSION").into(),
+            machine: crate::calibrate::machine(),
+            apps: entries,
+        };
+        let text = serde_json::to_string_pretty(&report)?;
+        if target == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(target, text + "\n")?;
+        }
+    }
+    if failures > 0 {
+        anyhow::bail!("{failures} app row(s) did not verify");
+    }
+    Ok(())
+}
+
+/// `(median, min, max)`; zeros when there are no runs.
+fn spread(v: &[f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    (
+        median(v),
+        v.iter().copied().fold(f64::INFINITY, f64::min),
+        v.iter().copied().fold(0.0, f64::max),
+    )
+}
+
+fn human(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M/s", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k/s", v / 1e3)
+    } else {
+        format!("{v:.1} /s")
+    }
+}
+
+/// Empties the scratch directory but the app's input.
+fn clean(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p: PathBuf = e.path();
+            if p.file_name().is_some_and(|n| n != "input") {
+                let _ = if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    }
+}
+
+/// Whether `program` is an executable on `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            let p = d.join(program);
+            p.is_file()
+                && std::fs::metadata(&p)
+                    .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+                    .unwrap_or(false)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_checked_with_one_clear_line() {
+        let e =
+            AppsPlan::parse(false, Some("tokyo-hash,nope"), None, None, None, None, 2).unwrap_err();
+        assert!(e.0.contains("unknown app `nope`"), "{e}");
+        assert!(e.0.contains("tokyo-hash, tokyo-btree, kyoto-order"), "{e}");
+        let e = AppsPlan::parse(false, None, Some("mutex,bogus"), None, None, None, 2).unwrap_err();
+        assert!(e.0.contains("unknown lock `bogus`"), "{e}");
+        assert!(AppsPlan::parse(false, None, None, Some("0"), None, None, 2).is_err());
+        assert!(AppsPlan::parse(false, None, None, None, Some("0"), None, 2).is_err());
+        assert!(AppsPlan::parse(false, None, None, None, Some("x"), None, 2).is_err());
+    }
+
+    #[test]
+    fn defaults_and_glibc_first() {
+        let p = AppsPlan::parse(false, None, None, None, None, None, 2).unwrap();
+        assert_eq!(p.apps.len(), apps().len());
+        assert_eq!(p.locks, ["glibc", "mutex", "mcs", "qspinlock"]);
+        assert_eq!(p.threads, [2, 4]);
+        assert_eq!(p.repeats, 5);
+        let q = AppsPlan::parse(true, None, Some("mcs,glibc"), None, None, None, 2).unwrap();
+        assert_eq!(q.locks, ["glibc", "mcs"], "glibc once, first");
+        assert_eq!((q.threads.as_slice(), q.repeats), ([2].as_slice(), 1));
+    }
+
+    #[test]
+    fn verdicts_need_separated_spreads_and_three_runs() {
+        assert_eq!(verdict((11.0, 12.0), (9.0, 10.0), 3), "faster");
+        assert_eq!(verdict((7.0, 8.0), (9.0, 10.0), 5), "slower");
+        assert_eq!(verdict((9.5, 12.0), (9.0, 10.0), 5), "within noise");
+        assert_eq!(verdict((11.0, 12.0), (9.0, 10.0), 2), "not decided");
+    }
+
+    #[test]
+    fn outputs_are_read_as_the_programs_print_them() {
+        assert!(says_ok("time: 0.050\nok\n\n").is_ok());
+        assert!(says_ok("time: 0.050\nerror\n").is_err());
+        assert!(
+            says_ok("ok\nerror\n").is_err(),
+            "an error line fails even with ok"
+        );
+        let all = apps();
+        let mc = all.iter().find(|a| a.name == "memcached").unwrap();
+        let out = "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: 12.3M/s\n";
+        assert_eq!((mc.rate)(2, false, out, 9.0), Some(73750.0));
+        assert!((mc.verify)("no summary").is_err());
+        let sb = all.iter().find(|a| a.name == "sysbench-threads").unwrap();
+        let out = "General statistics:\n    total time: 8.0001s\n    total number of events:              5000\n";
+        assert_eq!((sb.rate)(4, false, out, 8.2), Some(625.0));
+        let tc = all.iter().find(|a| a.name == "tokyo-hash").unwrap();
+        assert_eq!(
+            (tc.rate)(4, false, "ok", 2.0),
+            Some(200_000.0),
+            "4 x 100,000 records in 2 s"
+        );
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
