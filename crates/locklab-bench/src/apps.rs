@@ -359,7 +359,9 @@ impl AppsPlan {
                     match t.parse::<usize>() {
                         Ok(n) if (1..=256).contains(&n) => v.push(n),
                         _ => {
-                            return usage(format!("--threads: `{t}` is not a thread count (1-256)"));
+                            return usage(format!(
+                                "--threads: `{t}` is not a thread count (1-256)"
+                            ));
                         }
                     }
                 }
