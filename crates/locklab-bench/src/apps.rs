@@ -15,30 +15,103 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// How a run's throughput is read.
+#[derive(Clone, Copy, Debug)]
+pub enum Rate {
+    /// `threads x records` over the process's wall clock (every lock pays the start-up alike).
+    Records,
+    /// This many bytes over the wall clock.
+    Bytes(f64),
+    /// memcaslap's `TPS:` (transactions a second over its load).
+    Tps,
+    /// sysbench's `total number of events:` over its `--time`.
+    Events,
+}
+
 /// One real program and how to measure and verify it.
 pub struct App {
     /// `tokyo-hash` (lab.md's names).
     pub name: &'static str,
-    /// The executable that must be installed.
-    pub program: &'static str,
-    /// The Debian package that has it.
+    /// The executables that must be installed.
+    pub programs: &'static [&'static str],
+    /// The Debian packages that have them.
     pub package: &'static str,
     /// One line: what it runs.
     pub what: &'static str,
     /// Expected not to move with the lock (a control).
     pub control: bool,
-    /// Builds the command for `threads` in the scratch directory (`quick`: a short run).
-    command: fn(&Path, usize, bool) -> Vec<String>,
-    /// The run's throughput (ops/s) from its threads, `quick`, output and wall-clock seconds: the
-    /// operations it did over the wall clock for the batch programs (the process's whole life, so
-    /// every lock pays its start-up alike), or the rate the load generator reports.
-    rate: fn(usize, bool, &str, f64) -> Option<f64>,
-    /// Whether a finished run verified: the exit status was 0 and the program's own checks passed.
+    /// The command, words split on spaces: `{DIR}` the scratch directory, `{T}` the threads, `{N}` the
+    /// records a thread, `{S}` the seconds of load, `{PORT}` the server's port, `{_}` a space inside
+    /// a word (a shell line).
+    pub args: &'static str,
+    /// Records a thread for [`Rate::Records`] (a tenth under `--quick`).
+    pub records: usize,
+    /// Where the throughput comes from.
+    pub rate: Rate,
+    /// Whether a finished run verified (its exit status was 0 already): the program's own checks.
     verify: fn(&str) -> Result<(), String>,
-    /// A server the command loads (memcached): started under the lock choice, the load without it.
-    server: Option<fn(u16, usize) -> Vec<String>>,
+    /// A server the command loads (memcached), started under the lock choice (the load without).
+    pub server: Option<&'static str>,
     /// Makes the app's input in the scratch directory, once.
     setup: Option<fn(&Path) -> std::io::Result<()>>,
+}
+
+impl App {
+    /// Seconds of load for the load generators.
+    fn seconds(quick: bool) -> u32 {
+        if quick { 2 } else { 8 }
+    }
+
+    fn records_for(&self, quick: bool) -> usize {
+        if quick {
+            self.records / 10
+        } else {
+            self.records
+        }
+    }
+
+    /// `template` with the placeholders filled in, split into words.
+    fn words(
+        &self,
+        template: &str,
+        dir: &Path,
+        threads: usize,
+        quick: bool,
+        port: u16,
+    ) -> Vec<String> {
+        template
+            .split(' ')
+            .map(|w| {
+                w.replace("{DIR}", &dir.display().to_string())
+                    .replace("{T}", &threads.to_string())
+                    .replace("{N}", &self.records_for(quick).to_string())
+                    .replace("{S}", &Self::seconds(quick).to_string())
+                    .replace("{PORT}", &port.to_string())
+                    .replace("{_}", " ")
+            })
+            .collect()
+    }
+
+    /// The throughput of a run from its output and wall-clock seconds.
+    fn throughput(&self, threads: usize, quick: bool, out: &str, wall: f64) -> Option<f64> {
+        match self.rate {
+            Rate::Records => Some((threads * self.records_for(quick)) as f64 / wall),
+            Rate::Bytes(b) => Some(b / wall),
+            // memcaslap's summary: "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: ..."
+            Rate::Tps => out
+                .lines()
+                .rev()
+                .find(|l| l.contains("TPS:"))
+                .and_then(|l| l.split("TPS:").nth(1))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok()),
+            Rate::Events => out
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("total number of events:"))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|e| e / f64::from(Self::seconds(quick))),
+        }
+    }
 }
 
 /// Tokyo and Kyoto Cabinet's tests end with `ok` (or `error`) on a line of its own.
@@ -50,205 +123,112 @@ fn says_ok(out: &str) -> Result<(), String> {
     }
 }
 
-fn records(n: usize) -> impl Fn(usize, bool) -> usize {
-    move |_, quick| if quick { n / 10 } else { n }
+/// A line containing `what` must be in the output.
+fn has(out: &str, what: &str) -> Result<(), String> {
+    if out.contains(what) {
+        Ok(())
+    } else {
+        Err(format!("no `{what}` in the output"))
+    }
+}
+
+/// Bytes pigz compresses.
+const PIGZ_BYTES: usize = 48 * 1024 * 1024;
+
+/// The database and compression programs, as lab.md names them.
+fn cabinet(
+    name: &'static str,
+    programs: &'static [&'static str],
+    package: &'static str,
+    what: &'static str,
+    args: &'static str,
+    records: usize,
+) -> App {
+    App {
+        name,
+        programs,
+        package,
+        what,
+        control: false,
+        args,
+        records,
+        rate: Rate::Records,
+        verify: says_ok,
+        server: None,
+        setup: None,
+    }
 }
 
 /// The apps, in lab.md's order.
 pub fn apps() -> Vec<App> {
     vec![
-        App {
-            name: "tokyo-hash",
-            program: "tchmttest",
-            package: "tokyocabinet-bin",
-            what: "Tokyo Cabinet hash DB, writers (tchmttest write -rnd)",
-            control: false,
-            command: |dir, t, q| {
-                let n = records(100_000)(t, q);
-                vec![
-                    "tchmttest".into(),
-                    "write".into(),
-                    "-rnd".into(),
-                    dir.join("a.tch").display().to_string(),
-                    t.to_string(),
-                    n.to_string(),
-                ]
-            },
-            rate: |t, q, _, wall| Some((t * records(100_000)(t, q)) as f64 / wall),
-            verify: says_ok,
-            server: None,
-            setup: None,
-        },
-        App {
-            name: "tokyo-btree",
-            program: "tcumttest",
-            package: "tokyocabinet-bin",
-            what: "Tokyo Cabinet on-memory B+ tree, typical mix (tcumttest typical)",
-            control: false,
-            command: |_, t, q| {
-                let n = records(200_000)(t, q);
-                vec![
-                    "tcumttest".into(),
-                    "typical".into(),
-                    t.to_string(),
-                    n.to_string(),
-                ]
-            },
-            rate: |t, q, _, wall| Some((t * records(200_000)(t, q)) as f64 / wall),
-            verify: says_ok,
-            server: None,
-            setup: None,
-        },
-        App {
-            name: "kyoto-order",
-            program: "kccachetest",
-            package: "kyotocabinet-utils",
-            what: "Kyoto Cabinet cache DB, ordered writes and reads (kccachetest order -rnd)",
-            control: false,
-            command: |_, t, q| {
-                let n = records(200_000)(t, q);
-                vec![
-                    "kccachetest".into(),
-                    "order".into(),
-                    "-th".into(),
-                    t.to_string(),
-                    "-rnd".into(),
-                    n.to_string(),
-                ]
-            },
-            rate: |t, q, _, wall| Some((t * records(200_000)(t, q)) as f64 / wall),
-            verify: says_ok,
-            server: None,
-            setup: None,
-        },
-        App {
-            name: "kyoto-wicked",
-            program: "kccachetest",
-            package: "kyotocabinet-utils",
-            what: "Kyoto Cabinet cache DB, random mixed operations with transactions (kccachetest wicked)",
-            control: false,
-            command: |_, t, q| {
-                let n = records(50_000)(t, q);
-                vec![
-                    "kccachetest".into(),
-                    "wicked".into(),
-                    "-th".into(),
-                    t.to_string(),
-                    "-it".into(),
-                    "1".into(),
-                    n.to_string(),
-                ]
-            },
-            rate: |t, q, _, wall| Some((t * records(50_000)(t, q)) as f64 / wall),
-            verify: says_ok,
-            server: None,
-            setup: None,
-        },
+        cabinet(
+            "tokyo-hash",
+            &["tchmttest"],
+            "tokyocabinet-bin",
+            "Tokyo Cabinet hash DB, writers (tchmttest write -rnd)",
+            "tchmttest write -rnd {DIR}/a.tch {T} {N}",
+            100_000,
+        ),
+        cabinet(
+            "tokyo-btree",
+            &["tcumttest"],
+            "tokyocabinet-bin",
+            "Tokyo Cabinet on-memory B+ tree, typical mix (tcumttest typical)",
+            "tcumttest typical {T} {N}",
+            200_000,
+        ),
+        cabinet(
+            "kyoto-order",
+            &["kccachetest"],
+            "kyotocabinet-utils",
+            "Kyoto Cabinet cache DB, ordered writes and reads (kccachetest order -rnd)",
+            "kccachetest order -th {T} -rnd {N}",
+            200_000,
+        ),
+        cabinet(
+            "kyoto-wicked",
+            &["kccachetest"],
+            "kyotocabinet-utils",
+            "Kyoto Cabinet cache DB, random mixed operations with transactions (kccachetest wicked)",
+            "kccachetest wicked -th {T} -it 1 {N}",
+            50_000,
+        ),
         App {
             name: "memcached",
-            program: "memcached",
+            programs: &["memcached", "memcaslap"],
             package: "memcached libmemcached-tools",
             what: "memcached server (preloaded) under memcaslap's load on loopback",
             control: false,
-            command: |_, _, q| {
-                vec![
-                    "memcaslap".into(),
-                    "-s".into(),
-                    "127.0.0.1:PORT".into(),
-                    "-T".into(),
-                    "2".into(),
-                    "-c".into(),
-                    "32".into(),
-                    "-t".into(),
-                    if q { "2s".into() } else { "8s".into() },
-                ]
-            },
-            rate: |_, _, out, _| {
-                // memcaslap's summary: "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: ..."
-                out.lines()
-                    .rev()
-                    .find(|l| l.contains("TPS:"))
-                    .and_then(|l| l.split("TPS:").nth(1))
-                    .and_then(|v| v.split_whitespace().next())
-                    .and_then(|v| v.parse().ok())
-            },
-            verify: |out| {
-                if out.contains("TPS:") {
-                    Ok(())
-                } else {
-                    Err("memcaslap printed no TPS line".into())
-                }
-            },
-            server: Some(|port, t| {
-                vec![
-                    "memcached".into(),
-                    "-u".into(),
-                    "nobody".into(),
-                    "-l".into(),
-                    "127.0.0.1".into(),
-                    "-p".into(),
-                    port.to_string(),
-                    "-U".into(),
-                    "0".into(),
-                    "-t".into(),
-                    t.to_string(),
-                    "-m".into(),
-                    "128".into(),
-                ]
-            }),
+            args: "memcaslap -s 127.0.0.1:{PORT} -T 2 -c 32 -t {S}s",
+            records: 0,
+            rate: Rate::Tps,
+            verify: |out| has(out, "TPS:"),
+            server: Some("memcached -u nobody -l 127.0.0.1 -p {PORT} -U 0 -t {T} -m 128"),
             setup: None,
         },
         App {
             name: "sysbench-threads",
-            program: "sysbench",
+            programs: &["sysbench"],
             package: "sysbench",
             what: "sysbench threads: lock, yield, unlock on 2 mutexes",
             control: false,
-            command: |_, t, q| {
-                vec![
-                    "sysbench".into(),
-                    "threads".into(),
-                    format!("--threads={t}"),
-                    "--thread-locks=2".into(),
-                    format!("--time={}", if q { 2 } else { 8 }),
-                    "run".into(),
-                ]
-            },
-            rate: |_, q, out, _| {
-                let events: f64 = out
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("total number of events:"))
-                    .and_then(|v| v.trim().parse().ok())?;
-                Some(events / if q { 2.0 } else { 8.0 })
-            },
-            verify: |out| {
-                if out.contains("total number of events:") {
-                    Ok(())
-                } else {
-                    Err("sysbench printed no event count".into())
-                }
-            },
+            args: "sysbench threads --threads={T} --thread-locks=2 --time={S} run",
+            records: 0,
+            rate: Rate::Events,
+            verify: |out| has(out, "total number of events:"),
             server: None,
             setup: None,
         },
         App {
             name: "pigz",
-            program: "pigz",
+            programs: &["pigz", "cmp"],
             package: "pigz",
-            what: "pigz compressing 48 MB (control: few lock operations)",
+            what: "pigz compressing 48 MB, checked by a round trip (control: few lock operations)",
             control: true,
-            command: |dir, t, _| {
-                vec![
-                    "sh".into(),
-                    "-c".into(),
-                    format!(
-                        "pigz -p {t} -c {in} > {out} && pigz -d -c {out} | cmp -s - {in} && echo ok",
-                        in = dir.join("input").display(),
-                        out = dir.join("input.gz").display()
-                    ),
-                ]
-            },
-            rate: |_, _, _, wall| Some(48.0 * 1024.0 * 1024.0 / wall),
+            args: "sh -c pigz{_}-p{_}{T}{_}-c{_}{DIR}/input{_}>{_}{DIR}/input.gz{_}&&{_}pigz{_}-d{_}-c{_}{DIR}/input.gz{_}|{_}cmp{_}-s{_}-{_}{DIR}/input{_}&&{_}echo{_}ok",
+            records: 0,
+            rate: Rate::Bytes(PIGZ_BYTES as f64),
             verify: says_ok,
             server: None,
             setup: Some(|dir| {
@@ -259,15 +239,12 @@ pub fn apps() -> Vec<App> {
                     "lock ", "unlock ", "mutex ", "futex ", "spin ", "queue ", "wake ", "sleep ",
                 ];
                 let mut n = 0usize;
-                while n < 48 * 1024 * 1024 {
+                while n < PIGZ_BYTES {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
                     let w = words[(x % 8) as usize];
                     f.write_all(w.as_bytes())?;
-                    if x.is_multiple_of(13) {
-                        f.write_all(format!("{}\n", x % 100_000).as_bytes())?;
-                    }
                     n += w.len();
                 }
                 f.flush()
@@ -461,7 +438,7 @@ fn run_once(app: &App, lock: &str, threads: usize, quick: bool, dir: &Path) -> R
     let mut port = 0u16;
     if let Some(server_args) = app.server {
         port = free_port().map_err(|e| format!("no free port: {e}"))?;
-        let args = server_args(port, threads);
+        let args = app.words(server_args, dir, threads, quick, port);
         let mut c = Command::new(&args[0]);
         c.args(&args[1..])
             .stdout(Stdio::null())
@@ -476,10 +453,7 @@ fn run_once(app: &App, lock: &str, threads: usize, quick: bool, dir: &Path) -> R
             return Err(format!("{} did not listen on port {port}", args[0]));
         }
     }
-    let args: Vec<String> = (app.command)(dir, threads, quick)
-        .into_iter()
-        .map(|a| a.replace("PORT", &port.to_string()))
-        .collect();
+    let args = app.words(app.args, dir, threads, quick, port);
     let mut c = Command::new(&args[0]);
     c.args(&args[1..]).current_dir(dir);
     if server.is_none() {
@@ -506,7 +480,7 @@ fn run_once(app: &App, lock: &str, threads: usize, quick: bool, dir: &Path) -> R
         ));
     }
     (app.verify)(&text)?;
-    match (app.rate)(threads, quick, &text, wall) {
+    match app.throughput(threads, quick, &text, wall) {
         Some(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err("no throughput in the output".into()),
     }
@@ -619,12 +593,10 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
     );
     for name in &plan.apps {
         let app = all.iter().find(|a| a.name == *name).expect("validated");
-        let missing: Vec<&str> = std::iter::once(app.program)
-            .chain(if app.name == "memcached" {
-                Some("memcaslap")
-            } else {
-                None
-            })
+        let missing: Vec<&str> = app
+            .programs
+            .iter()
+            .copied()
             .filter(|p| !on_path(p))
             .collect();
         if !missing.is_empty() {
@@ -838,16 +810,33 @@ mod tests {
         let all = apps();
         let mc = all.iter().find(|a| a.name == "memcached").unwrap();
         let out = "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: 12.3M/s\n";
-        assert_eq!((mc.rate)(2, false, out, 9.0), Some(73750.0));
+        assert_eq!(mc.throughput(2, false, out, 9.0), Some(73750.0));
         assert!((mc.verify)("no summary").is_err());
         let sb = all.iter().find(|a| a.name == "sysbench-threads").unwrap();
         let out = "General statistics:\n    total time: 8.0001s\n    total number of events:              5000\n";
-        assert_eq!((sb.rate)(4, false, out, 8.2), Some(625.0));
+        assert_eq!(sb.throughput(4, false, out, 8.2), Some(625.0));
         let tc = all.iter().find(|a| a.name == "tokyo-hash").unwrap();
         assert_eq!(
-            (tc.rate)(4, false, "ok", 2.0),
+            tc.throughput(4, false, "ok", 2.0),
             Some(200_000.0),
             "4 x 100,000 records in 2 s"
+        );
+        assert_eq!(
+            tc.throughput(4, true, "ok", 2.0),
+            Some(20_000.0),
+            "a tenth under --quick"
+        );
+        let words = tc.words(tc.args, Path::new("/d"), 4, false, 0);
+        assert_eq!(
+            words,
+            ["tchmttest", "write", "-rnd", "/d/a.tch", "4", "100000"]
+        );
+        let pz = all.iter().find(|a| a.name == "pigz").unwrap();
+        let words = pz.words(pz.args, Path::new("/d"), 2, true, 0);
+        assert_eq!(words.len(), 3, "sh -c LINE: {words:?}");
+        assert!(
+            words[2].starts_with("pigz -p 2 -c /d/input > /d/input.gz"),
+            "{words:?}"
         );
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);

@@ -183,27 +183,20 @@ impl RawRwSpinLock {
     /// ```
     #[inline]
     pub fn try_read_recursive(&self) -> bool {
-        let mut c = self.cnts.load(Ordering::Relaxed);
-        while c & (LOCKED | READER_OVERFLOW) == 0 {
-            // Acquire pairs with the Release of `write_unlock`.
-            match self.cnts.compare_exchange_weak(
-                c,
-                c + READER_BIAS,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => c = now,
-            }
-        }
-        false
+        self.try_read_unless(LOCKED | READER_OVERFLOW)
     }
 
     /// Takes the lock shared if no writer holds or waits.
     #[inline]
     pub fn try_read(&self) -> bool {
+        self.try_read_unless(READ_FAILED_MASK)
+    }
+
+    /// Adds a reader bias unless the word has a bit of `mask`.
+    #[inline]
+    fn try_read_unless(&self, mask: u32) -> bool {
         let mut c = self.cnts.load(Ordering::Relaxed);
-        while c & READ_FAILED_MASK == 0 {
+        while c & mask == 0 {
             // Acquire pairs with the Release of `write_unlock`.
             match self.cnts.compare_exchange_weak(
                 c,
