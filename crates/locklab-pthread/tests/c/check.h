@@ -56,6 +56,15 @@ __attribute__((unused)) static double now_s(void) {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* Runs f(arg) on a new thread and returns what it returned (a pthread call's result). */
+__attribute__((unused)) static long in_thread(void *(*f)(void *), void *arg) {
+  pthread_t t;
+  void *r;
+  pthread_create(&t, NULL, f, arg);
+  pthread_join(t, &r);
+  return (long)r;
+}
+
 static int finish(const char *name) {
   printf("%s: %d failure(s)\n", name, failures);
   return failures ? 1 : 0;

@@ -27,13 +27,6 @@ static pthread_mutex_t s_adapt = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static void *try_in_thread(void *m) { return (void *)(long)pthread_mutex_trylock(m); }
 static void *unlock_in_thread(void *m) { return (void *)(long)pthread_mutex_unlock(m); }
 static void *lock_in_thread(void *m) { return (void *)(long)pthread_mutex_lock(m); }
-static long in_thread(void *(*f)(void *), void *arg) {
-  pthread_t t;
-  void *r;
-  pthread_create(&t, NULL, f, arg);
-  pthread_join(t, &r);
-  return (long)r;
-}
 
 static void kinds(void) {
   /* Normal (static): trylock on a held mutex is EBUSY, another thread may unlock it. */

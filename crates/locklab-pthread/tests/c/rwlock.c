@@ -26,13 +26,6 @@ static void *rd_then_unlock(void *p) {
   if (r == 0) pthread_rwlock_unlock(p);
   return (void *)r;
 }
-static long in_thread(void *(*f)(void *), void *arg) {
-  pthread_t t;
-  void *r;
-  pthread_create(&t, NULL, f, arg);
-  pthread_join(t, &r);
-  return (long)r;
-}
 static void *writer(void *p) {
   pthread_rwlock_wrlock(p);
   writer_in = 1;
