@@ -93,6 +93,14 @@ pub enum Command {
         /// The algorithm for pthread spinlocks: qspinlock, ticket, tas, glibc.
         #[arg(long, value_name = "Z")]
         spin: Option<String>,
+        /// Count every lock the program takes (per lock and call site: acquisitions, contentions,
+        /// wait and hold times) and print lock_stat-style tables when it ends.
+        #[arg(long)]
+        stat: bool,
+        /// Also write the statistics of every process as JSON here (`-`: standard output); implies
+        /// --stat.
+        #[arg(long, value_name = "F.json")]
+        stat_out: Option<String>,
         /// The program and its arguments, after `--`.
         #[arg(
             value_name = "CMD",

@@ -25,6 +25,7 @@ pub mod cli;
 pub mod compare;
 pub mod list;
 pub mod locks;
+pub mod lockstat;
 pub mod metrics;
 pub mod output;
 pub mod plan;

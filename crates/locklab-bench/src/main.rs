@@ -47,8 +47,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             mutex,
             rwlock,
             spin,
+            stat,
+            stat_out,
             cmd,
-        }) => preload::run(&preload::Choices::parse(mutex, rwlock, spin)?, &cmd)?,
+        }) => {
+            let choices = preload::Choices::parse(mutex, rwlock, spin)?;
+            if stat || stat_out.is_some() {
+                preload::run_with_stat(&choices, stat_out.as_deref(), &cmd)?
+            } else {
+                preload::run(&choices, &cmd)?
+            }
+        }
         Some(Command::Apps {
             quick,
             apps: list,

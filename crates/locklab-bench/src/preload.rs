@@ -125,3 +125,144 @@ pub fn run(choices: &Choices, cmd: &[String]) -> anyhow::Result<()> {
         126
     });
 }
+
+/// The child being waited for, for the signal forwarder (0: none).
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// `locklab run --stat`: runs `cmd` on the library with statistics on (one file per process in a
+/// fresh directory), waits for it, prints each process's lock_stat table on stderr, writes them all
+/// as JSON to `stat_out` if given, and ends as the program did (its exit status, or its signal).
+/// Signals meant for the program (`SIGTERM`, `SIGHUP`, `SIGUSR1`, `SIGUSR2`) are passed on to it;
+/// `SIGINT` and `SIGQUIT` are left to the terminal, which sends them to the program too.
+pub fn run_with_stat(
+    choices: &Choices,
+    stat_out: Option<&str>,
+    cmd: &[String],
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::ExitStatusExt;
+    let Some((program, args)) = cmd.split_first() else {
+        return Err(UsageError(
+            "locklab run needs a command: locklab run --stat -- CMD ARGS...".into(),
+        )
+        .into());
+    };
+    if stat_out == Some("") {
+        return Err(
+            UsageError("--stat-out needs a file name (or - for standard output)".into()).into(),
+        );
+    }
+    let lib = find_library(&std::env::current_exe()?)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("locklab-stat-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir)?;
+    // Writable by a program that drops privileges and then forks (each process opens its own file);
+    // sticky, as /tmp.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
+    let mut c = std::process::Command::new(program);
+    c.args(args)
+        .env(
+            "LD_PRELOAD",
+            preload_value(&lib, std::env::var_os("LD_PRELOAD")),
+        )
+        .env("LOCKLAB_STAT", crate::lockstat::env_value(&dir));
+    for (k, v) in choices.env() {
+        c.env(k, v);
+    }
+    let child = match c.spawn() {
+        Ok(ch) => ch,
+        Err(err) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            eprintln!("locklab: error: cannot run `{program}`: {err}");
+            std::process::exit(if err.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    let mut child = child;
+    CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: installing handlers that only call kill, and ignoring two signals.
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2] {
+            libc::signal(sig, forward as *const () as libc::sighandler_t);
+        }
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let status = loop {
+        match child.wait() {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    CHILD.store(0, std::sync::atomic::Ordering::Relaxed);
+    let (mut processes, empty) = crate::lockstat::read_dir(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    crate::lockstat::symbolise(&mut processes);
+    let used: Vec<_> = processes.iter().filter(|p| !p.records.is_empty()).collect();
+    let mut text = String::new();
+    for p in &used {
+        text.push('\n');
+        text.push_str(&crate::lockstat::table(p, 20));
+    }
+    let idle = processes.len() - used.len();
+    if idle + empty > 0 {
+        text.push_str(&format!(
+            "\n{} process{} took no lock{}\n",
+            idle,
+            if idle == 1 { "" } else { "es" },
+            if empty > 0 {
+                format!("; {empty} ended without writing statistics (_exit or a signal)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    {
+        use std::io::Write as _;
+        // A closed stderr must not turn the program's status into ours.
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    if let Some(out) = stat_out {
+        let doc = serde_json::json!({
+            "locklab_version": env!("CARGO_PKG_VERSION"),
+            "command": cmd,
+            "processes": processes,
+        });
+        let body = serde_json::to_string_pretty(&doc)? + "\n";
+        if out == "-" {
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(body.as_bytes());
+        } else if let Err(e) = std::fs::write(out, body) {
+            eprintln!("locklab: error: cannot write {out}: {e}");
+        }
+    }
+    if let Some(sig) = status.signal() {
+        // End as the program did, without a core file of our own.
+        // SAFETY: plain system calls on this process.
+        unsafe {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        std::process::exit(128 + sig);
+    }
+    std::process::exit(status.code().unwrap_or(1));
+}

@@ -78,3 +78,110 @@ fn bad_input_gets_one_line() {
         assert!(err.contains("cannot run `/nonexistent/program`"), "{err}");
     }
 }
+
+/// A C program with a known lock pattern, compiled without exported symbols (so the lab, not
+/// `dladdr`, names its call sites from the symbol table); `None` without a C compiler outside CI.
+fn contended_program() -> Option<std::path::PathBuf> {
+    let src = r#"
+#include <pthread.h>
+#include <unistd.h>
+static pthread_mutex_t hot = PTHREAD_MUTEX_INITIALIZER;
+__attribute__((noinline)) static void slow_path(void) { pthread_mutex_lock(&hot); usleep(20000); pthread_mutex_unlock(&hot); }
+static void *worker(void *a) { (void)a; for (int i = 0; i < 5; i++) slow_path(); return 0; }
+int main(void) {
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++) pthread_create(&t[i], 0, worker, 0);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], 0);
+  return 9;
+}
+"#;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let c = dir.join("run_stat.c");
+    let exe = dir.join("run_stat");
+    std::fs::write(&c, src).unwrap();
+    let ok = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI has a C compiler"
+        );
+        return None;
+    }
+    Some(exe)
+}
+
+#[test]
+fn stat_prints_lock_stat_tables_and_writes_json() {
+    if !library_built() {
+        return;
+    }
+    let Some(exe) = contended_program() else {
+        return;
+    };
+    let json = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run_stat.json");
+    let (code, out, err) = run(&[
+        "run",
+        "--stat-out",
+        json.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 9, "the program's exit status: {err}");
+    assert_eq!(out, "", "the program's stdout is its own");
+    // 15 holds of 20 ms on one mutex by 3 threads: the waits are certain.
+    assert!(err.contains("class name (kind/algorithm)"), "{err}");
+    assert!(err.contains("1 locks used, 1 contended"), "{err}");
+    assert!(
+        err.contains("acquisitions at slow_path+0x"),
+        "named from the symbol table: {err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let procs = doc["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 1);
+    let recs = procs[0]["records"].as_array().unwrap();
+    let hot: Vec<_> = recs
+        .iter()
+        .filter(|r| r["site"].as_str().unwrap_or("").starts_with("slow_path+"))
+        .collect();
+    assert_eq!(hot.len(), 1, "{recs:#?}");
+    assert_eq!(hot[0]["acquisitions"], 15);
+    assert_eq!(hot[0]["holds"], 15);
+    let contentions = hot[0]["contentions"].as_u64().unwrap();
+    assert!((1..=15).contains(&contentions), "{}", hot[0]);
+    // Each contended wait is at least part of a 20 ms hold; each hold at least 20 ms.
+    assert!(
+        hot[0]["hold_ns_min"].as_u64().unwrap() >= 15_000_000,
+        "{}",
+        hot[0]
+    );
+    assert!(
+        hot[0]["wait_ns_total"].as_u64().unwrap() >= 15_000_000,
+        "{}",
+        hot[0]
+    );
+}
+
+#[test]
+fn stat_ends_as_the_program_did() {
+    if !library_built() {
+        return;
+    }
+    // Killed by a signal: the lab prints what it has, then ends by the same signal.
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+        .args(["run", "--stat", "--", "sh", "-c", "kill -TERM $$"])
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");
+    let (code, _, err) = run(&["run", "--stat-out", "", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run(&["run", "--stat", "--", "/nonexistent/program"]);
+    assert_eq!(code, 127);
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

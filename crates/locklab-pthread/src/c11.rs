@@ -8,7 +8,7 @@
 
 use crate::cond::*;
 use crate::mutex::*;
-use libc::{c_int, pthread_cond_t, pthread_mutex_t, timespec};
+use libc::{c_int, pthread_cond_t, pthread_mutex_t};
 
 /// `thrd_success`.
 pub const THRD_SUCCESS: c_int = 0;
@@ -23,7 +23,7 @@ pub const THRD_TIMEDOUT: c_int = 4;
 const MTX_RECURSIVE: c_int = 1;
 const MTX_TIMED: c_int = 2;
 
-fn result(e: c_int) -> c_int {
+pub(crate) fn result(e: c_int) -> c_int {
     match e {
         0 => THRD_SUCCESS,
         libc::EBUSY => THRD_BUSY,
@@ -55,46 +55,6 @@ pub unsafe extern "C" fn mtx_init(m: *mut pthread_mutex_t, ty: c_int) -> c_int {
     }
 }
 
-/// `mtx_lock`.
-///
-/// # Safety
-/// `m` points to a valid `mtx_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_lock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_mutex_lock(m) })
-}
-
-/// `mtx_trylock`: `thrd_busy` if held.
-///
-/// # Safety
-/// `m` points to a valid `mtx_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_trylock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_mutex_trylock(m) })
-}
-
-/// `mtx_timedlock`: `TIME_UTC` (`CLOCK_REALTIME`).
-///
-/// # Safety
-/// `m` points to a valid `mtx_t`; `t` to a `timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_mutex_timedlock(m, t) })
-}
-
-/// `mtx_unlock`.
-///
-/// # Safety
-/// `m` points to a valid `mtx_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_unlock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_mutex_unlock(m) })
-}
-
 /// `mtx_destroy`.
 ///
 /// # Safety
@@ -113,50 +73,6 @@ pub unsafe extern "C" fn mtx_destroy(m: *mut pthread_mutex_t) {
 pub unsafe extern "C" fn cnd_init(c: *mut pthread_cond_t) -> c_int {
     // SAFETY: forwarded.
     result(unsafe { pthread_cond_init(c, core::ptr::null()) })
-}
-
-/// `cnd_signal`.
-///
-/// # Safety
-/// `c` points to a valid `cnd_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cnd_signal(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_cond_signal(c) })
-}
-
-/// `cnd_broadcast`.
-///
-/// # Safety
-/// `c` points to a valid `cnd_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cnd_broadcast(c: *mut pthread_cond_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_cond_broadcast(c) })
-}
-
-/// `cnd_wait`.
-///
-/// # Safety
-/// Valid objects; the mutex held by the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn cnd_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_cond_wait(c, m) })
-}
-
-/// `cnd_timedwait`: `TIME_UTC` (`CLOCK_REALTIME`).
-///
-/// # Safety
-/// Valid objects; the mutex held by the caller; `t` a valid `timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn cnd_timedwait(
-    c: *mut pthread_cond_t,
-    m: *mut pthread_mutex_t,
-    t: *const timespec,
-) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_cond_clockwait(c, m, libc::CLOCK_REALTIME, t) })
 }
 
 /// `cnd_destroy`.

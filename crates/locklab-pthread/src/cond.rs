@@ -217,8 +217,7 @@ pub unsafe extern "C" fn pthread_cond_destroy(c: *mut pthread_cond_t) -> c_int {
 ///
 /// # Safety
 /// Valid objects; the mutex held by the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn pthread_cond_wait(
+pub(crate) unsafe extern "C-unwind" fn pthread_cond_wait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
 ) -> c_int {
@@ -234,8 +233,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_wait(
 ///
 /// # Safety
 /// Valid objects; the mutex held by the caller; `t` a valid `timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
+pub(crate) unsafe extern "C-unwind" fn pthread_cond_timedwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     t: *const timespec,
@@ -260,8 +258,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_timedwait(
 ///
 /// # Safety
 /// Valid objects; the mutex held by the caller; `t` a valid `timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
+pub(crate) unsafe extern "C-unwind" fn pthread_cond_clockwait(
     c: *mut pthread_cond_t,
     m: *mut pthread_mutex_t,
     clock: clockid_t,
@@ -289,8 +286,7 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
 ///
 /// # Safety
 /// `c` points to a valid `pthread_cond_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
     if glibc() {
         // SAFETY: forwarded.
         return unsafe { real::pthread_cond_signal(c) };
@@ -303,8 +299,7 @@ pub unsafe extern "C" fn pthread_cond_signal(c: *mut pthread_cond_t) -> c_int {
 ///
 /// # Safety
 /// `c` points to a valid `pthread_cond_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int {
     if glibc() {
         // SAFETY: forwarded.
         return unsafe { real::pthread_cond_broadcast(c) };

@@ -59,6 +59,17 @@ pub enum SpinAlgo {
 static MUTEX: AtomicU8 = AtomicU8::new(0);
 static RWLOCK: AtomicU8 = AtomicU8::new(0);
 static SPIN: AtomicU8 = AtomicU8::new(0);
+/// 0: not read yet; 1: off; 2: on (`LOCKLAB_STAT` set).
+static STAT: AtomicU8 = AtomicU8::new(0);
+
+/// Whether lock statistics are kept (`LOCKLAB_STAT=PATH` set and non-empty; see [`crate::stat`]).
+#[inline]
+pub fn stat() -> bool {
+    match STAT.load(Ordering::Relaxed) {
+        0 => first_use(stat),
+        v => v == 2,
+    }
+}
 
 /// The mutex choice.
 #[inline]
@@ -111,7 +122,7 @@ unsafe extern "C" {
 /// a lock taken there would see no environment with `getenv` and fix the default for good. Then the
 /// environment the kernel gave the process is read from `/proc/self/environ` instead (system calls
 /// into a stack buffer: no allocation).
-fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8]> {
+fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     // SAFETY: reading the pointer value only.
     let env = unsafe { core::ptr::read_volatile(&raw const environ) };
     if !env.is_null() {
@@ -122,7 +133,7 @@ fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8; VALUE_MAX]) -> Option<&'
         }
         // SAFETY: getenv returns a NUL-terminated string.
         let s = unsafe { core::ffi::CStr::from_ptr(raw) }.to_bytes();
-        let n = s.len().min(VALUE_MAX);
+        let n = s.len().min(buf.len());
         buf[..n].copy_from_slice(&s[..n]);
         return Some(&buf[..n]);
     }
@@ -130,7 +141,7 @@ fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8; VALUE_MAX]) -> Option<&'
 }
 
 /// `lookup` from `/proc/self/environ`: entries `NAME=value\0`, scanned in 4 KiB reads.
-fn proc_environ<'a>(name: &[u8], buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8]> {
+fn proc_environ<'a>(name: &[u8], buf: &'a mut [u8]) -> Option<&'a [u8]> {
     // SAFETY: a NUL-terminated path.
     let fd = unsafe {
         libc::open(
@@ -162,7 +173,7 @@ fn proc_environ<'a>(name: &[u8], buf: &'a mut [u8; VALUE_MAX]) -> Option<&'a [u8
                 continue;
             }
             if let Some(len) = value.as_mut() {
-                if *len < VALUE_MAX {
+                if *len < buf.len() {
                     buf[*len] = b;
                     *len += 1;
                 }
@@ -195,7 +206,7 @@ fn first_use<T>(get: fn() -> T) -> T {
     get()
 }
 
-/// Reads the three variables. Idempotent; concurrent first calls compute the same values (only one
+/// Reads the variables. Idempotent; concurrent first calls compute the same values (only one
 /// prints a warning).
 #[cold]
 #[inline(never)]
@@ -264,4 +275,17 @@ pub fn load() {
         1,
         &SPIN,
     );
+    if STAT.load(Ordering::Relaxed) == 0 {
+        let mut path = [0u8; 4096];
+        let on = match lookup(c"LOCKLAB_STAT", &mut path) {
+            Some(p) if !p.is_empty() => {
+                crate::stat::start(p);
+                true
+            }
+            _ => false,
+        };
+        // Relaxed: `stat::start` ran before in this thread; a racing first caller starts nothing
+        // twice (`start` is idempotent) and stores the same value.
+        STAT.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    }
 }

@@ -38,10 +38,12 @@
 pub mod c11;
 pub mod cond;
 pub mod config;
+pub mod entry;
 pub mod mutex;
 mod real;
 pub mod rwlock;
 pub mod spin;
+pub mod stat;
 mod sys;
 
 /// The library's constructor: creates the thread-exit key of the queued locks' per-thread nodes
@@ -51,8 +53,19 @@ mod sys;
 extern "C" fn init() {
     locklab::prepare_threads();
     config::load();
+    stat::init();
     sys::register_fork_handler();
 }
+
+/// The library's destructor: the lock statistics at exit (it runs after the program's own
+/// destructors and `atexit` handlers, the library having been loaded first).
+extern "C" fn fini() {
+    stat::at_exit();
+}
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static FINI: extern "C" fn() = fini;
 
 #[used]
 #[unsafe(link_section = ".init_array")]

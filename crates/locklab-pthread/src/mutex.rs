@@ -27,8 +27,8 @@
 //! //   pthread_mutex_lock(&m); pthread_mutex_lock(&m); pthread_mutex_unlock(&m); pthread_mutex_unlock(&m);
 //! let mut m: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
 //! unsafe {
-//!     assert_eq!(locklab_pthread::mutex::pthread_mutex_lock(&mut m), 0);
-//!     assert_eq!(locklab_pthread::mutex::pthread_mutex_unlock(&mut m), 0);
+//!     assert_eq!(locklab_pthread::entry::pthread_mutex_lock(&mut m), 0);
+//!     assert_eq!(locklab_pthread::entry::pthread_mutex_unlock(&mut m), 0);
 //! }
 //! ```
 
@@ -52,7 +52,7 @@ const KIND_GLIBC: i32 = 16 | 32 | 64 | 128;
 
 /// Views of one `pthread_mutex_t`.
 #[derive(Clone, Copy)]
-pub(crate) struct M(*mut pthread_mutex_t);
+pub(crate) struct M(pub(crate) *mut pthread_mutex_t);
 
 impl M {
     #[inline]
@@ -62,7 +62,7 @@ impl M {
         unsafe { &*((self.0 as *const u8).add(off) as *const T) }
     }
     #[inline]
-    fn kind(self) -> i32 {
+    pub(crate) fn kind(self) -> i32 {
         self.word::<AtomicI32>(OFF_KIND).load(Ordering::Relaxed)
     }
     #[inline]
@@ -96,7 +96,7 @@ impl M {
 
     /// glibc owns this object (by kind, or the process's choice).
     #[inline]
-    fn is_glibc(self) -> bool {
+    pub(crate) fn is_glibc(self) -> bool {
         self.kind() & KIND_GLIBC != 0 || config::mutex() == MutexAlgo::Glibc
     }
 
@@ -387,6 +387,22 @@ pub(crate) unsafe fn clocklock(m: M, clock: clockid_t, abs: *const timespec) -> 
     0
 }
 
+/// Whether an unlock by the calling thread now ends the hold (not so for a recursive mutex it
+/// holds more than once).
+pub(crate) fn releases(m: M) -> bool {
+    !(m.kind() & 3 == KIND_RECURSIVE
+        && m.owner().load(Ordering::Relaxed) == tid()
+        && m.count().load(Ordering::Relaxed) > 1)
+}
+
+/// The mutex as lock statistics describe it.
+pub(crate) fn stat_obj(m: M) -> crate::stat::Obj {
+    crate::stat::Obj::Mutex {
+        kind: m.kind(),
+        glibc: m.is_glibc(),
+    }
+}
+
 /// What [`release_for_wait`] saved, for [`reacquire`].
 pub(crate) struct Held {
     count: u32,
@@ -519,8 +535,7 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { lock(M(m)) }
 }
@@ -529,8 +544,7 @@ pub unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { trylock(M(m)) }
 }
@@ -539,8 +553,7 @@ pub unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { unlock(M(m)) }
 }
@@ -549,8 +562,7 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`; `t` to a `timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_timedlock(
+pub(crate) unsafe extern "C" fn pthread_mutex_timedlock(
     m: *mut pthread_mutex_t,
     t: *const timespec,
 ) -> c_int {
@@ -566,8 +578,7 @@ pub unsafe extern "C" fn pthread_mutex_timedlock(
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`; `t` to a `timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_clocklock(
+pub(crate) unsafe extern "C" fn pthread_mutex_clocklock(
     m: *mut pthread_mutex_t,
     clock: clockid_t,
     t: *const timespec,
@@ -650,7 +661,4 @@ pub(crate) use alias;
 alias! {
     __pthread_mutex_init => pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t);
     __pthread_mutex_destroy => pthread_mutex_destroy(m: *mut pthread_mutex_t);
-    __pthread_mutex_lock => pthread_mutex_lock(m: *mut pthread_mutex_t);
-    __pthread_mutex_trylock => pthread_mutex_trylock(m: *mut pthread_mutex_t);
-    __pthread_mutex_unlock => pthread_mutex_unlock(m: *mut pthread_mutex_t);
 }

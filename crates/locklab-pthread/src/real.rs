@@ -188,6 +188,7 @@ type MutexAttr = *const libc::pthread_mutexattr_t;
 type RwAttr = *const libc::pthread_rwlockattr_t;
 type CondAttr = *const libc::pthread_condattr_t;
 type Ts = *const timespec;
+type Argv = *const *const libc::c_char;
 
 real! {
     pthread_mutex_init(m: *mut pthread_mutex_t, a: MutexAttr) -> c_int;
@@ -226,4 +227,10 @@ real! {
     pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> c_int;
     pthread_spin_trylock(l: *mut libc::pthread_spinlock_t) -> c_int;
     pthread_spin_unlock(l: *mut libc::pthread_spinlock_t) -> c_int;
+
+    execve(p: *const libc::c_char, a: Argv, e: Argv) -> c_int;
+    execv(p: *const libc::c_char, a: Argv) -> c_int;
+    execvp(p: *const libc::c_char, a: Argv) -> c_int;
+    execvpe(p: *const libc::c_char, a: Argv, e: Argv) -> c_int;
+    fexecve(fd: c_int, a: Argv, e: Argv) -> c_int;
 }

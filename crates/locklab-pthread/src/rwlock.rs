@@ -39,7 +39,7 @@ const PREFER_WRITER_NONRECURSIVE: u8 = 2;
 const READ_LIMIT_MARGIN: u32 = 1 << 16;
 
 #[derive(Clone, Copy)]
-struct L(*mut pthread_rwlock_t);
+pub(crate) struct L(pub(crate) *mut pthread_rwlock_t);
 
 impl L {
     fn at<T>(self, off: usize) -> &'static T {
@@ -55,7 +55,7 @@ impl L {
     fn writer(self) -> &'static AtomicI32 {
         self.at(OFF_WRITER)
     }
-    fn is_glibc(self) -> bool {
+    pub(crate) fn is_glibc(self) -> bool {
         self.at::<AtomicI32>(OFF_SHARED).load(Ordering::Relaxed) != 0
             || config::rwlock() == RwAlgo::Glibc
     }
@@ -251,8 +251,7 @@ macro_rules! entry {
         ///
         /// # Safety
         /// `l` points to a valid `pthread_rwlock_t`; a time, if any, to a `timespec`.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $name(l: *mut pthread_rwlock_t $(, $arg: $ty)*) -> c_int {
+        pub(crate) unsafe extern "C" fn $name(l: *mut pthread_rwlock_t $(, $arg: $ty)*) -> c_int {
             if L(l).is_glibc() {
                 // SAFETY: forwarded.
                 return unsafe { real::$name(l $(, $arg)*) };
@@ -359,9 +358,4 @@ entry! {
 crate::mutex::alias! {
     __pthread_rwlock_init => pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t);
     __pthread_rwlock_destroy => pthread_rwlock_destroy(l: *mut pthread_rwlock_t);
-    __pthread_rwlock_rdlock => pthread_rwlock_rdlock(l: *mut pthread_rwlock_t);
-    __pthread_rwlock_wrlock => pthread_rwlock_wrlock(l: *mut pthread_rwlock_t);
-    __pthread_rwlock_tryrdlock => pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t);
-    __pthread_rwlock_trywrlock => pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t);
-    __pthread_rwlock_unlock => pthread_rwlock_unlock(l: *mut pthread_rwlock_t);
 }

@@ -113,8 +113,7 @@ pub unsafe extern "C" fn pthread_spin_destroy(s: *mut pthread_spinlock_t) -> c_i
 ///
 /// # Safety
 /// `s` points to a valid `pthread_spinlock_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) -> c_int {
     match config::spin() {
         // SAFETY: forwarded.
         SpinAlgo::Glibc => return unsafe { real::pthread_spin_lock(s) },
@@ -138,8 +137,7 @@ pub unsafe extern "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) -> c_int 
 ///
 /// # Safety
 /// `s` points to a valid `pthread_spinlock_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t) -> c_int {
     let ok = match config::spin() {
         // SAFETY: forwarded.
         SpinAlgo::Glibc => return unsafe { real::pthread_spin_trylock(s) },
@@ -155,8 +153,7 @@ pub unsafe extern "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t) -> c_i
 ///
 /// # Safety
 /// `s` points to a `pthread_spinlock_t` the caller holds.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) -> c_int {
     match config::spin() {
         // SAFETY: forwarded.
         SpinAlgo::Glibc => return unsafe { real::pthread_spin_unlock(s) },

@@ -121,6 +121,7 @@ extern "C" fn child_after_fork() {
     if TID.with(Cell::get) != 0 {
         let _ = fresh_tid();
     }
+    crate::stat::after_fork_child();
 }
 
 /// Registers the fork handler (from the constructor: `pthread_atfork` may allocate).

@@ -28,6 +28,11 @@ pub fn c_dir() -> PathBuf {
 /// Compiles `src` (C, or C++ if it ends in `.cpp`) into an executable named `name` in the test
 /// scratch directory, with the compiler the `cc` crate picks for this target.
 pub fn compile(src: &str, name: &str) -> PathBuf {
+    compile_with(src, name, &[])
+}
+
+/// [`compile`] with more compiler arguments.
+pub fn compile_with(src: &str, name: &str, extra: &[&str]) -> PathBuf {
     let cpp = src.ends_with(".cpp");
     let target = target_triple();
     let compiler = cc::Build::new()
@@ -47,7 +52,7 @@ pub fn compile(src: &str, name: &str) -> PathBuf {
     if cpp {
         cmd.arg("-std=c++17");
     }
-    cmd.arg("-ldl");
+    cmd.arg("-ldl").args(extra);
     let st = cmd.status().expect("run the C compiler");
     assert!(st.success(), "compiling {src} failed");
     out

@@ -1,0 +1,618 @@
+//! The exported lock, unlock, wait and signal calls: each knows its caller (the return address, for
+//! the lock statistics' call sites) and, when statistics are kept, counts around the family's own
+//! implementation ([`crate::stat`]); otherwise it is that implementation, one branch later.
+//!
+//! On x86-64 and aarch64 each export is a two-instruction trampoline (a naked function) that passes
+//! its return address as one more argument to the Rust function behind it: a load of `[rsp]` (x86-64)
+//! or a copy of the link register (aarch64), then a jump. Elsewhere the call site is unknown (0).
+//!
+//! ```
+//! let mut m: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
+//! unsafe {
+//!     assert_eq!(locklab_pthread::entry::pthread_mutex_lock(&mut m), 0);
+//!     assert_eq!(locklab_pthread::entry::pthread_mutex_trylock(&mut m), libc::EBUSY);
+//!     assert_eq!(locklab_pthread::entry::pthread_mutex_unlock(&mut m), 0);
+//! }
+//! ```
+
+use crate::c11::result;
+use crate::mutex::{self, M};
+use crate::rwlock::{self, L};
+use crate::stat::{self, Obj};
+use crate::{cond, real, spin};
+use libc::{c_char, c_int, clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t};
+use libc::{pthread_spinlock_t, timespec};
+
+/// Defines exported functions that pass their caller's return address to `$imp` as one more
+/// argument (in `$x86` on x86-64, `$arm` on aarch64: the register after the last argument).
+macro_rules! with_site {
+    ($($(#[$doc:meta])* $abi:literal fn $name:ident ( $($a:ident : $t:ty),* ) => $imp:ident, $x86:literal, $arm:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's function of this name.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern $abi fn $name($($a: $t),*) -> c_int {
+            core::arch::naked_asm!(concat!("mov ", $x86, ", qword ptr [rsp]"), "jmp {f}", f = sym $imp)
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's function of this name.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern $abi fn $name($($a: $t),*) -> c_int {
+            core::arch::naked_asm!(concat!("mov ", $arm, ", x30"), "b {f}", f = sym $imp)
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's function of this name.
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        #[unsafe(no_mangle)]
+        pub unsafe extern $abi fn $name($($a: $t),*) -> c_int {
+            // SAFETY: forwarded; the call site is unknown here.
+            unsafe { $imp($($a,)* 0) }
+        }
+    )*};
+}
+
+with_site! {
+    /// `pthread_mutex_lock`.
+    "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) => mutex_lock, "rsi", "x1";
+    /// `__pthread_mutex_lock`, the old alias.
+    "C" fn __pthread_mutex_lock(m: *mut pthread_mutex_t) => mutex_lock, "rsi", "x1";
+    /// `pthread_mutex_trylock`.
+    "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) => mutex_trylock, "rsi", "x1";
+    /// `__pthread_mutex_trylock`, the old alias.
+    "C" fn __pthread_mutex_trylock(m: *mut pthread_mutex_t) => mutex_trylock, "rsi", "x1";
+    /// `pthread_mutex_timedlock`: `CLOCK_REALTIME`.
+    "C" fn pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) => mutex_timedlock, "rdx", "x2";
+    /// `pthread_mutex_clocklock`.
+    "C" fn pthread_mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) => mutex_clocklock, "rcx", "x3";
+    /// `mtx_lock`.
+    "C" fn mtx_lock(m: *mut pthread_mutex_t) => c11_lock, "rsi", "x1";
+    /// `mtx_trylock`: `thrd_busy` if held.
+    "C" fn mtx_trylock(m: *mut pthread_mutex_t) => c11_trylock, "rsi", "x1";
+    /// `mtx_timedlock`: `TIME_UTC` (`CLOCK_REALTIME`).
+    "C" fn mtx_timedlock(m: *mut pthread_mutex_t, t: *const timespec) => c11_timedlock, "rdx", "x2";
+
+    /// `pthread_cond_wait`.
+    "C-unwind" fn pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) => cond_wait, "rdx", "x2";
+    /// `pthread_cond_timedwait`: the time-out is on the condvar's clock.
+    "C-unwind" fn pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) => cond_timedwait, "rcx", "x3";
+    /// `pthread_cond_clockwait`.
+    "C-unwind" fn pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) => cond_clockwait, "r8", "x4";
+    /// `pthread_cond_signal`.
+    "C" fn pthread_cond_signal(c: *mut pthread_cond_t) => cond_signal, "rsi", "x1";
+    /// `pthread_cond_broadcast`.
+    "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) => cond_broadcast, "rsi", "x1";
+    /// `cnd_wait`.
+    "C-unwind" fn cnd_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) => c11_wait, "rdx", "x2";
+    /// `cnd_timedwait`: `TIME_UTC` (`CLOCK_REALTIME`).
+    "C-unwind" fn cnd_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec) => c11_timedwait, "rcx", "x3";
+    /// `cnd_signal`.
+    "C" fn cnd_signal(c: *mut pthread_cond_t) => c11_signal, "rsi", "x1";
+    /// `cnd_broadcast`.
+    "C" fn cnd_broadcast(c: *mut pthread_cond_t) => c11_broadcast, "rsi", "x1";
+
+    /// `pthread_rwlock_rdlock`.
+    "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rw_rdlock, "rsi", "x1";
+    /// `__pthread_rwlock_rdlock`, the old alias.
+    "C" fn __pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rw_rdlock, "rsi", "x1";
+    /// `pthread_rwlock_tryrdlock`.
+    "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) => rw_tryrdlock, "rsi", "x1";
+    /// `__pthread_rwlock_tryrdlock`, the old alias.
+    "C" fn __pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) => rw_tryrdlock, "rsi", "x1";
+    /// `pthread_rwlock_timedrdlock`.
+    "C" fn pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) => rw_timedrdlock, "rdx", "x2";
+    /// `pthread_rwlock_clockrdlock`.
+    "C" fn pthread_rwlock_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rw_clockrdlock, "rcx", "x3";
+    /// `pthread_rwlock_wrlock`.
+    "C" fn pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) => rw_wrlock, "rsi", "x1";
+    /// `__pthread_rwlock_wrlock`, the old alias.
+    "C" fn __pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) => rw_wrlock, "rsi", "x1";
+    /// `pthread_rwlock_trywrlock`.
+    "C" fn pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) => rw_trywrlock, "rsi", "x1";
+    /// `__pthread_rwlock_trywrlock`, the old alias.
+    "C" fn __pthread_rwlock_trywrlock(l: *mut pthread_rwlock_t) => rw_trywrlock, "rsi", "x1";
+    /// `pthread_rwlock_timedwrlock`.
+    "C" fn pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) => rw_timedwrlock, "rdx", "x2";
+    /// `pthread_rwlock_clockwrlock`.
+    "C" fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rw_clockwrlock, "rcx", "x3";
+
+    /// `pthread_spin_lock`.
+    "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) => spin_lock, "rsi", "x1";
+    /// `pthread_spin_trylock`: `EBUSY` if held.
+    "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t) => spin_trylock, "rsi", "x1";
+}
+
+// --- mutexes ---------------------------------------------------------------------------------------------
+
+unsafe extern "C" fn mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    if stat::on() {
+        // SAFETY (both closures): the caller's mutex.
+        return stat::acquire(
+            m as usize,
+            site,
+            mutex::stat_obj(M(m)),
+            true,
+            || unsafe { mutex::pthread_mutex_trylock(m) },
+            || unsafe { mutex::pthread_mutex_lock(m) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex::pthread_mutex_lock(m) }
+}
+
+unsafe extern "C" fn mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's mutex.
+        return stat::try_acquire(m as usize, site, mutex::stat_obj(M(m)), true, || unsafe {
+            mutex::pthread_mutex_trylock(m)
+        });
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex::pthread_mutex_trylock(m) }
+}
+
+unsafe extern "C" fn mutex_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    if stat::on() {
+        // SAFETY (both closures): the caller's mutex and time.
+        return stat::acquire(
+            m as usize,
+            site,
+            mutex::stat_obj(M(m)),
+            true,
+            || unsafe { mutex::pthread_mutex_trylock(m) },
+            || unsafe { mutex::pthread_mutex_timedlock(m, t) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex::pthread_mutex_timedlock(m, t) }
+}
+
+unsafe extern "C" fn mutex_clocklock(
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    if stat::on() {
+        // SAFETY (both closures): the caller's mutex and time.
+        return stat::acquire(
+            m as usize,
+            site,
+            mutex::stat_obj(M(m)),
+            true,
+            || unsafe { mutex::pthread_mutex_trylock(m) },
+            || unsafe { mutex::pthread_mutex_clocklock(m, k, t) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex::pthread_mutex_clocklock(m, k, t) }
+}
+
+/// `pthread_mutex_unlock`.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    if stat::on() && mutex::releases(M(m)) {
+        stat::release(m as usize);
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex::pthread_mutex_unlock(m) }
+}
+
+/// `__pthread_mutex_unlock`, the old alias.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { pthread_mutex_unlock(m) }
+}
+
+/// `mtx_unlock`.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mtx_unlock(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { pthread_mutex_unlock(m) })
+}
+
+unsafe extern "C" fn c11_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { mutex_lock(m, site) })
+}
+
+unsafe extern "C" fn c11_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { mutex_trylock(m, site) })
+}
+
+unsafe extern "C" fn c11_timedlock(
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { mutex_timedlock(m, t, site) })
+}
+
+// --- condvars --------------------------------------------------------------------------------------------
+
+unsafe extern "C-unwind" fn cond_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    site: usize,
+) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's objects.
+        return stat::cond_wait(
+            c as usize,
+            m as usize,
+            mutex::stat_obj(M(m)),
+            site,
+            || unsafe { cond::pthread_cond_wait(c, m) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { cond::pthread_cond_wait(c, m) }
+}
+
+unsafe extern "C-unwind" fn cond_timedwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's objects.
+        return stat::cond_wait(
+            c as usize,
+            m as usize,
+            mutex::stat_obj(M(m)),
+            site,
+            || unsafe { cond::pthread_cond_timedwait(c, m, t) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { cond::pthread_cond_timedwait(c, m, t) }
+}
+
+unsafe extern "C-unwind" fn cond_clockwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    k: clockid_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's objects.
+        return stat::cond_wait(
+            c as usize,
+            m as usize,
+            mutex::stat_obj(M(m)),
+            site,
+            || unsafe { cond::pthread_cond_clockwait(c, m, k, t) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { cond::pthread_cond_clockwait(c, m, k, t) }
+}
+
+unsafe extern "C" fn cond_signal(c: *mut pthread_cond_t, site: usize) -> c_int {
+    if stat::on() {
+        stat::notify(c as usize, site, false);
+    }
+    // SAFETY: forwarded.
+    unsafe { cond::pthread_cond_signal(c) }
+}
+
+unsafe extern "C" fn cond_broadcast(c: *mut pthread_cond_t, site: usize) -> c_int {
+    if stat::on() {
+        stat::notify(c as usize, site, true);
+    }
+    // SAFETY: forwarded.
+    unsafe { cond::pthread_cond_broadcast(c) }
+}
+
+unsafe extern "C-unwind" fn c11_wait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    site: usize,
+) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { cond_wait(c, m, site) })
+}
+
+unsafe extern "C-unwind" fn c11_timedwait(
+    c: *mut pthread_cond_t,
+    m: *mut pthread_mutex_t,
+    t: *const timespec,
+    site: usize,
+) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { cond_clockwait(c, m, libc::CLOCK_REALTIME, t, site) })
+}
+
+unsafe extern "C" fn c11_signal(c: *mut pthread_cond_t, site: usize) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { cond_signal(c, site) })
+}
+
+unsafe extern "C" fn c11_broadcast(c: *mut pthread_cond_t, site: usize) -> c_int {
+    // SAFETY: forwarded.
+    result(unsafe { cond_broadcast(c, site) })
+}
+
+// --- rwlocks ---------------------------------------------------------------------------------------------
+
+fn rw_obj(l: *mut pthread_rwlock_t) -> Obj {
+    Obj::RwLock {
+        glibc: L(l).is_glibc(),
+    }
+}
+
+/// Defines a counted rwlock acquisition: `$try` first, then `$call` if it answered `EBUSY`.
+macro_rules! rw_acquire {
+    ($($name:ident ( $($a:ident : $t:ty),* ) => $try:ident, $call:ident, $excl:expr;)*) => {$(
+        unsafe extern "C" fn $name(l: *mut pthread_rwlock_t, $($a: $t,)* site: usize) -> c_int {
+            if stat::on() {
+                // SAFETY (both closures): the caller's lock and time.
+                return stat::acquire(
+                    l as usize,
+                    site,
+                    rw_obj(l),
+                    $excl,
+                    || unsafe { rwlock::$try(l) },
+                    || unsafe { rwlock::$call(l $(, $a)*) },
+                );
+            }
+            // SAFETY: forwarded.
+            unsafe { rwlock::$call(l $(, $a)*) }
+        }
+    )*};
+}
+
+rw_acquire! {
+    rw_rdlock() => pthread_rwlock_tryrdlock, pthread_rwlock_rdlock, false;
+    rw_timedrdlock(t: *const timespec) => pthread_rwlock_tryrdlock, pthread_rwlock_timedrdlock, false;
+    rw_clockrdlock(k: clockid_t, t: *const timespec) => pthread_rwlock_tryrdlock, pthread_rwlock_clockrdlock, false;
+    rw_wrlock() => pthread_rwlock_trywrlock, pthread_rwlock_wrlock, true;
+    rw_timedwrlock(t: *const timespec) => pthread_rwlock_trywrlock, pthread_rwlock_timedwrlock, true;
+    rw_clockwrlock(k: clockid_t, t: *const timespec) => pthread_rwlock_trywrlock, pthread_rwlock_clockwrlock, true;
+}
+
+unsafe extern "C" fn rw_tryrdlock(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's lock.
+        return stat::try_acquire(l as usize, site, rw_obj(l), false, || unsafe {
+            rwlock::pthread_rwlock_tryrdlock(l)
+        });
+    }
+    // SAFETY: forwarded.
+    unsafe { rwlock::pthread_rwlock_tryrdlock(l) }
+}
+
+unsafe extern "C" fn rw_trywrlock(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's lock.
+        return stat::try_acquire(l as usize, site, rw_obj(l), true, || unsafe {
+            rwlock::pthread_rwlock_trywrlock(l)
+        });
+    }
+    // SAFETY: forwarded.
+    unsafe { rwlock::pthread_rwlock_trywrlock(l) }
+}
+
+/// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    if stat::on() {
+        stat::release(l as usize);
+    }
+    // SAFETY: forwarded.
+    unsafe { rwlock::pthread_rwlock_unlock(l) }
+}
+
+/// `__pthread_rwlock_unlock`, the old alias.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { pthread_rwlock_unlock(l) }
+}
+
+// --- spinlocks -------------------------------------------------------------------------------------------
+
+unsafe extern "C" fn spin_lock(s: *mut pthread_spinlock_t, site: usize) -> c_int {
+    if stat::on() {
+        // SAFETY (both closures): the caller's lock.
+        return stat::acquire(
+            s as usize,
+            site,
+            Obj::Spin,
+            true,
+            || unsafe { spin::pthread_spin_trylock(s) },
+            || unsafe { spin::pthread_spin_lock(s) },
+        );
+    }
+    // SAFETY: forwarded.
+    unsafe { spin::pthread_spin_lock(s) }
+}
+
+unsafe extern "C" fn spin_trylock(s: *mut pthread_spinlock_t, site: usize) -> c_int {
+    if stat::on() {
+        // SAFETY: the caller's lock.
+        return stat::try_acquire(s as usize, site, Obj::Spin, true, || unsafe {
+            spin::pthread_spin_trylock(s)
+        });
+    }
+    // SAFETY: forwarded.
+    unsafe { spin::pthread_spin_trylock(s) }
+}
+
+/// `pthread_spin_unlock`.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) -> c_int {
+    if stat::on() {
+        stat::release(s as usize);
+    }
+    // SAFETY: forwarded.
+    unsafe { spin::pthread_spin_unlock(s) }
+}
+
+// --- exec: the statistics of the image about to be replaced ----------------------------------------------
+
+type Argv = *const *const c_char;
+
+/// `execve`: writes the lock statistics first (when kept), then glibc's.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    stat::before_exec();
+    // SAFETY: forwarded.
+    unsafe { real::execve(path, argv, envp) }
+}
+
+/// `execv`: as [`execve`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
+    stat::before_exec();
+    // SAFETY: forwarded.
+    unsafe { real::execv(path, argv) }
+}
+
+/// `execvp`: as [`execve`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
+    stat::before_exec();
+    // SAFETY: forwarded.
+    unsafe { real::execvp(file, argv) }
+}
+
+/// `execvpe`: as [`execve`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    stat::before_exec();
+    // SAFETY: forwarded.
+    unsafe { real::execvpe(file, argv, envp) }
+}
+
+/// `fexecve`: as [`execve`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
+    stat::before_exec();
+    // SAFETY: forwarded.
+    unsafe { real::fexecve(fd, argv, envp) }
+}
+
+/// The variadic `execl`, `execlp` and `execle` (glibc's call its internal `execve`, which no
+/// interposition reaches): a trampoline saves the argument registers (and the stack they may spill
+/// to stays untouched), calls `$hook` (which writes the statistics and returns glibc's function), then
+/// jumps to it with every argument as the caller passed it.
+macro_rules! variadic_exec {
+    ($($(#[$doc:meta])* $name:ident => $hook:ident, $real:literal;)*) => {$(
+        extern "C" fn $hook() -> usize {
+            static CELL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            stat::before_exec();
+            let mut p = CELL.load(core::sync::atomic::Ordering::Relaxed);
+            if p == 0 {
+                p = real::find($real) as usize;
+                if p == 0 {
+                    crate::sys::write_stderr(b"liblocklab_pthread: glibc's exec function was not found; aborting\n");
+                    std::process::abort();
+                }
+                CELL.store(p, core::sync::atomic::Ordering::Relaxed);
+            }
+            p
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name(path: *const c_char, arg: *const c_char) -> c_int {
+            // Seven pushes keep the stack 16-aligned for the call (it is 8 off at entry); %al is the
+            // variadic call's vector-register count, kept too.
+            core::arch::naked_asm!(
+                "push rdi", "push rsi", "push rdx", "push rcx", "push r8", "push r9", "push rax",
+                "call {hook}",
+                "mov r11, rax",
+                "pop rax", "pop r9", "pop r8", "pop rcx", "pop rdx", "pop rsi", "pop rdi",
+                "jmp r11",
+                hook = sym $hook,
+            )
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name(path: *const c_char, arg: *const c_char) -> c_int {
+            core::arch::naked_asm!(
+                "stp x0, x1, [sp, #-80]!", "stp x2, x3, [sp, #16]", "stp x4, x5, [sp, #32]",
+                "stp x6, x7, [sp, #48]", "stp x8, x30, [sp, #64]",
+                "bl {hook}",
+                "mov x16, x0",
+                "ldp x8, x30, [sp, #64]", "ldp x6, x7, [sp, #48]", "ldp x4, x5, [sp, #32]",
+                "ldp x2, x3, [sp, #16]", "ldp x0, x1, [sp], #80",
+                "br x16",
+                hook = sym $hook,
+            )
+        }
+    )*};
+}
+
+variadic_exec! {
+    /// `execl`: writes the lock statistics first (when kept), then glibc's.
+    execl => before_execl, c"execl";
+    /// `execlp`: as [`execl`].
+    execlp => before_execlp, c"execlp";
+    /// `execle`: as [`execl`].
+    execle => before_execle, c"execle";
+}

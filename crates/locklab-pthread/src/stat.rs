@@ -1,0 +1,1356 @@
+//! Lock statistics for any program (`LOCKLAB_STAT=PATH`, or `locklab run --stat`): the kernel's
+//! `lock_stat` for pthread locks, per lock object and per acquiring call site.
+//!
+//! # What is counted
+//! For each (lock, call site) pair: acquisitions; contentions (the first try failed, so the caller
+//! waited) with wait time (total, min, max); hold time of exclusive holds (mutexes, spinlocks,
+//! rwlock writers: total, min, max, and how many holds were timed); read acquisitions, contentions and
+//! wait time of rwlocks; condvar waits (count, time blocked, time-outs), signals and broadcasts. The
+//! call site is the return address of the call into this library; it is named at the end with
+//! `dladdr` (`function+0xoff`, or `object+0xoff` when the object exports no symbol there).
+//!
+//! # How
+//! - **Per-thread shards, no shared line**: each thread counts into its own shard, an open-addressed
+//!   table keyed by (lock, site) in `mmap`ed memory (no allocation on a lock path). A thread's shard
+//!   goes back to a free list when it exits (a pthread key destructor) and a later thread keeps adding
+//!   to it: the dump sums every shard, so which thread counted is irrelevant. Counters are atomics that
+//!   only the shard's owner writes (a load and a store, no locked instruction); the dump reads them
+//!   with Relaxed loads while threads run, so a figure may miss the last few operations, never tear.
+//! - **Time in ticks**: the TSC on x86-64 (`rdtsc`), the virtual counter on aarch64, converted to
+//!   nanoseconds at the dump by the ratio of ticks to `CLOCK_MONOTONIC` since the start. An
+//!   uncontended acquisition reads the clock once (for the hold time) and its release once.
+//! - **Contention without touching the algorithms**: every acquisition first tries (the family's own
+//!   `trylock`); only if that fails is the clock read and the blocking call made. So the figures are
+//!   the same whichever algorithm, glibc's included, is behind the lock.
+//! - **Holds** are matched by a small per-thread stack of held locks (lock, entry, start): a release
+//!   that finds no entry (a mutex unlocked by another thread, or a hold deeper than the stack) counts
+//!   no hold time. A recursive mutex's hold runs from its first lock to its last unlock.
+//!
+//! # When the table is written
+//! At exit (a destructor, after the program's own), before the process image is replaced by an
+//! `exec*` call, and on `SIGUSR1` when the program has no handler of its own (the signal sets a flag;
+//! the next lock operation of any thread writes the file, outside any signal handler). A child of
+//! `fork` starts from zero and writes its own file. The file is opened when counting starts (at load,
+//! or in the child), so a server that drops privileges can still write it; if the descriptor was
+//! closed or reused meanwhile (checked by device and inode), the path is opened again.
+//!
+//! # File names
+//! `%p` in the path becomes the process id; if that file exists (the image before an `exec`, or an
+//! earlier process with the same id), `-1`, `-2`, ... is appended to the id. A path without `%p` is
+//! overwritten by every process that writes it.
+
+use crate::config;
+use crate::sys;
+use core::cell::Cell;
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+use libc::c_int;
+
+// --- the clock ---------------------------------------------------------------------------------------
+
+/// A tick count: cheap, monotonic, the same rate on every CPU.
+#[inline(always)]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc has no preconditions; unserialised (a few cycles of skew do not matter).
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let t: u64;
+        // SAFETY: CNTVCT_EL0 is readable at EL0 on Linux; a register read.
+        unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) t, options(nomem, nostack)) };
+        t
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        monotonic_ns()
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Ticks and nanoseconds when counting started (the base of the conversion).
+static START_TICKS: AtomicU64 = AtomicU64::new(0);
+static START_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Nanoseconds per tick, measured over the process's life so far; a process younger than 5 ms waits
+/// until it is 5 ms old, so the ratio is good to a few parts per million.
+fn ns_per_tick() -> f64 {
+    #[cfg(target_arch = "aarch64")]
+    {
+        let f: u64;
+        // SAFETY: CNTFRQ_EL0 is readable at EL0; a register read.
+        unsafe { core::arch::asm!("mrs {}, cntfrq_el0", out(reg) f, options(nomem, nostack)) };
+        if f != 0 {
+            return 1e9 / f as f64;
+        }
+    }
+    let start = START_NS.load(Ordering::Relaxed);
+    while monotonic_ns().saturating_sub(start) < 5_000_000 {
+        core::hint::spin_loop();
+    }
+    let (t, n) = (ticks(), monotonic_ns());
+    let dt = t.saturating_sub(START_TICKS.load(Ordering::Relaxed));
+    let dn = n.saturating_sub(start);
+    if dt == 0 || dn == 0 {
+        return 1.0;
+    }
+    dn as f64 / dt as f64
+}
+
+// --- what is counted -----------------------------------------------------------------------------------
+
+/// Counter indices of an [`Entry`].
+mod c {
+    pub const ACQ: usize = 0;
+    pub const CONT: usize = 1;
+    pub const WAIT_TOTAL: usize = 2;
+    pub const WAIT_MAX: usize = 3;
+    /// Minimum plus one (0: none yet).
+    pub const WAIT_MIN1: usize = 4;
+    pub const HOLDS: usize = 5;
+    pub const HOLD_TOTAL: usize = 6;
+    pub const HOLD_MAX: usize = 7;
+    pub const HOLD_MIN1: usize = 8;
+    pub const RD_ACQ: usize = 9;
+    pub const RD_CONT: usize = 10;
+    pub const RD_WAIT_TOTAL: usize = 11;
+    pub const RD_WAIT_MAX: usize = 12;
+    pub const COND_WAITS: usize = 13;
+    pub const COND_WAIT_TOTAL: usize = 14;
+    pub const COND_TIMEOUTS: usize = 15;
+    pub const SIGNALS: usize = 16;
+    pub const BROADCASTS: usize = 17;
+    pub const N: usize = 18;
+    /// Counters that are times (converted to ns at the dump).
+    pub const TIMES: [usize; 9] = [
+        WAIT_TOTAL,
+        WAIT_MAX,
+        WAIT_MIN1,
+        HOLD_TOTAL,
+        HOLD_MAX,
+        HOLD_MIN1,
+        RD_WAIT_TOTAL,
+        RD_WAIT_MAX,
+        COND_WAIT_TOTAL,
+    ];
+    /// Counters merged by maximum.
+    pub const MAXES: [usize; 3] = [WAIT_MAX, HOLD_MAX, RD_WAIT_MAX];
+    /// Counters merged by minimum (stored plus one).
+    pub const MINS: [usize; 2] = [WAIT_MIN1, HOLD_MIN1];
+}
+
+/// What kind of object a record is about (kept with the record, for the table).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Obj {
+    /// A `pthread_mutex_t` / `mtx_t`: its kind word and whether glibc owns it.
+    Mutex { kind: i32, glibc: bool },
+    /// A `pthread_rwlock_t`, glibc's or ours.
+    RwLock { glibc: bool },
+    /// A `pthread_cond_t`.
+    Cond,
+    /// A `pthread_spinlock_t`.
+    Spin,
+}
+
+impl Obj {
+    /// Packed for the entry: family in bits 0-3, mutex type in 4-5, glibc's object in bit 8, and the
+    /// family's algorithm choice (`config`'s code) in bits 16-23.
+    fn pack(self) -> u32 {
+        match self {
+            Obj::Mutex { kind, glibc } => {
+                1 | ((kind as u32 & 3) << 4) | (glibc as u32) << 8 | (config::mutex() as u32) << 16
+            }
+            Obj::RwLock { glibc } => 2 | (glibc as u32) << 8 | (config::rwlock() as u32) << 16,
+            Obj::Cond => 3 | ((config::mutex() == config::MutexAlgo::Glibc) as u32) << 8,
+            Obj::Spin => 4 | (config::spin() as u32) << 16,
+        }
+    }
+}
+
+/// The `kind` and `algorithm` names of a packed [`Obj`].
+fn describe(info: u32) -> (&'static str, &'static str) {
+    let glibc = info & (1 << 8) != 0;
+    let code = (info >> 16) as u8;
+    match info & 15 {
+        1 => {
+            let kind = [
+                "mutex",
+                "mutex-recursive",
+                "mutex-errorcheck",
+                "mutex-adaptive",
+            ][(info >> 4) as usize & 3];
+            let algo = if glibc {
+                "glibc"
+            } else {
+                ["?", "mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"]
+                    .get(code as usize)
+                    .copied()
+                    .unwrap_or("?")
+            };
+            (kind, algo)
+        }
+        2 => {
+            let algo = if glibc {
+                "glibc"
+            } else {
+                ["?", "rwsem", "rwspinlock", "glibc"]
+                    .get(code as usize)
+                    .copied()
+                    .unwrap_or("?")
+            };
+            ("rwlock", algo)
+        }
+        3 => ("condvar", if glibc { "glibc" } else { "condvar" }),
+        _ => (
+            "spinlock",
+            ["?", "qspinlock", "ticket", "tas", "glibc"]
+                .get(code as usize)
+                .copied()
+                .unwrap_or("?"),
+        ),
+    }
+}
+
+/// One (lock, site) record. Only the owning thread writes it; `lock` is published last (Release), so a
+/// reader that sees it (Acquire) sees `site` and `info`.
+#[repr(C)]
+struct Entry {
+    lock: AtomicUsize,
+    site: AtomicUsize,
+    info: AtomicU32,
+    c: [AtomicU64; c::N],
+}
+
+impl Entry {
+    #[inline(always)]
+    fn add(&self, i: usize, v: u64) {
+        // Single writer: a load and a store, no locked instruction.
+        let x = &self.c[i];
+        x.store(x.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+    }
+    #[inline(always)]
+    fn max(&self, i: usize, v: u64) {
+        if v > self.c[i].load(Ordering::Relaxed) {
+            self.c[i].store(v, Ordering::Relaxed);
+        }
+    }
+    #[inline(always)]
+    fn min1(&self, i: usize, v: u64) {
+        let cur = self.c[i].load(Ordering::Relaxed);
+        if cur == 0 || v + 1 < cur {
+            self.c[i].store(v + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Records per shard (a power of two). Pairs beyond it in one thread are counted as dropped.
+const CAP: usize = 1024;
+/// Held locks remembered per thread for hold times.
+const HELD: usize = 16;
+/// Shards at most (threads alive at once; a thread beyond counts nothing).
+const MAX_SHARDS: usize = 4096;
+
+#[repr(C)]
+struct HeldLock {
+    lock: usize,
+    entry: *const Entry,
+    since: u64,
+}
+
+/// One thread's counters.
+#[repr(C)]
+struct Shard {
+    /// Claimed by a live thread.
+    in_use: AtomicBool,
+    /// Records that did not fit.
+    dropped: AtomicU64,
+    /// Owner only.
+    held_len: Cell<usize>,
+    held: [Cell<HeldLock>; HELD],
+    entries: [Entry; CAP],
+}
+
+static SHARDS: [AtomicPtr<Shard>; MAX_SHARDS] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_SHARDS];
+static SHARD_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Operations not counted: a thread with no shard (all taken, or its own already returned at exit).
+static UNCOUNTED: AtomicU64 = AtomicU64::new(0);
+
+std::thread_local! {
+    /// This thread's shard (null: none yet, or returned). No destructor.
+    static MINE: Cell<*const Shard> = const { Cell::new(core::ptr::null()) };
+    /// The shard was returned at this thread's exit: count nothing more.
+    static GONE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The pthread key whose destructor returns a thread's shard (-1: none).
+static KEY: AtomicI32 = AtomicI32::new(-1);
+
+unsafe extern "C" fn shard_exit(p: *mut libc::c_void) {
+    let s = p as *const Shard;
+    let _ = MINE.try_with(|m| m.set(core::ptr::null()));
+    let _ = GONE.try_with(|g| g.set(true));
+    // SAFETY: the value this thread stored: one of the never-freed shards.
+    let s = unsafe { &*s };
+    s.held_len.set(0);
+    // Release pairs with the Acquire CAS in `claim`: this thread's counts are complete before another
+    // thread writes the shard.
+    s.in_use.store(false, Ordering::Release);
+}
+
+#[inline(always)]
+fn shard() -> Option<&'static Shard> {
+    let p = MINE.try_with(Cell::get).unwrap_or(core::ptr::null());
+    if p.is_null() {
+        return claim();
+    }
+    // SAFETY: shards are never freed.
+    Some(unsafe { &*p })
+}
+
+#[cold]
+#[inline(never)]
+fn claim() -> Option<&'static Shard> {
+    if GONE.try_with(Cell::get).unwrap_or(true) {
+        UNCOUNTED.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let n = SHARD_COUNT.load(Ordering::Acquire).min(MAX_SHARDS);
+    let mut found = None;
+    for cell in &SHARDS[..n] {
+        // SAFETY: published shards are never freed.
+        if let Some(s) = unsafe { cell.load(Ordering::Acquire).as_ref() }
+            // Acquire pairs with the Release store in `shard_exit`.
+            && s.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            found = Some(s);
+            break;
+        }
+    }
+    if found.is_none() {
+        let i = SHARD_COUNT.fetch_add(1, Ordering::AcqRel);
+        if i >= MAX_SHARDS {
+            UNCOUNTED.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        // SAFETY: an anonymous private mapping (zero-filled: an empty shard, `in_use` false).
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                core::mem::size_of::<Shard>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: zeroed memory is a valid Shard (atomics, cells, null pointers).
+        let s: &'static Shard = unsafe { &*(p as *const Shard) };
+        s.in_use.store(true, Ordering::Relaxed);
+        // Release pairs with the Acquire loads in `claim` and the dump.
+        SHARDS[i].store(p.cast(), Ordering::Release);
+        found = Some(s);
+    }
+    let s = found?;
+    let key = KEY.load(Ordering::Relaxed);
+    if key >= 0 {
+        // SAFETY: our key; a low key (created in the constructor), so no allocation.
+        unsafe {
+            libc::pthread_setspecific(key as libc::pthread_key_t, (s as *const Shard).cast())
+        };
+    }
+    let _ = MINE.try_with(|m| m.set(s));
+    Some(s)
+}
+
+/// The entry of (lock, site) in this thread's shard, created if new.
+#[inline(always)]
+fn entry(s: &'static Shard, lock: usize, site: usize, obj: Obj) -> Option<&'static Entry> {
+    let h = (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 10);
+    let mut i = h & (CAP - 1);
+    for _ in 0..CAP {
+        let e = &s.entries[i];
+        let l = e.lock.load(Ordering::Relaxed);
+        if l == lock && e.site.load(Ordering::Relaxed) == site {
+            return Some(e);
+        }
+        if l == 0 {
+            e.site.store(site, Ordering::Relaxed);
+            e.info.store(obj.pack(), Ordering::Relaxed);
+            // Release pairs with the dump's Acquire load: `site` and `info` are visible first.
+            e.lock.store(lock, Ordering::Release);
+            return Some(e);
+        }
+        i = (i + 1) & (CAP - 1);
+    }
+    s.dropped
+        .store(s.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    None
+}
+
+fn push_held(s: &Shard, lock: usize, e: &Entry, since: u64) {
+    let n = s.held_len.get();
+    for h in &s.held[..n] {
+        // SAFETY-free: a Cell read of plain data. A recursive relock keeps the first hold.
+        let x = h.replace(HeldLock {
+            lock: 0,
+            entry: core::ptr::null(),
+            since: 0,
+        });
+        let same = x.lock == lock;
+        h.set(x);
+        if same {
+            return;
+        }
+    }
+    if n < HELD {
+        s.held[n].set(HeldLock {
+            lock,
+            entry: e,
+            since,
+        });
+        s.held_len.set(n + 1);
+    }
+}
+
+// --- the wrappers the entry points call ------------------------------------------------------------------
+
+/// Whether statistics are being kept.
+#[inline(always)]
+pub(crate) fn on() -> bool {
+    config::stat()
+}
+
+/// An exclusive (`write`) or shared acquisition, timed when it must wait. `try_once` is the family's
+/// trylock; `block` its blocking (or timed) call, made only when `try_once` answered `EBUSY`.
+#[inline(never)]
+pub(crate) fn acquire(
+    lock: usize,
+    site: usize,
+    obj: Obj,
+    exclusive: bool,
+    try_once: impl FnOnce() -> c_int,
+    block: impl FnOnce() -> c_int,
+) -> c_int {
+    poll_dump();
+    let mut r = try_once();
+    let mut waited = None;
+    let now;
+    if r == libc::EBUSY {
+        let t0 = ticks();
+        r = block();
+        now = ticks();
+        waited = Some(now.saturating_sub(t0));
+    } else {
+        now = ticks();
+    }
+    record(lock, site, obj, exclusive, waited, r, now);
+    r
+}
+
+/// A trylock: counted when it succeeds (a failed try is no contention: the caller did not wait).
+#[inline(never)]
+pub(crate) fn try_acquire(
+    lock: usize,
+    site: usize,
+    obj: Obj,
+    exclusive: bool,
+    try_once: impl FnOnce() -> c_int,
+) -> c_int {
+    poll_dump();
+    let r = try_once();
+    if r == 0 || r == libc::EOWNERDEAD {
+        record(lock, site, obj, exclusive, None, r, ticks());
+    }
+    r
+}
+
+/// Counts one acquisition attempt that returned `r` at `now`, after waiting `waited` ticks if it
+/// had to wait.
+#[inline(always)]
+fn record(
+    lock: usize,
+    site: usize,
+    obj: Obj,
+    exclusive: bool,
+    waited: Option<u64>,
+    r: c_int,
+    now: u64,
+) {
+    let Some(s) = shard() else { return };
+    let Some(e) = entry(s, lock, site, obj) else {
+        return;
+    };
+    if let Some(w) = waited
+        && matches!(r, 0 | libc::EOWNERDEAD | libc::ETIMEDOUT)
+    {
+        if exclusive {
+            e.add(c::CONT, 1);
+            e.add(c::WAIT_TOTAL, w);
+            e.max(c::WAIT_MAX, w);
+            e.min1(c::WAIT_MIN1, w);
+        } else {
+            e.add(c::RD_CONT, 1);
+            e.add(c::RD_WAIT_TOTAL, w);
+            e.max(c::RD_WAIT_MAX, w);
+        }
+    }
+    if r == 0 || r == libc::EOWNERDEAD {
+        if exclusive {
+            e.add(c::ACQ, 1);
+            push_held(s, lock, e, now);
+        } else {
+            e.add(c::RD_ACQ, 1);
+        }
+    }
+}
+
+/// The end of an exclusive hold of `lock`, if this thread's stack has it (call before the unlock).
+#[inline(never)]
+pub(crate) fn release(lock: usize) {
+    poll_dump();
+    let Some(s) = MINE.try_with(Cell::get).ok().filter(|p| !p.is_null()) else {
+        return;
+    };
+    // SAFETY: shards are never freed.
+    let s = unsafe { &*s };
+    let n = s.held_len.get();
+    for i in (0..n).rev() {
+        let h = s.held[i].replace(HeldLock {
+            lock: 0,
+            entry: core::ptr::null(),
+            since: 0,
+        });
+        if h.lock != lock {
+            s.held[i].set(h);
+            continue;
+        }
+        // Close the gap.
+        for j in i..n - 1 {
+            s.held[j].set(s.held[j + 1].replace(HeldLock {
+                lock: 0,
+                entry: core::ptr::null(),
+                since: 0,
+            }));
+        }
+        s.held_len.set(n - 1);
+        // SAFETY: entries live in never-freed shards.
+        let e = unsafe { &*h.entry };
+        // A fork in between may have cleared the record (then it belongs to no lock).
+        if e.lock.load(Ordering::Relaxed) == lock {
+            let d = ticks().saturating_sub(h.since);
+            e.add(c::HOLDS, 1);
+            e.add(c::HOLD_TOTAL, d);
+            e.max(c::HOLD_MAX, d);
+            e.min1(c::HOLD_MIN1, d);
+        }
+        return;
+    }
+}
+
+/// A condvar wait on `cond` with `mutex`: the mutex's hold ends before, a new one starts after (an
+/// acquisition at this site), and the time blocked is the condvar's.
+pub(crate) fn cond_wait(
+    cond: usize,
+    mutex: usize,
+    mutex_obj: Obj,
+    site: usize,
+    wait: impl FnOnce() -> c_int,
+) -> c_int {
+    release(mutex);
+    let t0 = ticks();
+    let r = wait();
+    let now = ticks();
+    if let Some(s) = shard() {
+        if let Some(e) = entry(s, cond, site, Obj::Cond) {
+            e.add(c::COND_WAITS, 1);
+            e.add(c::COND_WAIT_TOTAL, now.saturating_sub(t0));
+            if r == libc::ETIMEDOUT {
+                e.add(c::COND_TIMEOUTS, 1);
+            }
+        }
+        if (r == 0 || r == libc::ETIMEDOUT || r == libc::EOWNERDEAD)
+            && let Some(e) = entry(s, mutex, site, mutex_obj)
+        {
+            e.add(c::ACQ, 1);
+            push_held(s, mutex, e, now);
+        }
+    }
+    r
+}
+
+/// A `signal` (`all`: a broadcast) of `cond` at `site`.
+pub(crate) fn notify(cond: usize, site: usize, all: bool) {
+    poll_dump();
+    if let Some(s) = shard()
+        && let Some(e) = entry(s, cond, site, Obj::Cond)
+    {
+        e.add(if all { c::BROADCASTS } else { c::SIGNALS }, 1);
+    }
+}
+
+// --- start, fork, exec, signal ---------------------------------------------------------------------------
+
+/// Longest path template kept.
+const PATH_MAX: usize = 4096;
+/// A byte buffer in a static, written by one thread at a time (each use says why).
+struct Buf<const N: usize>(core::cell::UnsafeCell<[u8; N]>);
+
+// SAFETY: every access is serialised by its users (see each `get`).
+unsafe impl<const N: usize> Sync for Buf<N> {}
+
+impl<const N: usize> Buf<N> {
+    const fn new() -> Self {
+        Buf(core::cell::UnsafeCell::new([0; N]))
+    }
+    /// # Safety
+    /// No other reference to the buffer is live.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get(&self) -> &mut [u8; N] {
+        // SAFETY: the caller's exclusivity.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+/// The path template (`LOCKLAB_STAT`), NUL-terminated.
+static TEMPLATE: Buf<PATH_MAX> = Buf::new();
+/// The file this process writes: its name (NUL-terminated), descriptor, device and inode.
+static OUT_NAME: Buf<{ PATH_MAX + 32 }> = Buf::new();
+static OUT_FD: AtomicI32 = AtomicI32::new(-1);
+static OUT_DEV: AtomicU64 = AtomicU64::new(0);
+static OUT_INO: AtomicU64 = AtomicU64::new(0);
+/// The process that opened the file (a `vfork` child, which shares our memory, must not write it).
+static OUT_PID: AtomicI32 = AtomicI32::new(0);
+/// SIGUSR1 asked for a dump.
+static DUMP_ASKED: AtomicBool = AtomicBool::new(false);
+/// A dump is being written (another request meanwhile is dropped).
+static DUMPING: AtomicBool = AtomicBool::new(false);
+/// 0: not started; 1: started.
+static STARTED: AtomicU8 = AtomicU8::new(0);
+
+/// Starts counting with `path` as the template (from `config::load`, once, when `LOCKLAB_STAT` is
+/// set and non-empty).
+pub(crate) fn start(path: &[u8]) {
+    if STARTED.swap(1, Ordering::Relaxed) != 0 {
+        return;
+    }
+    let n = path.len().min(PATH_MAX - 1);
+    // SAFETY: written once, here, before `on()` turns true (config stores the flag after this call).
+    unsafe {
+        let t = TEMPLATE.get();
+        t[..n].copy_from_slice(&path[..n]);
+        t[n] = 0;
+    }
+    START_TICKS.store(ticks(), Ordering::Relaxed);
+    START_NS.store(monotonic_ns(), Ordering::Relaxed);
+    open_output(false);
+}
+
+/// The constructor's part: the thread-exit key, the SIGUSR1 handler (only if the program's
+/// disposition is the default) and the destructor's registration are done once libc is up.
+pub(crate) fn init() {
+    if !on() {
+        return;
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a valid out-pointer and destructor.
+    if unsafe { libc::pthread_key_create(&mut key, Some(shard_exit)) } == 0 {
+        KEY.store(key as i32, Ordering::Relaxed);
+    }
+    // SAFETY: querying, then installing, a handler that only stores to an atomic.
+    unsafe {
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(libc::SIGUSR1, core::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_DFL
+        {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_sigusr1 as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn on_sigusr1(_: c_int) {
+    DUMP_ASKED.store(true, Ordering::Relaxed);
+}
+
+#[inline(always)]
+fn poll_dump() {
+    if DUMP_ASKED.load(Ordering::Relaxed) {
+        asked_dump();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn asked_dump() {
+    if DUMP_ASKED.swap(false, Ordering::Relaxed) {
+        dump(b"signal");
+    }
+}
+
+/// The destructor: the table at exit.
+pub(crate) fn at_exit() {
+    if on() {
+        dump(b"exit");
+    }
+}
+
+/// Before an `exec*`: the table of the image about to be replaced (not from a child of `vfork`,
+/// which runs in our memory until it execs).
+pub(crate) fn before_exec() {
+    // SAFETY: no arguments.
+    if on() && unsafe { libc::getpid() } == OUT_PID.load(Ordering::Relaxed) {
+        dump(b"exec");
+    }
+}
+
+/// In the child of `fork` (the only thread): counts start from zero, every other thread's shard is
+/// free, and the child opens its own file.
+pub(crate) fn after_fork_child() {
+    if !on() {
+        return;
+    }
+    let mine = MINE.try_with(Cell::get).unwrap_or(core::ptr::null());
+    let n = SHARD_COUNT.load(Ordering::Relaxed).min(MAX_SHARDS);
+    for cell in &SHARDS[..n] {
+        let p = cell.load(Ordering::Relaxed);
+        // SAFETY: published shards are never freed; the child has one thread.
+        let Some(s) = (unsafe { p.as_ref() }) else {
+            continue;
+        };
+        for e in &s.entries {
+            if e.lock.load(Ordering::Relaxed) != 0 {
+                e.lock.store(0, Ordering::Relaxed);
+                e.site.store(0, Ordering::Relaxed);
+                for x in &e.c {
+                    x.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        s.dropped.store(0, Ordering::Relaxed);
+        if !core::ptr::eq(p, mine) {
+            s.held_len.set(0);
+            s.in_use.store(false, Ordering::Relaxed);
+        }
+    }
+    UNCOUNTED.store(0, Ordering::Relaxed);
+    DUMPING.store(false, Ordering::Relaxed);
+    DUMP_ASKED.store(false, Ordering::Relaxed);
+    let fd = OUT_FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: the parent's descriptor, inherited; ours to close in the child.
+        unsafe { libc::close(fd) };
+    }
+    open_output(false);
+}
+
+/// Appends `src` to `buf` at `*n`, truncating at the end.
+fn put(buf: &mut [u8], n: &mut usize, src: &[u8]) {
+    let k = src.len().min(buf.len().saturating_sub(*n));
+    buf[*n..*n + k].copy_from_slice(&src[..k]);
+    *n += k;
+}
+
+fn put_u64(buf: &mut [u8], n: &mut usize, v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    put(buf, n, &tmp[i..]);
+}
+
+/// Opens this process's file (`again`: the earlier descriptor was lost; reuse the name).
+fn open_output(again: bool) {
+    // SAFETY: the template is written once in `start`; the name only by this function, which runs in
+    // `start`, in the child after fork, and in a dump (one at a time: `DUMPING`).
+    let (template, name) = unsafe { (&*TEMPLATE.get(), OUT_NAME.get()) };
+    let tlen = template.iter().position(|&b| b == 0).unwrap_or(0);
+    let template = &template[..tlen];
+    let has_pid = template.windows(2).any(|w| w == b"%p");
+    let mut flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+    let fd = if again {
+        // SAFETY: a NUL-terminated name.
+        unsafe { libc::open(name.as_ptr().cast(), flags, 0o644) }
+    } else {
+        let mut fd = -1;
+        for attempt in 0..100u64 {
+            let mut n = 0;
+            let mut i = 0;
+            while i < template.len() {
+                if template[i..].starts_with(b"%p") {
+                    // SAFETY: no arguments.
+                    put_u64(name, &mut n, unsafe { libc::getpid() } as u64);
+                    if attempt > 0 {
+                        put(name, &mut n, b"-");
+                        put_u64(name, &mut n, attempt);
+                    }
+                    i += 2;
+                } else {
+                    put(name, &mut n, &template[i..i + 1]);
+                    i += 1;
+                }
+            }
+            let n = n.min(name.len() - 1);
+            name[n] = 0;
+            flags |= if has_pid { libc::O_EXCL } else { libc::O_TRUNC };
+            // SAFETY: a NUL-terminated name.
+            fd = unsafe { libc::open(name.as_ptr().cast(), flags, 0o644) };
+            if fd >= 0 || !has_pid || sys::errno() != libc::EEXIST {
+                break;
+            }
+        }
+        fd
+    };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: our descriptor and a valid out-pointer.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstat(fd, &mut st) };
+    OUT_DEV.store(st.st_dev, Ordering::Relaxed);
+    OUT_INO.store(st.st_ino, Ordering::Relaxed);
+    OUT_FD.store(fd, Ordering::Relaxed);
+    // SAFETY: no arguments.
+    OUT_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+}
+
+/// Our descriptor, if it is still our file (a program may close every descriptor it does not know,
+/// and reuse the number).
+fn output_fd() -> Option<c_int> {
+    let check = |fd: c_int| {
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: any descriptor number; a valid out-pointer.
+        fd >= 0
+            && unsafe { libc::fstat(fd, &mut st) } == 0
+            && st.st_dev == OUT_DEV.load(Ordering::Relaxed)
+            && st.st_ino == OUT_INO.load(Ordering::Relaxed)
+    };
+    let fd = OUT_FD.load(Ordering::Relaxed);
+    if check(fd) {
+        return Some(fd);
+    }
+    open_output(true);
+    let fd = OUT_FD.load(Ordering::Relaxed);
+    (fd >= 0).then_some(fd)
+}
+
+// --- the dump --------------------------------------------------------------------------------------------
+
+/// A merged record.
+#[derive(Clone, Copy)]
+struct Rec {
+    lock: usize,
+    site: usize,
+    info: u32,
+    c: [u64; c::N],
+}
+
+/// Memory from `mmap` for `n` records (no allocation: a dump may run inside the program's `malloc`).
+struct Scratch {
+    p: *mut Rec,
+    len: usize,
+}
+
+impl Scratch {
+    fn new(n: usize) -> Option<Scratch> {
+        let bytes = n.max(1) * core::mem::size_of::<Rec>();
+        // SAFETY: an anonymous private mapping.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then(|| Scratch {
+            p: p.cast(),
+            len: n.max(1),
+        })
+    }
+    fn slice(&mut self) -> &mut [Rec] {
+        // SAFETY: zero-filled memory for `len` records (all-zero is a valid Rec), ours alone.
+        unsafe { core::slice::from_raw_parts_mut(self.p, self.len) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: our mapping.
+        unsafe { libc::munmap(self.p.cast(), self.len * core::mem::size_of::<Rec>()) };
+    }
+}
+
+/// Writes the JSON file. Never allocates and never fails loudly; one dump at a time.
+fn dump(reason: &[u8]) {
+    if DUMPING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let e = sys::errno();
+    write_dump(reason);
+    sys::set_errno(e);
+    DUMPING.store(false, Ordering::Release);
+}
+
+fn write_dump(reason: &[u8]) {
+    let Some(fd) = output_fd() else { return };
+    let shards = SHARD_COUNT.load(Ordering::Acquire).min(MAX_SHARDS);
+    // Count the records to size the merge table.
+    let mut used = 0usize;
+    let mut dropped = 0u64;
+    for cell in &SHARDS[..shards] {
+        // SAFETY: published shards are never freed.
+        let Some(s) = (unsafe { cell.load(Ordering::Acquire).as_ref() }) else {
+            continue;
+        };
+        dropped += s.dropped.load(Ordering::Relaxed);
+        used += s
+            .entries
+            .iter()
+            .filter(|e| e.lock.load(Ordering::Relaxed) != 0)
+            .count();
+    }
+    let cap = (used * 2).next_power_of_two().max(16);
+    let Some(mut table) = Scratch::new(cap) else {
+        return;
+    };
+    let t = table.slice();
+    let mut records = 0usize;
+    for cell in &SHARDS[..shards] {
+        // SAFETY: as above.
+        let Some(s) = (unsafe { cell.load(Ordering::Acquire).as_ref() }) else {
+            continue;
+        };
+        for e in &s.entries {
+            // Acquire pairs with the Release store that published the entry.
+            let lock = e.lock.load(Ordering::Acquire);
+            if lock == 0 {
+                continue;
+            }
+            let site = e.site.load(Ordering::Relaxed);
+            let h = (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut i = h & (cap - 1);
+            let mut placed = false;
+            for _ in 0..cap {
+                let r = &mut t[i];
+                if r.lock == 0 {
+                    if records >= used {
+                        break;
+                    }
+                    r.lock = lock;
+                    r.site = site;
+                    r.info = e.info.load(Ordering::Relaxed);
+                    records += 1;
+                }
+                if r.lock == lock && r.site == site {
+                    for k in 0..c::N {
+                        let v = e.c[k].load(Ordering::Relaxed);
+                        if c::MAXES.contains(&k) {
+                            r.c[k] = r.c[k].max(v);
+                        } else if c::MINS.contains(&k) {
+                            if v != 0 && (r.c[k] == 0 || v < r.c[k]) {
+                                r.c[k] = v;
+                            }
+                        } else {
+                            r.c[k] = r.c[k].wrapping_add(v);
+                        }
+                    }
+                    placed = true;
+                    break;
+                }
+                i = (i + 1) & (cap - 1);
+            }
+            if !placed {
+                dropped += 1;
+            }
+        }
+    }
+    // Compact, then sort by total wait (exclusive + read + condvar), the table's order.
+    let mut k = 0;
+    for i in 0..cap {
+        if t[i].lock != 0 {
+            t.swap(k, i);
+            k += 1;
+        }
+    }
+    let recs = &mut t[..k];
+    let wait = |r: &Rec| r.c[c::WAIT_TOTAL] + r.c[c::RD_WAIT_TOTAL];
+    recs.sort_unstable_by(|a, b| wait(b).cmp(&wait(a)).then(b.c[c::ACQ].cmp(&a.c[c::ACQ])));
+    let scale = ns_per_tick();
+    let mut w = Writer::new(fd);
+    write_json(&mut w, reason, recs, scale, dropped);
+    w.finish();
+}
+
+/// A buffered writer to a descriptor, from the start of the file; errors end the writing quietly.
+struct Writer {
+    fd: c_int,
+    buf: [u8; 8192],
+    n: usize,
+    off: i64,
+    ok: bool,
+}
+
+impl Writer {
+    fn new(fd: c_int) -> Writer {
+        // SAFETY: our descriptor: the file is rewritten from the start.
+        let ok = unsafe { libc::ftruncate(fd, 0) } == 0;
+        Writer {
+            fd,
+            buf: [0; 8192],
+            n: 0,
+            off: 0,
+            ok,
+        }
+    }
+    fn flush(&mut self) {
+        let mut done = 0;
+        while self.ok && done < self.n {
+            // SAFETY: a valid buffer range; our descriptor.
+            let r = unsafe {
+                libc::pwrite(
+                    self.fd,
+                    self.buf[done..self.n].as_ptr().cast(),
+                    self.n - done,
+                    self.off,
+                )
+            };
+            if r <= 0 {
+                self.ok = false;
+                break;
+            }
+            done += r as usize;
+            self.off += r as i64;
+        }
+        self.n = 0;
+    }
+    fn s(&mut self, b: &[u8]) -> &mut Self {
+        for chunk in b.chunks(4096) {
+            if self.n + chunk.len() > self.buf.len() {
+                self.flush();
+            }
+            self.buf[self.n..self.n + chunk.len()].copy_from_slice(chunk);
+            self.n += chunk.len();
+        }
+        self
+    }
+    fn u(&mut self, v: u64) -> &mut Self {
+        let mut tmp = [0u8; 20];
+        let mut n = 0;
+        put_u64(&mut tmp, &mut n, v);
+        self.s(&tmp[..n])
+    }
+    fn hex(&mut self, v: usize) -> &mut Self {
+        let mut tmp = [0u8; 18];
+        tmp[0] = b'0';
+        tmp[1] = b'x';
+        let mut n = 2;
+        let digits = (usize::BITS - v.leading_zeros()).div_ceil(4).max(1);
+        for i in (0..digits).rev() {
+            tmp[n] = b"0123456789abcdef"[(v >> (i * 4)) & 15];
+            n += 1;
+        }
+        self.s(&tmp[..n])
+    }
+    /// A JSON string (escaped).
+    fn q(&mut self, b: &[u8]) -> &mut Self {
+        self.s(b"\"");
+        for &ch in b {
+            match ch {
+                b'"' => self.s(b"\\\""),
+                b'\\' => self.s(b"\\\\"),
+                0..=0x1f | 0x7f..=0xff => {
+                    let hx = b"0123456789abcdef";
+                    self.s(&[
+                        b'\\',
+                        b'u',
+                        b'0',
+                        b'0',
+                        hx[(ch >> 4) as usize],
+                        hx[(ch & 15) as usize],
+                    ])
+                }
+                _ => self.s(&[ch]),
+            };
+        }
+        self.s(b"\"")
+    }
+    fn finish(&mut self) {
+        self.flush();
+    }
+}
+
+/// `dladdr` of an address: (object path, object base, symbol name, symbol address, symbol size if
+/// known).
+/// A symbol: its name, address and size (0 if unknown).
+type Sym = (&'static [u8], usize, usize);
+
+fn symbolise(addr: usize) -> Option<(&'static [u8], usize, Option<Sym>)> {
+    if addr == 0 {
+        return None;
+    }
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut sym: *const libc::Elf64_Sym = core::ptr::null();
+    // SAFETY: valid out-pointers; RTLD_DL_SYMENT (2) stores the symbol's table entry.
+    let ok = unsafe {
+        dladdr1(
+            addr as *const libc::c_void,
+            &mut info,
+            (&raw mut sym).cast(),
+            2,
+        )
+    };
+    if ok == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr's strings live as long as the object stays loaded (a dump runs before unload).
+    let mut fname = unsafe { core::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes();
+    if !fname.starts_with(b"/") {
+        // The main program is named as it was started (`./t`, or empty): name it by its path.
+        fname = exe_path();
+    }
+    let s = if info.dli_sname.is_null() {
+        None
+    } else {
+        // SAFETY: as above.
+        let name = unsafe { core::ffi::CStr::from_ptr(info.dli_sname) }.to_bytes();
+        // SAFETY: the symbol entry dladdr1 gave, if any.
+        let size = unsafe { sym.as_ref() }.map_or(0, |s| s.st_size as usize);
+        Some((name, info.dli_saddr as usize, size))
+    };
+    Some((fname, info.dli_fbase as usize, s))
+}
+
+unsafe extern "C" {
+    fn dladdr1(
+        addr: *const libc::c_void,
+        info: *mut libc::Dl_info,
+        extra: *mut *mut libc::c_void,
+        flags: c_int,
+    ) -> c_int;
+}
+
+/// `/proc/self/exe`, read once per dump (a dump at a time).
+fn exe_path() -> &'static [u8] {
+    static EXE: Buf<1024> = Buf::new();
+    static LEN: AtomicUsize = AtomicUsize::new(0);
+    // SAFETY: written only here, during a dump (one at a time: `DUMPING`).
+    let buf = unsafe { EXE.get() };
+    let mut n = LEN.load(Ordering::Relaxed);
+    if n == 0 {
+        // SAFETY: a NUL-terminated path and a valid buffer.
+        let r = unsafe {
+            libc::readlink(
+                c"/proc/self/exe".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        n = r.max(0) as usize;
+        LEN.store(n, Ordering::Relaxed);
+    }
+    &buf[..n]
+}
+
+fn basename(p: &[u8]) -> &[u8] {
+    p.rsplit(|&b| b == b'/').next().unwrap_or(p)
+}
+
+fn write_json(w: &mut Writer, reason: &[u8], recs: &[Rec], scale: f64, dropped: u64) {
+    let ns = |t: u64| (t as f64 * scale).round() as u64;
+    let exe = exe_path();
+    let mut locks_used = 0u64;
+    let mut locks_contended = 0u64;
+    // Distinct locks: records are sorted by wait, not by lock; count a lock at its first record.
+    for (i, r) in recs.iter().enumerate() {
+        if r.info & 15 == 3 {
+            continue;
+        }
+        if recs[..i].iter().any(|x| x.lock == r.lock) {
+            continue;
+        }
+        locks_used += 1;
+        if recs
+            .iter()
+            .any(|x| x.lock == r.lock && (x.c[c::CONT] + x.c[c::RD_CONT]) > 0)
+        {
+            locks_contended += 1;
+        }
+    }
+    // SAFETY: no arguments.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    w.s(b"{\"pid\":")
+        .u(pid as u64)
+        .s(b",\"ppid\":")
+        .u(ppid as u64)
+        .s(b",\"exe\":")
+        .q(exe);
+    w.s(b",\"reason\":").q(reason);
+    let names = |v: u8, all: &[&'static str]| all.get(v as usize).copied().unwrap_or("?");
+    w.s(b",\"mutex\":").q(names(
+        config::mutex() as u8,
+        &["?", "mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"],
+    )
+    .as_bytes());
+    w.s(b",\"rwlock\":").q(names(
+        config::rwlock() as u8,
+        &["?", "rwsem", "rwspinlock", "glibc"],
+    )
+    .as_bytes());
+    w.s(b",\"spin\":").q(names(
+        config::spin() as u8,
+        &["?", "qspinlock", "ticket", "tas", "glibc"],
+    )
+    .as_bytes());
+    w.s(b",\"ns_per_tick\":");
+    // Six decimals, without float formatting machinery that might allocate.
+    let micro = (scale * 1e6).round() as u64;
+    w.u(micro / 1_000_000).s(b".");
+    let frac = micro % 1_000_000;
+    let mut tmp = [b'0'; 6];
+    let mut f = frac;
+    for i in (0..6).rev() {
+        tmp[i] = b'0' + (f % 10) as u8;
+        f /= 10;
+    }
+    w.s(&tmp);
+    w.s(b",\"locks_used\":")
+        .u(locks_used)
+        .s(b",\"locks_contended\":")
+        .u(locks_contended);
+    w.s(b",\"dropped\":")
+        .u(dropped)
+        .s(b",\"uncounted\":")
+        .u(UNCOUNTED.load(Ordering::Relaxed));
+    w.s(b",\"records\":[");
+    for (i, r) in recs.iter().enumerate() {
+        if i > 0 {
+            w.s(b",");
+        }
+        let (kind, algo) = describe(r.info);
+        w.s(b"\n{\"lock\":").s(b"\"").hex(r.lock).s(b"\"");
+        w.s(b",\"lock_name\":");
+        match symbolise(r.lock) {
+            Some((_, _, Some((name, at, size)))) if r.lock >= at && r.lock < at + size.max(1) => {
+                w.s(b"\"");
+                w.s(&json_safe(name));
+                if r.lock > at {
+                    w.s(b"+").hex(r.lock - at);
+                }
+                w.s(b"\"");
+            }
+            _ => {
+                w.s(b"null");
+            }
+        }
+        w.s(b",\"kind\":")
+            .q(kind.as_bytes())
+            .s(b",\"algorithm\":")
+            .q(algo.as_bytes());
+        w.s(b",\"site_addr\":\"").hex(r.site).s(b"\",\"site\":");
+        match symbolise(r.site) {
+            Some((obj, base, sym)) => {
+                w.s(b"\"");
+                match sym {
+                    Some((name, at, _)) => {
+                        w.s(&json_safe(name)).s(b"+").hex(r.site - at);
+                    }
+                    None => {
+                        w.s(&json_safe(basename(obj))).s(b"+").hex(r.site - base);
+                    }
+                }
+                w.s(b" (").s(&json_safe(basename(obj))).s(b")\"");
+                w.s(b",\"object\":")
+                    .q(obj)
+                    .s(b",\"object_offset\":")
+                    .u((r.site - base) as u64);
+            }
+            None => {
+                w.s(b"null,\"object\":null,\"object_offset\":null");
+            }
+        }
+        let fields: [(&[u8], usize); c::N] = [
+            (b"acquisitions", c::ACQ),
+            (b"contentions", c::CONT),
+            (b"wait_ns_total", c::WAIT_TOTAL),
+            (b"wait_ns_max", c::WAIT_MAX),
+            (b"wait_ns_min", c::WAIT_MIN1),
+            (b"holds", c::HOLDS),
+            (b"hold_ns_total", c::HOLD_TOTAL),
+            (b"hold_ns_max", c::HOLD_MAX),
+            (b"hold_ns_min", c::HOLD_MIN1),
+            (b"read_acquisitions", c::RD_ACQ),
+            (b"read_contentions", c::RD_CONT),
+            (b"read_wait_ns_total", c::RD_WAIT_TOTAL),
+            (b"read_wait_ns_max", c::RD_WAIT_MAX),
+            (b"cond_waits", c::COND_WAITS),
+            (b"cond_wait_ns_total", c::COND_WAIT_TOTAL),
+            (b"cond_timeouts", c::COND_TIMEOUTS),
+            (b"signals", c::SIGNALS),
+            (b"broadcasts", c::BROADCASTS),
+        ];
+        for (name, k) in fields {
+            let mut v = r.c[k];
+            if c::MINS.contains(&k) {
+                v = v.saturating_sub(1);
+            }
+            if c::TIMES.contains(&k) {
+                v = ns(v);
+            }
+            w.s(b",\"").s(name).s(b"\":").u(v);
+        }
+        w.s(b"}");
+    }
+    w.s(b"\n]}\n");
+}
+
+/// A name's bytes with anything JSON would need escaped replaced by `?` (symbol names never have
+/// such characters; this keeps the writer simple where names are spliced into a string).
+fn json_safe(b: &[u8]) -> JsonSafe<'_> {
+    JsonSafe(b)
+}
+
+struct JsonSafe<'a>(&'a [u8]);
+
+impl core::ops::Deref for JsonSafe<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        if self
+            .0
+            .iter()
+            .all(|&c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
+        {
+            self.0
+        } else {
+            b"?"
+        }
+    }
+}
