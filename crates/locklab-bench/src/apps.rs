@@ -400,7 +400,8 @@ pub struct AppRow {
     /// Why a run failed verification, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
-    /// The most contended locks (from `run --stat`; empty until the lab collects them).
+    /// The call sites with the most wait, from one more run of the app with lock statistics (for
+    /// `glibc`, glibc's own locks counted through the library).
     pub top_locks: Vec<serde_json::Value>,
 }
 
@@ -424,14 +425,36 @@ pub struct AppsReport {
     pub apps: Vec<serde_json::Value>,
 }
 
-/// Runs one app once under `lock`; the throughput (ops/s), or why it failed.
-fn run_once(app: &App, lock: &str, threads: usize, quick: bool, dir: &Path) -> Result<f64, String> {
+/// Runs one app once under `lock`; the throughput (ops/s), or why it failed. With `stat`, the run
+/// keeps lock statistics in that directory (glibc's locks too: the library is then preloaded with
+/// `LOCKLAB_MUTEX=glibc`, and counts around glibc's own calls); a server is stopped with `SIGTERM`
+/// so that it exits and writes them.
+fn run_once(
+    app: &App,
+    lock: &str,
+    threads: usize,
+    quick: bool,
+    dir: &Path,
+    stat: Option<&Path>,
+) -> Result<f64, String> {
     let lib = preload::find_library(&std::env::current_exe().map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     let with_lock = |c: &mut Command| {
-        c.env_remove("LD_PRELOAD").env_remove("LOCKLAB_MUTEX");
-        if lock != "glibc" {
+        c.env_remove("LD_PRELOAD")
+            .env_remove("LOCKLAB_MUTEX")
+            .env_remove("LOCKLAB_STAT");
+        if lock != "glibc" || stat.is_some() {
             c.env("LD_PRELOAD", &lib).env("LOCKLAB_MUTEX", lock);
+        }
+        if let Some(d) = stat {
+            c.env("LOCKLAB_STAT", crate::lockstat::env_value(d));
+        }
+    };
+    let kill = |child: Option<Child>| {
+        if stat.is_some() {
+            stop(child)
+        } else {
+            kill(child)
         }
     };
     let mut server: Option<Child> = None;
@@ -495,6 +518,19 @@ fn kill(child: Option<Child>) {
     if let Some(mut c) = child {
         let _ = c.kill();
         let _ = c.wait();
+    }
+}
+
+/// Stops a server the way its operator would (`SIGTERM`), so it exits normally; killed after 10 s.
+fn stop(child: Option<Child>) {
+    if let Some(mut c) = child {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while matches!(c.try_wait(), Ok(None)) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill(Some(c));
     }
 }
 
@@ -623,13 +659,28 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
             for _ in 0..plan.repeats {
                 for (i, lock) in plan.locks.iter().enumerate() {
                     clean(&dir);
-                    match run_once(app, lock, threads, plan.quick, &dir) {
+                    match run_once(app, lock, threads, plan.quick, &dir, None) {
                         Ok(v) => runs[i].push(v),
                         Err(e) => {
                             failed[i].get_or_insert(e);
                         }
                     }
                 }
+            }
+            // One more run per lock, untimed, with lock statistics: the top call sites.
+            let mut tops: Vec<Vec<serde_json::Value>> = Vec::new();
+            for (i, lock) in plan.locks.iter().enumerate() {
+                clean(&dir);
+                let stat_dir = dir.join(".locklab-stat");
+                let _ = std::fs::remove_dir_all(&stat_dir);
+                std::fs::create_dir_all(&stat_dir)?;
+                if let Err(e) = run_once(app, lock, threads, plan.quick, &dir, Some(&stat_dir)) {
+                    failed[i].get_or_insert(format!("(run with --stat) {e}"));
+                }
+                let (mut processes, _) = crate::lockstat::read_dir(&stat_dir);
+                let _ = std::fs::remove_dir_all(&stat_dir);
+                crate::lockstat::symbolise(&mut processes);
+                tops.push(crate::lockstat::top_sites(&processes, 5));
             }
             let glibc = spread(&runs[0]);
             for (i, lock) in plan.locks.iter().enumerate() {
@@ -677,8 +728,19 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
                     verdict,
                     verified,
                     failure: failed[i].clone(),
-                    top_locks: Vec::new(),
+                    top_locks: tops[i].clone(),
                 });
+                if let Some(top) = tops[i].first() {
+                    println!(
+                        "{:<17} {:>7}  {:<10} top lock: {} contentions, {} waiting, at {}",
+                        "",
+                        "",
+                        "",
+                        top["contentions"],
+                        crate::lockstat::ns_text(top["wait_ns_total"].as_u64().unwrap_or(0)),
+                        top["site"].as_str().unwrap_or("?")
+                    );
+                }
             }
         }
     }

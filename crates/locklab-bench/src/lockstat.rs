@@ -295,6 +295,11 @@ impl Symbols {
     }
 }
 
+/// A duration for the tables: `850 ns`, `12.5 us`, `3.2 ms`, `1.5 s`.
+pub fn ns_text(v: u64) -> String {
+    ns(v)
+}
+
 fn ns(v: u64) -> String {
     match v {
         0..10_000 => format!("{v} ns"),

@@ -34,9 +34,185 @@ pub struct RunDoc {
     /// `advise`'s rules of thumb.
     #[serde(default)]
     pub rules: Vec<crate::advise::Rule>,
+    /// `apps --json`'s rows and unavailable apps (absent elsewhere).
+    #[serde(default)]
+    pub apps: Vec<serde_json::Value>,
     /// Where it came from (a file name), for the section heading.
     #[serde(skip)]
     pub source: String,
+}
+
+/// One `(app, threads)` group of `apps` rows, glibc first as the lab writes them.
+fn app_groups(rows: &[serde_json::Value]) -> Vec<(String, u64, Vec<&serde_json::Value>)> {
+    let mut out: Vec<(String, u64, Vec<&serde_json::Value>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.get("lock").is_some()) {
+        let app = r["app"].as_str().unwrap_or("?").to_string();
+        let threads = r["threads"].as_u64().unwrap_or(0);
+        match out.iter_mut().find(|g| g.0 == app && g.1 == threads) {
+            Some(g) => g.2.push(r),
+            None => out.push((app, threads, vec![r])),
+        }
+    }
+    out
+}
+
+/// An app's bars: each lock's median throughput as a ratio to glibc's median, with whiskers from
+/// its slowest to its fastest run (also over glibc's median), and the 1.0 line.
+fn app_chart(app: &str, threads: u64, rows: &[&serde_json::Value]) -> Result<String, String> {
+    let glibc = rows
+        .iter()
+        .find(|r| r["lock"] == "glibc")
+        .and_then(|r| r["median"].as_f64())
+        .filter(|&m| m > 0.0)
+        .ok_or_else(|| format!("{app}: no glibc row"))?;
+    let bars: Vec<(String, f64, f64, f64)> = rows
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_f64().unwrap_or(0.0) / glibc;
+            (
+                r["lock"].as_str().unwrap_or("?").to_string(),
+                f("median"),
+                f("min"),
+                f("max"),
+            )
+        })
+        .collect();
+    let y1 = bars.iter().map(|b| b.3).fold(1.0f64, f64::max) * 1.15;
+    let n = bars.len() as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut c = ChartBuilder::on(&root)
+            .caption(
+                format!("{app}, {threads} threads: throughput / glibc's"),
+                ("sans-serif", 16),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(-0.5f64..(n - 0.5), 0f64..y1)
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        c.configure_mesh()
+            .disable_x_mesh()
+            .x_labels(bars.len())
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() < 1e-6 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("ratio to glibc (median; whiskers: min..max)")
+            .y_label_formatter(&|v| format!("{v:.2}"))
+            .light_line_style(RGBColor(248, 248, 248))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, b) in bars.iter().enumerate() {
+            let x = i as f64;
+            let col = if b.0 == "glibc" {
+                RGBColor(127, 127, 127)
+            } else {
+                color(i)
+            };
+            c.draw_series(std::iter::once(Rectangle::new(
+                [(x - 0.3, 0.0), (x + 0.3, b.1)],
+                ShapeStyle::from(&col).filled(),
+            )))
+            .map_err(|e| e.to_string())?;
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(x, b.2), (x, b.3)],
+                ShapeStyle::from(&BLACK).stroke_width(2),
+            )))
+            .map_err(|e| e.to_string())?;
+            c.draw_series(std::iter::once(Text::new(
+                format!("{:.2}x", b.1),
+                (x - 0.15, b.3 + y1 * 0.03),
+                ("sans-serif", 11),
+            )))
+            .map_err(|e| e.to_string())?;
+        }
+        c.draw_series(DashedLineSeries::new(
+            vec![(-0.5, 1.0), (n - 0.5, 1.0)],
+            4,
+            4,
+            ShapeStyle::from(&BLACK),
+        ))
+        .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// The apps section: per app and thread count, the ratio bars, then a table of each lock's figures and
+/// its most waited-on call sites; then the apps that were not installed.
+fn apps_section(h: &mut String, run: usize, rows: &[serde_json::Value]) -> anyhow::Result<usize> {
+    let mut plots = 0;
+    h.push_str("<h3>Real programs (apps): glibc's locks and ours, side by side</h3>\n");
+    for (app, threads, group) in app_groups(rows) {
+        let svg = app_chart(&app, threads, &group)
+            .map_err(|e| anyhow::anyhow!("report: cannot draw a plot: {e}"))?;
+        let p = Plot {
+            id: format!("run{run}-apps-{}-{threads}", slug(&app)),
+            caption: format!(
+                "{app} at {threads} threads: each lock's median over glibc's (higher is better), whiskers from the slowest to the fastest run."
+            ),
+            svg,
+            legend: Vec::new(),
+        };
+        figure(h, &p)?;
+        plots += 1;
+        h.push_str("<table class=\"apps\"><tr><th>lock</th><th>median</th><th>runs</th><th>vs glibc</th><th>verdict</th><th>most waited-on call sites (one run with --stat)</th></tr>\n");
+        for r in &group {
+            let sites: Vec<String> = r["top_locks"]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .take(3)
+                        .map(|t| {
+                            format!(
+                                "{} ({} contentions, {} waiting)",
+                                t["site"].as_str().unwrap_or("?"),
+                                t["contentions"],
+                                crate::lockstat::ns_text(t["wait_ns_total"].as_u64().unwrap_or(0))
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}x</td><td>{}</td><td>{}</td></tr>",
+                esc(r["lock"].as_str().unwrap_or("?")),
+                human(r["median"].as_f64().unwrap_or(0.0)),
+                r["runs"].as_array().map_or(0, |v| v.len()),
+                r["ratio_vs_glibc"].as_f64().unwrap_or(0.0),
+                esc(if r["verified"] == true {
+                    r["verdict"].as_str().unwrap_or("")
+                } else {
+                    "NOT VERIFIED"
+                }),
+                esc(&sites.join("; "))
+            )?;
+        }
+        h.push_str("</table>\n");
+    }
+    let missing: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} ({})",
+                r["app"].as_str()?,
+                r["unavailable"].as_str()?
+            ))
+        })
+        .collect();
+    if !missing.is_empty() {
+        writeln!(h, "<p>Not installed: {}.</p>", esc(&missing.join(", ")))?;
+    }
+    Ok(plots)
 }
 
 /// Reads a run written by the lab (`bench --json`, the default job's, or `reproduce --json`).
@@ -798,7 +974,7 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
         write!(
             h,
             "<h2 id=\"run{i}\">Run {}: {}</h2>\n<table class=\"kv\"><tr><td>CPU</td><td>{}</td></tr><tr><td>logical CPUs</td><td>{}</td></tr><tr><td>kernel</td><td>{}</td></tr><tr><td>rustc</td><td>{}</td></tr><tr><td>locklab</td><td>{}</td></tr>\
-<tr><td>uncontended atomic RMW</td><td>{:.2} ns</td></tr><tr><td>CAS</td><td>{:.2} ns</td></tr><tr><td>cache-line transfer</td><td>{:.1} ns (median {:.1})</td></tr><tr><td>futex wake</td><td>{:.0} ns</td></tr></table>\n",
+{}</table>\n",
             i + 1,
             esc(if run.source.is_empty() {
                 "this run"
@@ -810,11 +986,19 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
             esc(&m.kernel),
             esc(&m.rustc),
             esc(&r.locklab_version),
-            c.atomic_rmw_ns,
-            c.cas_ns,
-            c.line_transfer_ns,
-            c.line_transfer_median_ns,
-            c.futex_wake_ns,
+            // An `apps` document has no calibration.
+            if c.atomic_rmw_ns > 0.0 {
+                format!(
+                    "<tr><td>uncontended atomic RMW</td><td>{:.2} ns</td></tr><tr><td>CAS</td><td>{:.2} ns</td></tr><tr><td>cache-line transfer</td><td>{:.1} ns (median {:.1})</td></tr><tr><td>futex wake</td><td>{:.0} ns</td></tr>",
+                    c.atomic_rmw_ns,
+                    c.cas_ns,
+                    c.line_transfer_ns,
+                    c.line_transfer_median_ns,
+                    c.futex_wake_ns
+                )
+            } else {
+                String::new()
+            },
         )?;
         if !run.reproductions.is_empty() {
             h += "<h3>The seeds reproduced</h3>\n";
@@ -847,6 +1031,9 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
             }
             let rules: Vec<&str> = run.rules.iter().map(|r| r.text.as_str()).collect();
             writeln!(h, "<pre>{}</pre>", esc(&rules.join("\n")))?;
+        }
+        if !run.apps.is_empty() {
+            n_plots += apps_section(&mut h, i, &run.apps)?;
         }
         if r.results.is_empty() {
             continue;
@@ -928,6 +1115,7 @@ mod tests {
             grid: None,
             cells: vec![],
             rules: vec![],
+            apps: vec![],
             source: "x.json".into(),
         };
         let html = render(&[doc]).unwrap();
@@ -950,6 +1138,35 @@ mod tests {
         assert!(html.contains("</i>parking-lot-mutex</span>"));
         // No network: nothing is fetched.
         assert!(!html.contains("<link") && !html.contains("src=") && !html.contains("url("));
+    }
+
+    #[test]
+    fn apps_get_ratio_bars_and_their_call_sites() {
+        let text = r#"{"locklab_version": "0.1.0", "machine": {"cpu_model": "X", "logical_cpus": 2,
+            "kernel": "k", "rustc": "r"}, "apps": [
+            {"app": "tokyo-hash", "lock": "glibc", "threads": 2, "runs": [100.0, 110.0],
+             "median": 105.0, "min": 100.0, "max": 110.0, "ratio_vs_glibc": 1.0,
+             "verdict": "reference", "verified": true, "top_locks": []},
+            {"app": "tokyo-hash", "lock": "mutex", "threads": 2, "runs": [150.0, 160.0],
+             "median": 155.0, "min": 150.0, "max": 160.0, "ratio_vs_glibc": 1.476,
+             "verdict": "faster", "verified": true, "top_locks": [{"site": "tchdbput+0x4a (libtc.so)",
+             "acquisitions": 9, "contentions": 3, "wait_ns_total": 1500, "wait_ns_max": 900,
+             "hold_ns_total": 10}]},
+            {"app": "pigz", "unavailable": "install pigz"}]}"#;
+        let doc: RunDoc = serde_json::from_str(text).unwrap();
+        let page = render(&[doc]).unwrap();
+        assert!(
+            page.contains("data-plots=\"1\""),
+            "one chart: tokyo-hash at 2 threads"
+        );
+        assert!(page.contains("tokyo-hash, 2 threads: throughput / glibc"));
+        assert!(page.contains("1.48x"), "the mutex bar's label");
+        assert!(page.contains("tchdbput+0x4a (libtc.so) (3 contentions, 1500 ns waiting)"));
+        assert!(page.contains("Not installed: pigz (install pigz)."));
+        assert!(
+            !page.contains("uncontended atomic RMW"),
+            "no calibration in an apps document"
+        );
     }
 
     #[test]

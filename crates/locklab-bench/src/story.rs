@@ -30,6 +30,7 @@ pub fn default_job(out: &str, clock: &dyn Clock) -> anyhow::Result<()> {
         grid: None,
         cells: vec![],
         rules: vec![],
+        apps: vec![],
         source: "the default job".into(),
     };
     report::write(out, &report::render(&[doc])?)?;

@@ -55,6 +55,25 @@ fn a_real_program_verifies_under_glibc_and_our_lock() {
             r["max"].as_f64().unwrap(),
         );
         assert!(0.0 < min && min <= med && med <= max, "{r}");
+        // The statistics run: tcumttest takes its B+ tree's locks at least once per record.
+        let top = r["top_locks"].as_array().unwrap();
+        assert!(!top.is_empty(), "top_locks from the --stat run: {r}");
+        assert!(top.len() <= 5);
+        for t in top {
+            assert!(
+                t["site"].as_str().unwrap().contains("libtokyocabinet"),
+                "{t}"
+            );
+            assert!(t["acquisitions"].as_u64().unwrap() >= t["contentions"].as_u64().unwrap());
+        }
+        let waits: Vec<u64> = top
+            .iter()
+            .map(|t| t["wait_ns_total"].as_u64().unwrap())
+            .collect();
+        assert!(
+            waits.windows(2).all(|w| w[0] >= w[1]),
+            "most waited first: {waits:?}"
+        );
     }
     let ratio = rows[1]["ratio_vs_glibc"].as_f64().unwrap();
     let want = rows[1]["median"].as_f64().unwrap() / rows[0]["median"].as_f64().unwrap();

@@ -1282,12 +1282,15 @@ fn write_json(w: &mut Writer, reason: &[u8], recs: &[Rec], scale: f64, dropped: 
                 match sym {
                     Some((name, at, _)) => {
                         w.s(&json_safe(name)).s(b"+").hex(r.site - at);
+                        w.s(b" (").s(&json_safe(basename(obj))).s(b")\"");
                     }
                     None => {
-                        w.s(&json_safe(basename(obj))).s(b"+").hex(r.site - base);
+                        w.s(&json_safe(basename(obj)))
+                            .s(b"+")
+                            .hex(r.site - base)
+                            .s(b"\"");
                     }
                 }
-                w.s(b" (").s(&json_safe(basename(obj))).s(b")\"");
                 w.s(b",\"object\":")
                     .q(obj)
                     .s(b",\"object_offset\":")

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Everything a run produced (lab.md's JSON document).
+/// Everything a run produced (lab.md's JSON document). Missing fields read as empty (an `apps`
+/// document has no calibration or rows).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Report {
     /// The lab's version.
     pub locklab_version: String,
