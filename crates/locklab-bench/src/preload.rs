@@ -75,6 +75,11 @@ impl Choices {
 /// The library beside `exe` (the `locklab` binary) or in its `deps/`, or a clear error naming the
 /// build command.
 pub fn find_library(exe: &Path) -> anyhow::Result<PathBuf> {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        anyhow::bail!(
+            "{LIBRARY} replaces glibc's pthread calls: `locklab run` and `locklab apps` need Linux with glibc"
+        );
+    }
     let dir = exe.parent().unwrap_or(Path::new("."));
     // `cargo build` puts it beside the binary; `cargo test` may leave it in `deps/` only.
     for lib in [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)] {

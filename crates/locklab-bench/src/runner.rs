@@ -248,7 +248,8 @@ pub fn system_cpu() -> Option<SystemCpu> {
 }
 
 /// Pins the calling thread to `cpu`; returns whether the kernel accepted it. Callers that can run
-/// unpinned ignore a failure (the run is then unpinned, not wrong).
+/// unpinned ignore a failure (the run is then unpinned, not wrong). Linux only: elsewhere `false`.
+#[cfg(target_os = "linux")]
 pub fn pin_to(cpu: usize) -> bool {
     // SAFETY: `set` is a zeroed cpu_set_t, filled with CPU_SET and passed with its size.
     unsafe {
@@ -258,7 +259,14 @@ pub fn pin_to(cpu: usize) -> bool {
     }
 }
 
+/// Pins the calling thread to `cpu`: no thread affinity here (macOS has none), so never.
+#[cfg(not(target_os = "linux"))]
+pub fn pin_to(_cpu: usize) -> bool {
+    false
+}
+
 /// Lets the calling thread run on all of `cpus` again.
+#[cfg(target_os = "linux")]
 pub fn unpin(cpus: &[usize]) {
     // SAFETY: as in `pin_to`.
     unsafe {
@@ -270,7 +278,12 @@ pub fn unpin(cpus: &[usize]) {
     }
 }
 
+/// Lets the calling thread run on all of `cpus` again (nothing to undo without affinity).
+#[cfg(not(target_os = "linux"))]
+pub fn unpin(_cpus: &[usize]) {}
+
 /// The CPUs this process may run on.
+#[cfg(target_os = "linux")]
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: `set` is a valid out-buffer of the size we pass.
     let set = unsafe {
@@ -284,6 +297,12 @@ pub fn allowed_cpus() -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize)
         .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
         .collect()
+}
+
+/// The CPUs this process may run on: all of them, where threads have no affinity.
+#[cfg(not(target_os = "linux"))]
+pub fn allowed_cpus() -> Vec<usize> {
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
 /// A worker's own tally of its exclusive operations (plain locals after inlining: no shared writes).

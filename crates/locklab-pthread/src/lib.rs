@@ -34,6 +34,9 @@
 //! prints one line on stderr and the default is used.
 
 #![deny(missing_docs)]
+// glibc's objects, symbols and calls: the library exists on Linux with glibc only (elsewhere the
+// crate is empty, so a workspace build on macOS builds everything else).
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 pub mod c11;
 pub mod cond;

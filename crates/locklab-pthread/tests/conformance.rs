@@ -5,6 +5,7 @@
 //! CPUs, a malloc that takes a mutex, locks before any constructor). Each program first runs under
 //! glibc alone (so it tests the contract, not our implementation), then with the library under every
 //! choice; with the library it also checks that the library really is the one answering.
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
 use common::*;

@@ -6,6 +6,7 @@
 //!
 //! A program that is not installed is skipped with a note, except under `CI=true`, where `.ci/run`
 //! installs them and a missing one fails.
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
 use common::*;

@@ -2,6 +2,7 @@
 //! JSON the library writes, under several algorithms and glibc's own locks; across fork, exec, a
 //! SIGUSR1 snapshot, a program that closes every descriptor, and a privilege drop; and the program's
 //! output and exit status unchanged.
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
 use common::*;

@@ -97,6 +97,34 @@ fn ticket_mutual_exclusion() {
     });
 }
 
+/// Test-and-set: mutual exclusion between two lockers and a trier; the lock ends free.
+#[test]
+fn tas_mutual_exclusion() {
+    use crate::spin::tas::RawTasLock;
+    model(|| {
+        let s = Arc::new((RawTasLock::new(), Guarded::new()));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    s.0.lock();
+                    s.1.critical();
+                    unsafe { s.0.unlock() };
+                })
+            })
+            .collect();
+        if s.0.try_lock() {
+            s.1.critical();
+            unsafe { s.0.unlock() };
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(s.1.get() >= 2);
+        assert!(!s.0.is_locked());
+    });
+}
+
 /// `n` threads on an MCS lock, each trying the node-less fast path (`HELD`) and queueing its own node
 /// when that fails: hand-overs between `HELD` holders and node holders, and linking into the lock's own
 /// `next` (three threads: a `HELD` holder with a successor that has a successor). The main thread takes
@@ -825,6 +853,128 @@ fn rwsem_downgrade() {
         w.join().unwrap();
         r.join().unwrap();
         assert_eq!(s.1.get(), 2);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSem upgrade against a reader and a writer: the upgradable holder reads, then (after the reader
+/// leaves, while the writer waits or has gone) upgrades and writes with nobody inside; no writer
+/// comes between its read and its write (the value it read is still there); the rwsem ends free.
+#[test]
+fn rwsem_upgrade_against_a_reader_and_a_writer() {
+    use crate::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::new(), Guarded::new()));
+        let s2 = s.clone();
+        let w = thread::spawn(move || {
+            let _t = s2.0.write();
+            s2.1.critical();
+            unsafe { s2.0.write_unlock() };
+        });
+        let s3 = s.clone();
+        let r = thread::spawn(move || {
+            let _t = s3.0.read();
+            let _ = s3.1.get();
+            unsafe { s3.0.read_unlock() };
+        });
+        let t = s.0.read_upgradable();
+        let seen = s.1.get();
+        let t = unsafe { s.0.upgrade(t) };
+        assert_eq!(
+            s.1.get(),
+            seen,
+            "a writer came between the read and the upgrade"
+        );
+        s.1.critical();
+        unsafe { s.0.downgrade_to_upgradable(&t) };
+        unsafe { s.0.upgradable_unlock() };
+        w.join().unwrap();
+        r.join().unwrap();
+        assert_eq!(s.1.get(), 2);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSem: an upgrade that sleeps until the last other reader leaves is woken by that reader's
+/// unlock (nothing else would wake it: a lost wake-up is a deadlock loom reports).
+#[test]
+fn rwsem_upgrade_is_woken_by_the_last_reader() {
+    use crate::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::new(), Guarded::new()));
+        let _r = s.0.read();
+        let s2 = s.clone();
+        let up = thread::spawn(move || {
+            let t = s2.0.read_upgradable();
+            let t = unsafe { s2.0.upgrade(t) };
+            s2.1.critical();
+            let _ = t;
+            unsafe { s2.0.write_unlock() };
+        });
+        let _ = s.1.get();
+        unsafe { s.0.read_unlock() };
+        up.join().unwrap();
+        assert_eq!(s.1.get(), 1);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSem: two upgradable readers. The second waits (its read hold given back) until the first has
+/// upgraded, written and unlocked; each upgrade writes alone; the rwsem ends free.
+#[test]
+fn rwsem_two_upgraders() {
+    use crate::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::new(), Guarded::new()));
+        let s2 = s.clone();
+        let other = thread::spawn(move || {
+            let t = s2.0.read_upgradable();
+            let t = unsafe { s2.0.upgrade(t) };
+            s2.1.critical();
+            let _ = t;
+            unsafe { s2.0.write_unlock() };
+        });
+        let t = s.0.read_upgradable();
+        let t = unsafe { s.0.upgrade(t) };
+        s.1.critical();
+        let _ = t;
+        unsafe { s.0.write_unlock() };
+        other.join().unwrap();
+        assert_eq!(s.1.get(), 2);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSem: an upgrade that must wait for a reader, with a late reader that queues behind the upgrade
+/// (or gets in before it), and a timed upgrade that gives up: the held-back reader still gets in.
+#[test]
+fn rwsem_upgrade_holds_back_new_readers_and_gives_up_cleanly() {
+    use crate::clock::Deadline;
+    use crate::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::new(), Guarded::new()));
+        let first = s.0.read();
+        let s2 = s.clone();
+        let late = thread::spawn(move || {
+            let _t = s2.0.read();
+            let _ = s2.1.get();
+            unsafe { s2.0.read_unlock() };
+        });
+        let s3 = s.clone();
+        let up = thread::spawn(move || {
+            let t = s3.0.read_upgradable();
+            // Gives up after a few polls (our first read may still be in), still upgradable.
+            if s3.0.upgrade_until(&t, Some(&Deadline::after_polls(1))) {
+                s3.1.critical();
+                unsafe { s3.0.write_unlock() };
+            } else {
+                unsafe { s3.0.upgradable_unlock() };
+            }
+        });
+        let _ = first;
+        unsafe { s.0.read_unlock() };
+        late.join().unwrap();
+        up.join().unwrap();
         assert!(!s.0.is_locked());
     });
 }

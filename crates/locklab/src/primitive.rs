@@ -75,6 +75,28 @@ impl SpinWait {
     }
 }
 
+/// Polls `attempt` with a [`SpinWait`] until it succeeds or `deadline` passes: the timed form of the
+/// spinning locks, which have no sleeping path (the bound is the caller's: a spinner never sleeps).
+#[cfg(not(loom))]
+pub(crate) fn spin_until(deadline: std::time::Instant, mut attempt: impl FnMut() -> bool) -> bool {
+    let mut w = SpinWait::new();
+    loop {
+        if attempt() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        w.wait();
+    }
+}
+
+/// `now + timeout`, or `None` if that is beyond what an `Instant` holds (then: no deadline).
+#[cfg(not(loom))]
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> Option<std::time::Instant> {
+    std::time::Instant::now().checked_add(timeout)
+}
+
 /// Exponential backoff for a spinner watching a lock word: 1, 2, 4, ... `pause`s between looks, up to
 /// `max`; at the cap, every further step yields the CPU instead. Every look pulls the line away from a
 /// running holder (whose unlock, and with short sections next lock, then pays a transfer); and on an

@@ -312,10 +312,11 @@ impl Engine {
         r.invoking.store(false, Ordering::Release);
     }
 
-    // ----- fork ------------------------------------------------------------------------------------
+    // ----- fork (unused where there is no fork) -----------------------------------------------------
 
     /// Before `fork()`: no batch in flight, the pool and every list locked, their guards parked
     /// (module docs).
+    #[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
     pub(super) fn prepare_fork(&'static self) {
         // SeqCst (and on `in_pass` below): Dekker's pattern with the pass, which sets `in_pass` and
         // then reads `fork_pending`: either it sees the fork pending and takes nothing, or we see it
@@ -333,6 +334,7 @@ impl Engine {
     }
 
     /// After `fork()`, in the parent (locks still held, released after): the thread goes on.
+    #[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
     pub(super) fn parent_after_fork(&self) {
         // SeqCst: see `prepare_fork`.
         self.fork_pending.store(0, Ordering::SeqCst);
@@ -341,6 +343,7 @@ impl Engine {
 
     /// After `fork()`, in the child (locks still held, released after): no grace-period thread,
     /// lists of vanished threads returned to the pool (their callbacks stay, to run here).
+    #[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
     pub(super) fn child_after_fork(&self) {
         let mine: Vec<usize> = HELD
             .try_with(|h| {

@@ -10,7 +10,9 @@
 //!   are released (their sections cannot be running in the child); the grace-period thread is
 //!   started again when next needed.
 //!
-//! The handlers run in registration order before the fork and in reverse order after it.
+//! The handlers run in registration order before the fork and in reverse order after it. Where there
+//! is no `fork` (Windows) or no `pthread_atfork` (Miri) the handlers are never installed.
+#![cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -57,10 +59,11 @@ pub(super) fn register(flag: &AtomicBool, d: &'static dyn ForkAware) {
     list.push(d);
 }
 
-/// Installs the `pthread_atfork` handlers once (not under Miri, which has no `pthread_atfork`).
+/// Installs the `pthread_atfork` handlers once (not under Miri, which has no `pthread_atfork`, nor
+/// where there is no `fork`).
 fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    #[cfg(not(miri))]
+    #[cfg(all(unix, not(miri)))]
     ONCE.call_once(|| {
         // SAFETY: the three handlers are `extern "C" fn()` with no arguments, valid for the life of
         // the process.
@@ -71,7 +74,7 @@ fn install() {
             ));
         }
     });
-    #[cfg(miri)]
+    #[cfg(not(all(unix, not(miri))))]
     let _ = &ONCE;
 }
 

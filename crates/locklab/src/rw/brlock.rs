@@ -130,6 +130,28 @@ impl RawBrLock {
         true
     }
 
+    /// Takes this CPU's shard shared, polling until `deadline` (a spinlock has no sleeping path).
+    pub fn try_read_until(&self, deadline: std::time::Instant) -> Option<BrReadGuard> {
+        let shard = Self::my_shard();
+        crate::primitive::spin_until(deadline, || self.shards[shard].0.try_read())
+            .then_some(BrReadGuard { shard })
+    }
+
+    /// Takes every shard exclusively, in order, polling each until `deadline`; on time-out releases
+    /// the shards taken so far and holds nothing.
+    pub fn try_write_until(&self, deadline: std::time::Instant) -> bool {
+        for (i, s) in self.shards.iter().enumerate() {
+            if !crate::primitive::spin_until(deadline, || s.0.try_write()) {
+                for t in self.shards[..i].iter().rev() {
+                    // SAFETY: we took shards 0..i exclusively just now.
+                    unsafe { t.0.write_unlock() };
+                }
+                return false;
+            }
+        }
+        true
+    }
+
     /// Releases a write hold.
     ///
     /// # Safety
@@ -186,6 +208,37 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
     }
     fn is_locked_exclusive(&self) -> bool {
         self.shards.iter().all(|s| s.0.is_locked_exclusive())
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: timed attempts acquire as `read`/`write` do or hold nothing (`try_write_until` releases
+// the shards it took).
+unsafe impl lock_api::RawRwLockTimed for RawBrLock {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<BrReadGuard> {
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_read_until(d),
+            None => Some(self.read()),
+        }
+    }
+    fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {
+        self.try_read_until(deadline)
+    }
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_lock_exclusive_until(d),
+            None => {
+                self.write();
+                Some(lock_api::GuardSend::new())
+            }
+        }
+    }
+    fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
+        self.try_write_until(deadline)
+            .then(lock_api::GuardSend::new)
     }
 }
 

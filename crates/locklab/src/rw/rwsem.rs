@@ -30,6 +30,27 @@
 //!   biases are in.
 //! - `downgrade`: `WRITER_LOCKED -> READER_BIAS` in one op, then grant queued readers at the front.
 //!
+//! # Upgradable reads (not in the kernel, which has no upgrade)
+//! An upgradable reader is a reader that also holds the UPGRADABLE bit: readers share with it, writers
+//! and other upgradable readers are excluded (a writer needs the reader count at zero; UPGRADABLE is
+//! held by one thread at a time). Because it is already in, its upgrade cannot be overtaken by a
+//! writer, and it sees no write between its reads and its writes.
+//! - `read_upgradable`: an ordinary `read`, then `fetch_or(UPGRADABLE)`. If another thread holds the
+//!   bit, give the read hold back (holding it while waiting could block that thread's upgrade
+//!   forever), announce UPGRADE_WAITERS, sleep on `upgrade_seq` until the bit clears, and start over.
+//! - `upgrade`: if ours is the only read hold, `READER_BIAS | UPGRADABLE -> WRITER_LOCKED` in one CAS.
+//!   Else set UPGRADING, which is in the readers' fast-path mask: new readers go to the slow path,
+//!   cannot steal (the count is not zero) and queue (a waker does not grant readers while UPGRADING
+//!   is set); then sleep on `upgrade_seq` until the count is ours alone and convert. Every decrement
+//!   of the reader count that leaves exactly one reader while UPGRADING is set bumps `upgrade_seq`
+//!   and wakes it. A timed upgrade that gives up clears UPGRADING and grants the readers it held back.
+//! - Clearing UPGRADABLE (unlock, `downgrade_upgradable`, the upgrade's CAS) also clears
+//!   UPGRADE_WAITERS in the same operation and, if it was set, bumps `upgrade_seq` and wakes every
+//!   sleeper on it (they re-check: a sleeper whose `upgrade_seq` load came before the bump returns at
+//!   once from its futex wait, so no announcement is lost).
+//! - `downgrade_to_upgradable`: `WRITER_LOCKED -> READER_BIAS | UPGRADABLE` in one op (no other
+//!   upgradable holder can exist while a writer holds the lock), then grant queued readers.
+//!
 //! # Writer spinning (the owner hint)
 //! `owner` holds the writer's tag, or the last reader's tag with READER_OWNED (a hint only: `up_read`
 //! does not clear it), plus NONSPINNABLE. A spinning writer (OSQ head):
@@ -50,6 +71,9 @@
 //! | 0     | WRITER_LOCKED  | a writer holds it                                              |
 //! | 1     | WAITERS        | the wait list is non-empty                                     |
 //! | 2     | HANDOFF        | the first waiter asked for the lock: nobody else may take it   |
+//! | 3     | UPGRADABLE     | an upgradable reader holds it (one of the readers counted)     |
+//! | 4     | UPGRADING      | that reader waits to upgrade: new readers queue                |
+//! | 5     | UPGRADE_WAITERS| threads sleep on `upgrade_seq` until UPGRADABLE clears         |
 //! | 8-63  | reader count   | READER_BIAS = 256 each (includes readers backing out)          |
 //!
 //! The reader count is bounded ([`MAX_READERS`]): a reader whose `fetch_add` lands on a count with bit
@@ -66,6 +90,11 @@
 //! 4. A sleeping waiter is woken by the unlock that leaves the lock free of writers (readers: the last
 //!    one out) while WAITERS is set; a granted reader is removed from the list before it is woken.
 //! 5. A waiter returns only after it is out of the list; a waker's HANDED/WOKEN store is its last access.
+//! 6. UPGRADABLE is set only by a thread with a read bias in the count, and cleared only by that
+//!    thread; UPGRADING only while UPGRADABLE is set, by its holder. So while UPGRADABLE is set the
+//!    count has a reader and no writer can enter; WRITER_LOCKED is also set by the holder's upgrade
+//!    CAS from a word whose only reader is the holder (the exception to invariant 1; HANDOFF does not
+//!    stop it: the holder was in first).
 //!
 //! # Memory orderings
 //! Every acquisition (reader `fetch_add`, also after a reader's spin; writer CAS) is Acquire; `up_read`/`up_write`/`downgrade` are
@@ -76,7 +105,7 @@
 use crate::clock::{Deadline, SpinBudget};
 use crate::mutex::current_tag;
 use crate::osq::Osq;
-use crate::primitive::{AtomicU64, Backoff, Ordering};
+use crate::primitive::{AtomicU32, AtomicU64, Backoff, Ordering};
 use crate::sys::futex_wake;
 use crate::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
@@ -85,6 +114,9 @@ use core::marker::PhantomData;
 const WRITER_LOCKED: u64 = 1 << 0;
 const WAITERS: u64 = 1 << 1;
 const HANDOFF: u64 = 1 << 2;
+const UPGRADABLE: u64 = 1 << 3;
+const UPGRADING: u64 = 1 << 4;
+const UPGRADE_WAITERS: u64 = 1 << 5;
 const READER_SHIFT: u32 = 8;
 const READER_BIAS: u64 = 1 << READER_SHIFT;
 /// Reader counts from here on are refused (module docs): bits 62-63 of the word.
@@ -92,7 +124,7 @@ const READER_OVERFLOW: u64 = 0b11 << 62;
 /// Most read holds at once: a read lock beyond this panics (`try_read` fails).
 pub const MAX_READERS: u64 = (1 << 62) >> READER_SHIFT;
 /// What makes a reader's fast path fail.
-const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF | READER_OVERFLOW;
+const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF | UPGRADING | READER_OVERFLOW;
 
 /// Writers spin on writer and reader owners (the default, v5.3 on).
 const SPIN_ALL: u8 = 0;
@@ -152,6 +184,11 @@ pub struct RwSemToken {
 // SAFETY: `&RwSemToken` exposes only an integer.
 unsafe impl Sync for RwSemToken {}
 
+// SAFETY (`send_guard` only): the tag is the owner hint writers spin on; an unlock from another
+// thread releases the count as the locking thread's would.
+#[cfg(feature = "send_guard")]
+unsafe impl Send for RwSemToken {}
+
 impl RwSemToken {
     fn new(tag: u32) -> Self {
         RwSemToken {
@@ -201,6 +238,9 @@ pub struct RawRwSem {
     osq: Osq,
     wait_lock: ListLock,
     waiters: UnsafeCell<WaitList>,
+    /// Futex word of upgrades waiting for the other readers to leave and of threads waiting for
+    /// UPGRADABLE to clear: bumped at each such event (module docs, "Upgradable reads").
+    upgrade_seq: AtomicU32,
     /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
     /// construction).
     spin: u8,
@@ -267,6 +307,7 @@ impl RawRwSem {
             osq: Osq::new(),
             wait_lock: ListLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
+            upgrade_seq: AtomicU32::new(0),
             spin,
         }
     }
@@ -279,6 +320,7 @@ impl RawRwSem {
             osq: Osq::new(),
             wait_lock: ListLock::new(),
             waiters: UnsafeCell::new(WaitList::new()),
+            upgrade_seq: AtomicU32::new(0),
             spin,
         }
     }
@@ -381,7 +423,8 @@ impl RawRwSem {
             if c & READER_OVERFLOW != 0 {
                 // Relaxed: we were never in. Other readers hold it, so their last unlock does any
                 // wake-up.
-                self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+                let c = self.count.fetch_sub(READER_BIAS, Ordering::Relaxed) - READER_BIAS;
+                self.readers_left(c);
                 reader_overflow();
             }
             // Reader lock stealing: no writer holds it, no hand-off is pending, and no other reader is
@@ -418,6 +461,7 @@ impl RawRwSem {
             .count
             .fetch_add(adjust, Ordering::Relaxed)
             .wrapping_add(adjust);
+        self.readers_left(c);
         // Wake the front ourselves (as the kernel does) if (a) nothing is held any more: an unlock may
         // have seen our transient bias as an active reader and so woken nobody; or (b) no writer holds it
         // and we are first in line: nobody else would wake us, and we can join the readers in.
@@ -461,8 +505,245 @@ impl RawRwSem {
     pub unsafe fn read_unlock(&self) {
         // Release pairs with the Acquire of the next writer.
         let c = self.count.fetch_sub(READER_BIAS, Ordering::Release) - READER_BIAS;
+        if c & (WAITERS | UPGRADING) != 0 {
+            self.read_unlocked_slow(c);
+        }
+    }
+
+    /// After a read hold ended leaving `c`: wake the queue if the lock is free of holders and someone
+    /// waits, and an upgrading reader if it is now the only one.
+    #[cold]
+    fn read_unlocked_slow(&self, c: u64) {
         if readers(c) == 0 && c & (WAITERS | WRITER_LOCKED) == WAITERS {
             self.wake(false);
+        }
+        self.readers_left(c);
+    }
+
+    /// A reader count went down to `c`: if only the upgrading reader is left, wake it.
+    #[inline]
+    fn readers_left(&self, c: u64) {
+        if c & UPGRADING != 0 && readers(c) == 1 {
+            self.bump_upgrade_seq();
+        }
+    }
+
+    /// Bumps `upgrade_seq` and wakes everyone sleeping on it (they re-check their condition).
+    #[cold]
+    fn bump_upgrade_seq(&self) {
+        // Release pairs with the Acquire load of `upgrade_seq` before a sleeper's check: a sleeper
+        // that read the old value sees the count change that caused this bump.
+        self.upgrade_seq.fetch_add(1, Ordering::Release);
+        futex_wake(&self.upgrade_seq, u32::MAX);
+    }
+
+    // ----- upgradable readers -------------------------------------------------------------------
+
+    /// Takes the lock shared and upgradable: it shares with readers and excludes writers and other
+    /// upgradable readers, and can become a write hold with [`upgrade`](Self::upgrade) with no writer
+    /// in between.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let t = l.read_upgradable();
+    /// assert!(l.try_read().is_some(), "readers share with it");
+    /// # unsafe { l.read_unlock() };
+    /// assert!(l.try_read_upgradable().is_none(), "one upgradable reader at a time");
+    /// let w = unsafe { l.upgrade(t) };
+    /// assert!(l.try_read().is_none(), "now a writer");
+    /// unsafe { l.write_unlock() };
+    /// # let _ = w;
+    /// ```
+    pub fn read_upgradable(&self) -> RwSemToken {
+        self.read_upgradable_until(None)
+            .expect("no deadline: the upgradable read lock is taken")
+    }
+
+    /// Takes the lock shared and upgradable if that needs no waiting.
+    pub fn try_read_upgradable(&self) -> Option<RwSemToken> {
+        let t = self.try_read()?;
+        if self.mark_upgradable() {
+            return Some(t);
+        }
+        // SAFETY: the read hold just taken.
+        unsafe { self.read_unlock() };
+        None
+    }
+
+    /// [`read_upgradable`](Self::read_upgradable), giving up at `deadline` (if any).
+    pub(crate) fn read_upgradable_until(&self, deadline: Option<&Deadline>) -> Option<RwSemToken> {
+        loop {
+            let t = match deadline {
+                None => self.read(),
+                Some(d) => self.read_until(d)?,
+            };
+            if self.mark_upgradable() {
+                return Some(t);
+            }
+            // Another thread holds UPGRADABLE: give our read hold back (keeping it could block that
+            // thread's upgrade), wait for the bit to clear, and start over.
+            // SAFETY: the read hold just taken.
+            unsafe { self.read_unlock() };
+            if !self.wait_upgradable_clear(deadline) {
+                return None;
+            }
+        }
+    }
+
+    /// Claims UPGRADABLE for a thread that holds a read bias; `false` if another thread has it.
+    fn mark_upgradable(&self) -> bool {
+        // Acquire pairs with the Release that cleared the bit: what the previous holder did (as an
+        // upgrader, a writer) happens before our upgradable section.
+        self.count.fetch_or(UPGRADABLE, Ordering::Acquire) & UPGRADABLE == 0
+    }
+
+    /// Sleeps until UPGRADABLE is clear (or `deadline`: `false`).
+    fn wait_upgradable_clear(&self, deadline: Option<&Deadline>) -> bool {
+        loop {
+            // Acquire pairs with `bump_upgrade_seq`'s Release: if this load sees the old value, the
+            // clearing below is not yet visible to us only if its bump is still to come, and then the
+            // futex wait returns at once (module docs).
+            let s = self.upgrade_seq.load(Ordering::Acquire);
+            // AcqRel: announces us to whoever clears the bit (it sees UPGRADE_WAITERS and bumps).
+            let c = self.count.fetch_or(UPGRADE_WAITERS, Ordering::AcqRel);
+            if c & UPGRADABLE == 0 {
+                return true;
+            }
+            let Some(left) = crate::clock::time_left(deadline) else {
+                return false;
+            };
+            crate::sys::futex_wait(&self.upgrade_seq, s, left);
+        }
+    }
+
+    /// Clears UPGRADABLE (and UPGRADE_WAITERS) while taking `sub` off the count and adding `add`, in
+    /// one CAS with ordering `order`; wakes the threads waiting for the bit. Returns the new count.
+    fn clear_upgradable(&self, sub: u64, add: u64, order: Ordering) -> u64 {
+        let mut c = self.count.load(Ordering::Relaxed);
+        loop {
+            let new = (c - sub + add) & !(UPGRADABLE | UPGRADING | UPGRADE_WAITERS);
+            match self
+                .count
+                .compare_exchange_weak(c, new, order, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if c & UPGRADE_WAITERS != 0 {
+                        self.bump_upgrade_seq();
+                    }
+                    return new;
+                }
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Releases an upgradable hold.
+    ///
+    /// # Safety
+    /// The caller holds the lock upgradable.
+    pub unsafe fn upgradable_unlock(&self) {
+        // Release pairs with the Acquire of the next writer or upgradable reader.
+        let c = self.clear_upgradable(READER_BIAS | UPGRADABLE, 0, Ordering::Release);
+        if c & WAITERS != 0 {
+            self.read_unlocked_slow(c);
+        }
+    }
+
+    /// Turns an upgradable hold into a plain read hold.
+    ///
+    /// # Safety
+    /// The caller holds the lock upgradable.
+    pub unsafe fn downgrade_upgradable(&self) {
+        // Release pairs with the next upgradable reader's Acquire.
+        self.clear_upgradable(UPGRADABLE, 0, Ordering::Release);
+    }
+
+    /// Turns an exclusive hold into an upgradable one without letting a writer in between.
+    ///
+    /// # Safety
+    /// The caller holds the lock exclusively.
+    pub unsafe fn downgrade_to_upgradable(&self, token: &RwSemToken) {
+        self.set_reader_owned(token.tag);
+        // `WRITER_LOCKED -> one reader, UPGRADABLE` (no upgradable reader can exist while a writer
+        // holds the lock: invariant 6). Release: readers let in now see our writes.
+        let c = self.count.fetch_add(
+            (READER_BIAS | UPGRADABLE).wrapping_sub(WRITER_LOCKED),
+            Ordering::Release,
+        );
+        if c & WAITERS != 0 {
+            self.wake(true);
+        }
+    }
+
+    /// Turns the caller's upgradable hold into an exclusive one, waiting for the other readers to
+    /// leave (new readers wait meanwhile). No writer can come in between.
+    ///
+    /// # Safety
+    /// The caller holds the lock upgradable, with `token`, and no other read hold of it (it would
+    /// wait for itself).
+    pub unsafe fn upgrade(&self, token: RwSemToken) -> RwSemToken {
+        let ok = self.upgrade_until(&token, None);
+        debug_assert!(ok, "no deadline");
+        token
+    }
+
+    /// Upgrades if ours is the only read hold now.
+    ///
+    /// # Safety
+    /// The caller holds the lock upgradable, with `token`.
+    pub unsafe fn try_upgrade(&self, token: &RwSemToken) -> bool {
+        self.convert_upgradable(token.tag)
+    }
+
+    /// [`upgrade`](Self::upgrade) giving up at `deadline` (`false`: still upgradable).
+    pub(crate) fn upgrade_until(&self, token: &RwSemToken, deadline: Option<&Deadline>) -> bool {
+        if self.convert_upgradable(token.tag) {
+            return true;
+        }
+        // Turn new readers away (they queue), then wait for the others to leave. Relaxed: a flag;
+        // the conversion's CAS orders the hold.
+        self.count.fetch_or(UPGRADING, Ordering::Relaxed);
+        loop {
+            // Acquire pairs with `bump_upgrade_seq` (module docs: no lost wake-up).
+            let s = self.upgrade_seq.load(Ordering::Acquire);
+            if self.convert_upgradable(token.tag) {
+                return true;
+            }
+            let Some(left) = crate::clock::time_left(deadline) else {
+                // Give up: let the readers we held back in (we still read).
+                let c = self.count.fetch_and(!UPGRADING, Ordering::Relaxed);
+                if c & WAITERS != 0 {
+                    self.wake(true);
+                }
+                return false;
+            };
+            crate::sys::futex_wait(&self.upgrade_seq, s, left);
+        }
+    }
+
+    /// `our READER_BIAS | UPGRADABLE -> WRITER_LOCKED` if ours is the only read hold.
+    fn convert_upgradable(&self, tag: u32) -> bool {
+        let mut c = self.count.load(Ordering::Relaxed);
+        loop {
+            if readers(c) != 1 {
+                return false;
+            }
+            let new =
+                (c - READER_BIAS + WRITER_LOCKED) & !(UPGRADABLE | UPGRADING | UPGRADE_WAITERS);
+            // Acquire pairs with the other readers' Release unlocks (as a writer's take does).
+            match self
+                .count
+                .compare_exchange_weak(c, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    self.set_writer_owned(tag);
+                    if c & UPGRADE_WAITERS != 0 {
+                        self.bump_upgrade_seq();
+                    }
+                    return true;
+                }
+                Err(now) => c = now,
+            }
         }
     }
 
@@ -729,7 +1010,10 @@ impl RawRwSem {
                 }
                 return true;
             }
-            if w.reader && first && self.count.load(Ordering::Relaxed) & WRITER_LOCKED == 0 {
+            if w.reader
+                && first
+                && self.count.load(Ordering::Relaxed) & (WRITER_LOCKED | UPGRADING) == 0
+            {
                 // Free of writers with a reader at the front: grant (ourselves included).
                 self.grant_readers(&mut list);
                 continue;
@@ -801,10 +1085,14 @@ impl RawRwSem {
         // Speculative bias for the first reader, so a writer cannot slip in while we collect.
         // Acquire: the readers we grant read what the last writer wrote.
         let c = self.count.fetch_add(READER_BIAS, Ordering::Acquire);
-        if c & WRITER_LOCKED != 0 {
-            // A writer stole it: back out (Relaxed: we held nothing).
-            self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
-            if list.front().is_some_and(|f| f.since.older_than(HANDOFF_NS)) {
+        if c & (WRITER_LOCKED | UPGRADING) != 0 {
+            // A writer stole it, or an upgrade holds readers back: back out (Relaxed: we held
+            // nothing). The upgrade's end (its write unlock, or giving up) wakes the queue.
+            let after = self.count.fetch_sub(READER_BIAS, Ordering::Relaxed) - READER_BIAS;
+            self.readers_left(after);
+            if c & WRITER_LOCKED != 0
+                && list.front().is_some_and(|f| f.since.older_than(HANDOFF_NS))
+            {
                 self.request_handoff();
             }
             return;
@@ -818,7 +1106,8 @@ impl RawRwSem {
         });
         if n == 0 {
             // Nobody to grant after all: return the speculative bias (Relaxed: we granted nothing).
-            self.count.fetch_sub(READER_BIAS, Ordering::Relaxed);
+            let after = self.count.fetch_sub(READER_BIAS, Ordering::Relaxed) - READER_BIAS;
+            self.readers_left(after);
             return;
         }
         // The other n - 1 biases, and WAITERS off if the list emptied, in one op. Release: pairs with
@@ -956,6 +1245,97 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
     }
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
         self.write_until(&timeout)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: an upgradable hold is a read hold plus UPGRADABLE, which one thread holds at a time
+// (invariant 6); `upgrade` converts it to WRITER_LOCKED in one CAS once it is the only reader, so no
+// writer enters between (module docs, "Upgradable reads"). Acquisitions Acquire, releases Release.
+unsafe impl lock_api::RawRwLockUpgrade for RawRwSem {
+    type UpgradableGuard = RwSemToken;
+
+    fn lock_upgradable(&self) -> RwSemToken {
+        self.read_upgradable()
+    }
+    fn try_lock_upgradable(&self) -> Option<RwSemToken> {
+        self.try_read_upgradable()
+    }
+    unsafe fn unlock_upgradable(&self, _g: RwSemToken) {
+        // SAFETY: the token proves an upgradable hold.
+        unsafe { self.upgradable_unlock() }
+    }
+    unsafe fn upgrade(&self, g: RwSemToken) -> RwSemToken {
+        // SAFETY: the token proves an upgradable hold.
+        unsafe { RawRwSem::upgrade(self, g) }
+    }
+    unsafe fn try_upgrade(&self, g: RwSemToken) -> Result<RwSemToken, RwSemToken> {
+        // SAFETY: the token proves an upgradable hold.
+        if unsafe { RawRwSem::try_upgrade(self, &g) } {
+            Ok(g)
+        } else {
+            Err(g)
+        }
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as `RawRwLockUpgrade`; the fair upgradable unlock is the ordinary one (as for readers).
+unsafe impl lock_api::RawRwLockUpgradeFair for RawRwSem {
+    unsafe fn unlock_upgradable_fair(&self, _g: RwSemToken) {
+        // SAFETY: the token proves an upgradable hold.
+        unsafe { self.upgradable_unlock() }
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: both downgrades are single atomic operations that keep a read hold throughout.
+unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwSem {
+    unsafe fn downgrade_upgradable(&self, g: RwSemToken) -> RwSemToken {
+        // SAFETY: the token proves an upgradable hold.
+        unsafe { RawRwSem::downgrade_upgradable(self) };
+        g
+    }
+    unsafe fn downgrade_to_upgradable(&self, g: RwSemToken) -> RwSemToken {
+        // SAFETY: the token proves an exclusive hold.
+        unsafe { RawRwSem::downgrade_to_upgradable(self, &g) };
+        g
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: a timed attempt either acquires as above or gives up holding what it held before.
+unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
+    fn try_lock_upgradable_for(&self, timeout: std::time::Duration) -> Option<RwSemToken> {
+        match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.read_upgradable_until(Some(&d)),
+            None => Some(self.read_upgradable()),
+        }
+    }
+    fn try_lock_upgradable_until(&self, timeout: std::time::Instant) -> Option<RwSemToken> {
+        self.read_upgradable_until(Some(&timeout))
+    }
+    unsafe fn try_upgrade_for(
+        &self,
+        g: RwSemToken,
+        timeout: std::time::Duration,
+    ) -> Result<RwSemToken, RwSemToken> {
+        let ok = match std::time::Instant::now().checked_add(timeout) {
+            Some(d) => self.upgrade_until(&g, Some(&d)),
+            None => self.upgrade_until(&g, None),
+        };
+        if ok { Ok(g) } else { Err(g) }
+    }
+    unsafe fn try_upgrade_until(
+        &self,
+        g: RwSemToken,
+        timeout: std::time::Instant,
+    ) -> Result<RwSemToken, RwSemToken> {
+        if self.upgrade_until(&g, Some(&timeout)) {
+            Ok(g)
+        } else {
+            Err(g)
+        }
     }
 }
 

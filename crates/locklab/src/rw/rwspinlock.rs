@@ -371,6 +371,36 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
     }
 }
 
+#[cfg(not(loom))]
+// SAFETY: a timed attempt is a sequence of `try_read` / `try_write` until one succeeds (then it holds
+// as they do) or the deadline passes (then it holds nothing).
+unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    /// A spinlock has no sleeping path: the timed forms poll `try_read` / `try_write` (spinning, then
+    /// yielding) until the deadline. Unlike `read`/`write` they do not queue, so they may lose the
+    /// lock to queued threads meanwhile; the deadline bounds that.
+    fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<Self::SharedGuard> {
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_lock_shared_until(d),
+            None => Some(lock_api::RawRwLock::lock_shared(self)),
+        }
+    }
+    fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<Self::SharedGuard> {
+        crate::primitive::spin_until(deadline, || self.try_read()).then(lock_api::GuardSend::new)
+    }
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<Self::ExclusiveGuard> {
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_lock_exclusive_until(d),
+            None => Some(lock_api::RawRwLock::lock_exclusive(self)),
+        }
+    }
+    fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<Self::ExclusiveGuard> {
+        crate::primitive::spin_until(deadline, || self.try_write()).then(lock_api::GuardSend::new)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

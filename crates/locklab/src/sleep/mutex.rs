@@ -186,6 +186,12 @@ pub struct MutexToken {
 // SAFETY: `&MutexToken` exposes only a plain integer.
 unsafe impl Sync for MutexToken {}
 
+// SAFETY (`send_guard` only): the token is the state word an unlock expects; an unlock from another
+// thread is correct (the owner tag in the word is a spinning hint: spinners watch a thread that no
+// longer holds the lock, and stop at their budget).
+#[cfg(feature = "send_guard")]
+unsafe impl Send for MutexToken {}
+
 impl MutexToken {
     #[inline]
     fn new(tag: u32) -> Self {

@@ -1,9 +1,22 @@
-//! The platform layer: the only place in locklab that makes system calls.
+//! The platform layer: the only place in locklab that makes system calls. One file per OS family,
+//! each providing the same small set of functions, which the public ones below call:
 //!
-//! - [`futex_wait`] / [`futex_wake`]: sleep on and wake a 32-bit word (Linux `futex(2)`, private).
-//! - [`sched_yield`], [`thread_id`], [`current_cpu`].
-//! - [`membarrier_register`] / [`membarrier`]: the heavy side of an asymmetric fence (`membarrier(2)`).
-//! - [`fork_epoch`]: how many `fork`s separate this process from the first (a child's handler counts).
+//! | function | Linux | macOS | Windows | FreeBSD | elsewhere (`generic`) |
+//! |---|---|---|---|---|---|
+//! | [`futex_wait`] / [`futex_wake`] | `futex(2)`, private | `os_sync_wait_on_address` (14.4+), else `__ulock_wait` | `WaitOnAddress` / `WakeByAddress*` | `_umtx_op(UMTX_OP_WAIT_UINT_PRIVATE)` | a parking table on `Thread::park` ([`parking`]) |
+//! | [`membarrier`] | `membarrier(2)` | none: fences | `FlushProcessWriteBuffers` | none: fences | none: fences |
+//! | [`cpu_walk_barrier`] | `sched_setaffinity` on each CPU | no | no | no | no |
+//! | [`thread_id`] | `gettid` | `pthread_threadid_np` | `GetCurrentThreadId` | `pthread_getthreadid_np` | a per-thread counter |
+//! | [`current_cpu`] | `sched_getcpu` | unknown | `GetCurrentProcessorNumber` | `sched_getcpu` | unknown |
+//! | [`sched_yield`] | `sched_yield` | `sched_yield` | `SwitchToThread` | `sched_yield` | `std::thread::yield_now` |
+//! | [`fork_epoch`] | `pthread_atfork` | `pthread_atfork` | 0 (no fork) | `pthread_atfork` | 0 |
+//!
+//! "None: fences": where no process-wide barrier exists, [`membarrier_register`] answers `false` and
+//! PercpuRwSem and the memb RCU flavour put a full fence on their read side instead (the documented
+//! fallback; `LOCKLAB_NO_MEMBARRIER=1` forces it on Linux to measure its cost).
+//!
+//! Building with `--cfg locklab_fallback` (`RUSTFLAGS`) selects the generic layer on any OS, so the
+//! fallback runs under the whole test suite on Linux.
 //!
 //! Under loom there is no kernel: a futex wait is a yield to the model (callers always re-check their
 //! word, so this is a spurious wake-up, which every caller must tolerate anyway) and a wake does nothing.
@@ -16,10 +29,54 @@ use core::sync::atomic::AtomicU32;
 use loom::sync::atomic::AtomicU32;
 use std::time::Duration;
 
+#[cfg(all(target_os = "linux", not(locklab_fallback)))]
+mod linux;
+#[cfg(all(target_os = "linux", not(locklab_fallback)))]
+use linux as os;
+
+#[cfg(all(target_vendor = "apple", not(locklab_fallback)))]
+mod apple;
+#[cfg(all(target_vendor = "apple", not(locklab_fallback)))]
+use apple as os;
+
+#[cfg(all(windows, not(locklab_fallback)))]
+mod windows;
+#[cfg(all(windows, not(locklab_fallback)))]
+use windows as os;
+
+#[cfg(all(target_os = "freebsd", not(locklab_fallback)))]
+mod freebsd;
+#[cfg(all(target_os = "freebsd", not(locklab_fallback)))]
+use freebsd as os;
+
+#[cfg(any(
+    locklab_fallback,
+    not(any(
+        target_os = "linux",
+        target_vendor = "apple",
+        windows,
+        target_os = "freebsd"
+    ))
+))]
+mod generic;
+#[cfg(any(
+    locklab_fallback,
+    not(any(
+        target_os = "linux",
+        target_vendor = "apple",
+        windows,
+        target_os = "freebsd"
+    ))
+))]
+use generic as os;
+
+#[cfg(not(loom))]
+pub mod parking;
+
 /// Sleeps while `*word == expected`, for at most `timeout` (forever with `None`).
 ///
-/// Returns `false` if the kernel reported the timeout, `true` otherwise (woken, value already changed,
-/// or interrupted). Spurious returns happen: callers re-check their condition.
+/// Returns `false` if the wait timed out, `true` otherwise (woken, value already changed, or
+/// interrupted). Spurious returns happen: callers re-check their condition.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,56 +86,33 @@ use std::time::Duration;
 /// assert!(locklab::sys::futex_wait(&word, 1, None));
 /// assert!(!locklab::sys::futex_wait(&word, 0, Some(Duration::from_millis(1))), "timed out");
 /// word.store(1, Ordering::Release);
-/// assert_eq!(locklab::sys::futex_wake(&word, 1), 0, "nobody sleeps there");
+/// locklab::sys::futex_wake(&word, 1); // nobody sleeps there
 /// ```
 #[cfg(not(loom))]
+#[inline]
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(core::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY:
-    // - `word` is a live, aligned 32-bit atomic for the duration of the call (it is a reference);
-    // - `ts_ptr` is null or points to `ts`, which outlives the call;
-    // - FUTEX_WAIT_PRIVATE reads the word atomically and uses the other arguments only as values.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ts_ptr,
-        )
-    };
-    !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT))
+    os::wait(word, expected, timeout)
 }
 
-/// Wakes up to `n` threads sleeping in [`futex_wait`] on `word`; returns how many were woken.
+/// Wakes up to `n` threads sleeping in [`futex_wait`] on `word`; returns how many were woken where
+/// the platform says (Linux, the parking table), else 0.
 ///
 /// `word` is used only as an address, never dereferenced, so it may dangle: the wakers in locklab store to
 /// a waiter's word and then wake it after the waiter may already have gone. The worst such a wake does is
 /// a spurious wake-up of some other sleeper on a reused address, which all sleepers tolerate.
+///
+/// ```
+/// let word = std::sync::atomic::AtomicU32::new(0);
+/// locklab::sys::futex_wake(&word, u32::MAX); // nobody sleeps there: nothing happens
+/// ```
 #[cfg(not(loom))]
 // The pointer is passed to the kernel as an address and never dereferenced (not here, not there), so this
 // stays a safe fn. It is passed as a pointer, not an integer, so that Miri's futex model (which needs the
 // pointer's provenance) can find the sleepers on it.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
+#[inline]
 pub fn futex_wake(word: *const AtomicU32, n: u32) -> usize {
-    let n = n.min(i32::MAX as u32) as libc::c_int;
-    // SAFETY: FUTEX_WAKE_PRIVATE uses the address only as a key into the kernel's wait queues; it does not
-    // access the memory, so any address is sound.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word,
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            n,
-        )
-    };
-    r.max(0) as usize
+    os::wake(word, n)
 }
 
 // Under loom, one model-wide futex: a loom `Mutex` and `Condvar`. A waiter checks its word and blocks
@@ -115,45 +149,19 @@ pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
     0
 }
 
-/// Gives up the CPU to another runnable thread (`sched_yield(2)`).
+/// Gives up the CPU to another runnable thread.
 ///
 /// ```
 /// locklab::sys::sched_yield();
 /// ```
 #[inline]
 pub fn sched_yield() {
-    // SAFETY: sched_yield takes no arguments and cannot fail in a way that matters to us.
-    unsafe {
-        libc::sched_yield();
-    }
+    os::yield_now();
 }
 
-// membarrier(2) commands (include/uapi/linux/membarrier.h).
-#[cfg(not(any(loom, miri)))]
-const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
-#[cfg(not(any(loom, miri)))]
-const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1 << 0;
-#[cfg(not(any(loom, miri)))]
-const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
-#[cfg(not(any(loom, miri)))]
-const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
-
-#[cfg(not(any(loom, miri)))]
-fn membarrier_call(cmd: libc::c_int) -> libc::c_long {
-    // SAFETY: membarrier takes two integer arguments (command, flags) and a CPU id that is ignored
-    // without MEMBARRIER_CMD_FLAG_CPU; it touches no memory of ours.
-    unsafe {
-        libc::syscall(
-            libc::SYS_membarrier,
-            cmd,
-            0 as libc::c_uint,
-            0 as libc::c_int,
-        )
-    }
-}
-
-/// Registers this process for `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (idempotent). Returns `false` where the
-/// kernel lacks the command (before Linux 4.14), forbids it (seccomp), or under Miri and loom.
+/// Registers this process for the process-wide barrier [`membarrier`] (idempotent). Returns `false`
+/// where there is none: Linux before 4.14 or under a seccomp filter that forbids it, macOS, FreeBSD,
+/// other systems, and under Miri and loom. Callers then fence on their read side.
 ///
 /// ```
 /// if locklab::sys::membarrier_register() {
@@ -167,10 +175,7 @@ pub fn membarrier_register() -> bool {
     }
     #[cfg(not(any(loom, miri)))]
     {
-        let supported = membarrier_call(MEMBARRIER_CMD_QUERY);
-        supported >= 0
-            && supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED as libc::c_long != 0
-            && membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0
+        os::membarrier_register()
     }
 }
 
@@ -178,9 +183,8 @@ pub fn membarrier_register() -> bool {
 /// barrier before returning (threads not running pass one when they are next scheduled), and is a full
 /// barrier for the caller. Only valid after [`membarrier_register`] returned `true`.
 ///
-/// Returns `false` if the kernel refused both `MEMBARRIER_CMD_PRIVATE_EXPEDITED` and the slower,
-/// registration-free `MEMBARRIER_CMD_GLOBAL` (a per-thread seccomp filter can forbid the system call in
-/// one thread after another registered): the caller must not rely on the fence then.
+/// Returns `false` if the system refused it (on Linux a per-thread seccomp filter can forbid the
+/// system call in one thread after another registered): the caller must not rely on the fence then.
 #[must_use]
 pub fn membarrier() -> bool {
     #[cfg(any(loom, miri))]
@@ -191,8 +195,7 @@ pub fn membarrier() -> bool {
         if FAIL_MEMBARRIER.with(|f| f.get()) {
             return false;
         }
-        membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0
-            || membarrier_call(MEMBARRIER_CMD_GLOBAL) == 0
+        os::membarrier()
     }
 }
 
@@ -202,14 +205,16 @@ std::thread_local! {
     pub(crate) static FAIL_MEMBARRIER: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
-/// The fallback for a refused [`membarrier`]: makes every CPU this process may run on execute a full
-/// barrier, by moving the calling thread onto each of them in turn (the kernel migrates a thread
-/// before `sched_setaffinity` returns; the switch to it on that CPU is a full barrier there, and
-/// whatever ran there was switched out). Slow (a migration per CPU), but needs no permission.
+/// The fallback for a refused [`membarrier`] (Linux): makes every CPU this process may run on execute
+/// a full barrier, by moving the calling thread onto each of them in turn (the kernel migrates a
+/// thread before `sched_setaffinity` returns; the switch to it on that CPU is a full barrier there,
+/// and whatever ran there was switched out). Slow (a migration per CPU), but needs no permission.
 /// Restores the thread's affinity. Returns `false` if it could not run on some CPU it is allowed to
-/// (CPUs outside the process's cpuset, where none of its threads can run, are skipped).
+/// (CPUs outside the process's cpuset, where none of its threads can run, are skipped), and on
+/// systems without it (where [`membarrier_register`] never chose the fast mode in the first place).
 ///
 /// ```
+/// #[cfg(target_os = "linux")]
 /// assert!(locklab::sys::cpu_walk_barrier());
 /// ```
 pub fn cpu_walk_barrier() -> bool {
@@ -220,35 +225,15 @@ pub fn cpu_walk_barrier() -> bool {
         true
     }
     #[cfg(not(miri))]
-    // SAFETY: every `cpu_set_t` is a valid zeroed set of the size passed; the affinity calls take no
-    // other memory arguments.
-    unsafe {
-        let size = core::mem::size_of::<libc::cpu_set_t>();
-        let mut old: libc::cpu_set_t = core::mem::zeroed();
-        if libc::sched_getaffinity(0, size, &mut old) != 0 {
-            return false;
-        }
-        let n = libc::sysconf(libc::_SC_NPROCESSORS_CONF)
-            .clamp(1, libc::CPU_SETSIZE as libc::c_long) as usize;
-        let mut ran = 0;
-        let mut ok = true;
-        for cpu in 0..n {
-            let mut one: libc::cpu_set_t = core::mem::zeroed();
-            libc::CPU_SET(cpu, &mut one);
-            if libc::sched_setaffinity(0, size, &one) == 0 {
-                ran += 1;
-            } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
-                ok = false; // allowed there, yet refused: that CPU was not fenced
-            }
-        }
-        let restored = libc::sched_setaffinity(0, size, &old) == 0;
-        ok && ran > 0 && restored
+    {
+        os::cpu_walk_barrier()
     }
 }
 
 /// Gives the calling thread the CPU affinity of the process's main thread. A helper thread inherits
 /// the affinity of whichever thread spawned it: one spawned by a thread pinned to one CPU would share
-/// that CPU with it. Returns whether the kernel accepted it (no-op under Miri).
+/// that CPU with it. Returns whether the system accepted it (`false` under Miri and where threads
+/// have no affinity to inherit).
 ///
 /// ```
 /// std::thread::spawn(|| locklab::sys::use_process_affinity()).join().unwrap();
@@ -259,29 +244,24 @@ pub fn use_process_affinity() -> bool {
         false
     }
     #[cfg(not(miri))]
-    // SAFETY: `set` is a valid, zeroed cpu_set_t of the size passed; getpid and the affinity calls
-    // have no other memory arguments.
-    unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        let size = core::mem::size_of::<libc::cpu_set_t>();
-        libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0
-            && libc::sched_setaffinity(0, size, &set) == 0
+    {
+        os::use_process_affinity()
     }
 }
 
-/// The kernel's id of the calling thread (`gettid(2)`).
+/// An id of the calling thread, unique among the process's live threads (the kernel's where it has
+/// one that fits 32 bits).
 ///
 /// ```
 /// let me = locklab::sys::thread_id();
 /// assert_ne!(me, std::thread::spawn(locklab::sys::thread_id).join().unwrap());
 /// ```
 pub fn thread_id() -> u32 {
-    // SAFETY: gettid takes no arguments and always succeeds.
-    unsafe { libc::gettid() as u32 }
+    os::thread_id()
 }
 
-/// The CPU the calling thread is running on right now (`sched_getcpu(3)`), or `None` if unknown.
-/// Only a hint: the thread may migrate the moment this returns.
+/// The CPU the calling thread is running on right now, or `None` if unknown. Only a hint: the thread
+/// may migrate the moment this returns.
 ///
 /// ```
 /// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -294,9 +274,7 @@ pub fn current_cpu() -> Option<usize> {
     if cfg!(miri) {
         return None;
     }
-    // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
-    let c = unsafe { libc::sched_getcpu() };
-    usize::try_from(c).ok()
+    os::current_cpu()
 }
 
 /// The process's fork epoch: 0 in the first process, one more in each child of `fork` than in its
@@ -306,7 +284,7 @@ pub fn current_cpu() -> Option<usize> {
 /// child drops it instead of waiting behind ghosts or for a list lock a vanished thread held.
 ///
 /// ```
-/// # if cfg!(miri) { return; } // Miri cannot fork
+/// # #[cfg(all(unix, not(miri)))] { // Miri cannot fork; Windows has no fork
 /// let e = locklab::sys::fork_epoch();
 /// // SAFETY: the child only compares a number and exits.
 /// let pid = unsafe { libc::fork() };
@@ -318,6 +296,7 @@ pub fn current_cpu() -> Option<usize> {
 /// unsafe { libc::waitpid(pid, &mut st, 0) };
 /// assert_eq!(st, 0, "the child's epoch is one more");
 /// assert_eq!(locklab::sys::fork_epoch(), e, "the parent's is unchanged");
+/// # }
 /// ```
 #[cfg(all(unix, not(loom), not(miri)))]
 #[inline]
