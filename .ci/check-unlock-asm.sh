@@ -24,7 +24,9 @@ else
   cargo build -q --release -p locklab --example unlock_asm --target "$target"
   bin=target/$target/release/examples/unlock_asm
   objdump=aarch64-linux-gnu-objdump
-  rmw='\b(ld[a]?xr[bh]?|st[l]?xr[bh]?|ldaxp|stlxp|cas[al]*[bh]?|swp[al]*[bh]?|ld(add|clr|eor|set|smax|smin|umax|umin)[al]*[bh]?)\b|__aarch64_|\bdmb\b'
+  # A call (`bl`/`b`) to an outline atomic counts; objdump's `<__aarch64_...>` label on an `adrp`
+  # (a page address that happens to be near one) does not.
+  rmw='\b(ld[a]?xr[bh]?|st[l]?xr[bh]?|ldaxp|stlxp|cas[al]*[bh]?|swp[al]*[bh]?|ld(add|clr|eor|set|smax|smin|umax|umin)[al]*[bh]?)\b|\bbl?\s+[0-9a-f]+ <__aarch64_|\bdmb\b'
   ctrl_rmw=$rmw
   store='\b(str|stlr|stur|stp)[bh]?\s'
 fi

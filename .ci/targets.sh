@@ -48,7 +48,12 @@ aarch64)
   export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
   t=aarch64-unknown-linux-gnu
   echo "targets: the library's tests on $t under qemu"
-  cargo test --release -p locklab --target $t --lib --tests
+  # Left out (they run natively above): the fork tests (qemu-user's own threads hold qemu's locks at
+  # a fork, and a forked child that then starts threads can hang inside qemu), and three tests that
+  # re-execute their own test binary (the host cannot run an arm64 binary without binfmt_misc).
+  cargo test --release -p locklab --target $t --lib --tests -- --skip fork \
+    --skip a_refused_membarrier_falls_back_to_fences --skip a_stall_warning_into_a_closed_stderr \
+    --skip every_increment_aborts_at_the_bound
   echo "targets: torture of every primitive on $t under qemu"
   cargo build --release -q -p locklab-bench --target $t
   qemu-aarch64 -L /usr/aarch64-linux-gnu target/$t/release/locklab torture --lock all --duration 1
