@@ -175,6 +175,8 @@ fn reentrant_mutex_locks_again_and_excludes_others() {
 }
 
 #[test]
+// Orders the waiters by 20 ms sleeps, which Miri's interpreted threads outlast.
+#[cfg_attr(miri, ignore)]
 fn fair_mutex_hands_over_in_order() {
     let m = Arc::new(FairMutex::new(Vec::new()));
     let g = m.lock();

@@ -102,50 +102,34 @@ pub(super) fn timed_mutex_subject<
     s
 }
 
-pub(super) fn rw_subject<R: lock_api::RawRwLock + Send + Sync + 'static>(
-    name: &'static str,
-) -> Subject {
-    let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
-    let l2 = l.clone();
-    let paths = Paths::new(&["write", "read", "try-write", "try-read"]);
-    let (p, p2) = (paths.clone(), paths.clone());
-    let write = Box::new(move |op: Op| {
-        if op.try_only {
-            p.hit("try-write");
-            return l
-                .try_write()
-                .map_or(Ok(()), |g| write_section(&g, op.me, op.hold));
-        }
-        p.hit("write");
-        write_section(&l.write(), op.me, op.hold)
-    });
-    let mut s = exclusive_subject(name, write, Box::new(rw_forget::<R>));
-    s.read = Some(Box::new(move |op| {
-        if op.try_only {
-            p2.hit("try-read");
-            return l2.try_read().map_or(Ok(()), |g| read_held(&g, op));
-        }
-        p2.hit("read");
-        read_held(&l2.read(), op)
-    }));
-    s.paths = Some(paths);
-    s
-}
-
 pub(super) fn timed_rw_subject<R>(name: &'static str) -> Subject
 where
     R: lock_api::RawRwLockTimed<Duration = Duration> + Send + Sync + 'static,
 {
-    let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
+    timed_rw_subject_on::<R>(name, Arc::new(lock_api::RwLock::new(Data::default())), &[]).0
+}
+
+/// [`timed_rw_subject`] over a given lock, with `extra` paths for the caller's own operations; the
+/// subject and its paths.
+pub(super) fn timed_rw_subject_on<R>(
+    name: &'static str,
+    l: Arc<lock_api::RwLock<R, Data>>,
+    extra: &[&'static str],
+) -> (Subject, Arc<Paths>)
+where
+    R: lock_api::RawRwLockTimed<Duration = Duration> + Send + Sync + 'static,
+{
     let l2 = l.clone();
-    let paths = Paths::new(&[
+    let mut names = vec![
         "write",
         "read",
         "try-write",
         "try-read",
         "timed-write",
         "timed-read",
-    ]);
+    ];
+    names.extend_from_slice(extra);
+    let paths = Paths::new(&names);
     let (p, p2) = (paths.clone(), paths.clone());
     let write = Box::new(move |op: Op| match (op.timeout, op.try_only) {
         (Some(t), _) => {
@@ -178,7 +162,81 @@ where
             read_held(&l2.read(), op)
         }
     }));
-    s.paths = Some(paths);
+    s.paths = Some(paths.clone());
+    (s, paths)
+}
+
+/// `RwSem`: the timed subject's paths, and a third of the writes through an upgradable read (plain,
+/// try or timed), its upgrade (plain or timed) and a downgrade back to upgradable; checks that no
+/// writer came between the upgradable read and the upgrade.
+pub(super) fn upgradable_rwsem_subject(name: &'static str) -> Subject {
+    use lock_api::{RwLockUpgradableReadGuard as U, RwLockWriteGuard as W};
+    use std::sync::atomic::Ordering::Relaxed;
+    type R = locklab::raw::RawRwSem;
+    let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
+    let (mut s, p) = timed_rw_subject_on::<R>(
+        name,
+        l.clone(),
+        &[
+            "upgradable",
+            "try-upgradable",
+            "timed-upgradable",
+            "upgrade",
+            "timed-upgrade",
+            "downgrade-to-upgradable",
+        ],
+    );
+    let plain = std::mem::replace(&mut s.write, Box::new(|_| Ok(())));
+    s.write = Box::new(move |op: Op| {
+        if !op.roll.is_multiple_of(3) {
+            return plain(op);
+        }
+        let u = match (op.timeout, op.try_only) {
+            (Some(t), _) => {
+                p.hit("timed-upgradable");
+                match l.try_upgradable_read_for(t) {
+                    Some(u) => u,
+                    None => return Ok(()),
+                }
+            }
+            (None, true) => {
+                p.hit("try-upgradable");
+                match l.try_upgradable_read() {
+                    Some(u) => u,
+                    None => return Ok(()),
+                }
+            }
+            (None, false) => {
+                p.hit("upgradable");
+                l.upgradable_read()
+            }
+        };
+        read_held(&u, op)?;
+        let seen = u.a.load(Relaxed);
+        let w = match op.timeout {
+            Some(t) => {
+                p.hit("timed-upgrade");
+                match U::try_upgrade_for(u, t) {
+                    Ok(w) => w,
+                    Err(u) => return read_held(&u, op),
+                }
+            }
+            None => {
+                p.hit("upgrade");
+                U::upgrade(u)
+            }
+        };
+        let now = w.a.load(Relaxed);
+        if now != seen {
+            return Err(format!(
+                "a writer came between an upgradable read ({seen}) and its upgrade ({now})"
+            ));
+        }
+        write_section(&w, op.me, op.hold)?;
+        p.hit("downgrade-to-upgradable");
+        let u = W::downgrade_to_upgradable(w);
+        read_held(&u, Op { hold: None, ..op })
+    });
     s
 }
 
@@ -872,11 +930,11 @@ pub fn subject(name: &str) -> Option<Subject> {
         "mcs" => mutex_subject::<RawMcsLock>("mcs"),
         "qspinlock" => mutex_subject::<RawQueuedSpinLock>("qspinlock"),
         "mutex" => timed_mutex_subject::<RawMutex>("mutex"),
-        "rwspinlock" => rw_subject::<RawRwSpinLock>("rwspinlock"),
-        "rwsem" => timed_rw_subject::<RawRwSem>("rwsem"),
+        "rwspinlock" => timed_rw_subject::<RawRwSpinLock>("rwspinlock"),
+        "rwsem" => upgradable_rwsem_subject("rwsem"),
         "percpu-rwsem" => timed_rw_subject::<RawPercpuRwSem>("percpu-rwsem"),
         "recursive-rwsem" => timed_rw_subject::<RawRecursiveRwSem>("recursive-rwsem"),
-        "brlock" => rw_subject::<RawBrLock>("brlock"),
+        "brlock" => timed_rw_subject::<RawBrLock>("brlock"),
         "seqlock" => seqlock_subject(),
         "lockref" => lockref_subject(false),
         "condvar" => condvar_subject(false),
