@@ -406,7 +406,7 @@ fn entry(s: &'static Shard, lock: usize, site: usize, obj: Obj) -> Option<&'stat
 fn push_held(s: &Shard, lock: usize, e: &Entry, since: u64) {
     let n = s.held_len.get();
     for h in &s.held[..n] {
-        // SAFETY-free: a Cell read of plain data. A recursive relock keeps the first hold.
+        // A recursive relock keeps the first hold (its start time).
         let x = h.replace(HeldLock {
             lock: 0,
             entry: core::ptr::null(),

@@ -1,7 +1,7 @@
 //! A parking table: futex semantics (sleep while a 32-bit word holds a value; wake sleepers by the
 //! word's address) built on std alone, for systems with no wait-on-address call. The design follows
 //! std's own generic thread parker and parking_lot_core's hashed buckets: a fixed table of 64 buckets,
-//! each a std `Mutex` over the sleepers whose address hashes there; a sleeper is an `Arc` of a flag, a
+//! each a small test-and-set lock over the sleepers whose address hashes there; a sleeper is an `Arc` of a flag, a
 //! `Mutex` and a `Condvar` (no `thread::current()`, which a thread may not call from a late
 //! thread-local destructor, where a lock may still be taken).
 //!
@@ -14,6 +14,14 @@
 //!
 //! Each wait allocates its sleeper (one `Arc`): this path is the portable fallback, not Linux's.
 //!
+//! # fork
+//! A child of `fork` has only the forking thread: the sleepers queued by the others are ghosts (a wake
+//! given to one would be lost to a real sleeper), and a bucket another thread held at the fork stays
+//! held. A `pthread_atfork` child handler (registered on first use) therefore empties every bucket
+//! and frees its lock. A list another thread was changing may be torn: it is leaked, not dropped.
+//! Nothing is held across the fork (a prepare handler that locked the buckets would deadlock with
+//! other fork handlers that wake sleepers).
+//!
 //! ```
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::time::Duration;
@@ -23,11 +31,55 @@
 //! assert_eq!(locklab::sys::parking::wake(&word, 1), 0, "nobody sleeps there");
 //! ```
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 const BUCKETS: usize = 64;
+
+/// A bucket: a test-and-set lock over its list (held for a push or a scan only).
+struct Bucket {
+    locked: AtomicBool,
+    list: UnsafeCell<Vec<Entry>>,
+}
+
+// SAFETY: `list` is accessed only with `locked` held (or by the fork child handler, alone).
+unsafe impl Sync for Bucket {}
+
+impl Bucket {
+    const fn new() -> Self {
+        Bucket {
+            locked: AtomicBool::new(false),
+            list: UnsafeCell::new(Vec::new()),
+        }
+    }
+}
+
+/// A held bucket.
+struct Held(&'static Bucket);
+
+impl core::ops::Deref for Held {
+    type Target = Vec<Entry>;
+    fn deref(&self) -> &Vec<Entry> {
+        // SAFETY: the bucket's lock is held.
+        unsafe { &*self.0.list.get() }
+    }
+}
+
+impl core::ops::DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut Vec<Entry> {
+        // SAFETY: the bucket's lock is held, by this guard alone.
+        unsafe { &mut *self.0.list.get() }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Release pairs with the next holder's Acquire.
+        self.0.locked.store(false, Ordering::Release);
+    }
+}
 
 struct Sleeper {
     woken: Mutex<bool>,
@@ -39,14 +91,48 @@ struct Entry {
     sleeper: Arc<Sleeper>,
 }
 
-static TABLE: [Mutex<Vec<Entry>>; BUCKETS] = [const { Mutex::new(Vec::new()) }; BUCKETS];
+static TABLE: [Bucket; BUCKETS] = [const { Bucket::new() }; BUCKETS];
 
-fn bucket(addr: usize) -> std::sync::MutexGuard<'static, Vec<Entry>> {
+fn bucket(addr: usize) -> Held {
+    #[cfg(all(unix, not(miri)))]
+    watch_fork();
     // Fibonacci hashing of the address (4-aligned: the low bits carry nothing).
     let i = ((addr >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> 7) % BUCKETS;
-    // A panic while a bucket is locked leaves its list consistent (pushes and removes are single
-    // operations), so a poisoned lock is used as it is.
-    TABLE[i].lock().unwrap_or_else(PoisonError::into_inner)
+    let b = &TABLE[i];
+    let mut spins = 0u32;
+    // Acquire pairs with the Release in `Held::drop`.
+    while b
+        .locked
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if spins < 64 {
+            core::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    Held(b)
+}
+
+/// Registers the fork child handler once (module docs).
+#[cfg(all(unix, not(miri)))]
+fn watch_fork() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn child() {
+        for b in &TABLE {
+            // SAFETY: the child has one thread, which is not inside a bucket (it called fork). The
+            // old list may be torn: it is overwritten without being dropped (leaked).
+            unsafe { core::ptr::write(b.list.get(), Vec::new()) };
+            // Relaxed: one thread.
+            b.locked.store(false, Ordering::Relaxed);
+        }
+    }
+    ONCE.call_once(|| {
+        // SAFETY: a handler that only resets our own statics.
+        unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    });
 }
 
 /// Sleeps while `*word == expected`, at most `timeout`; `false` if it timed out.
@@ -141,6 +227,14 @@ pub fn wake(word: *const AtomicU32, n: u32) -> usize {
 mod tests {
     use super::*;
 
+    /// Locks a given bucket (tests only).
+    fn bucket_at(b: &'static Bucket) -> Held {
+        while b.locked.swap(true, Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        Held(b)
+    }
+
     #[test]
     fn wakes_only_the_address_and_count_asked() {
         let a = Arc::new(AtomicU32::new(0));
@@ -157,7 +251,10 @@ mod tests {
             let addr = w as *const AtomicU32 as usize;
             TABLE
                 .iter()
-                .map(|q| q.lock().unwrap().iter().filter(|e| e.addr == addr).count())
+                .map(|b| {
+                    let held = bucket_at(b);
+                    held.iter().filter(|e| e.addr == addr).count()
+                })
                 .sum::<usize>()
         };
         while queued(&a) < 3 || queued(&b) < 1 {
