@@ -221,6 +221,19 @@ pub fn load(path: &str) -> anyhow::Result<RunDoc> {
         std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {path}: {e}"))?;
     let mut doc: RunDoc = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{path} is not a locklab --json report: {e}"))?;
+    // Every field has a default (an `apps` document has no calibration or rows), so say when there
+    // is nothing of the lab's in it at all.
+    if doc.report.locklab_version.is_empty()
+        || (doc.report.results.is_empty()
+            && doc.reproductions.is_empty()
+            && doc.grid.is_none()
+            && doc.apps.is_empty())
+    {
+        anyhow::bail!(
+            "{path} is not a locklab --json report (no locklab_version, or no results, \
+             reproductions, advise map or apps)"
+        );
+    }
     doc.source = path.to_string();
     Ok(doc)
 }
