@@ -134,18 +134,44 @@ pub fn run(choices: &Choices, cmd: &[String]) -> anyhow::Result<()> {
 /// The child being waited for, for the signal forwarder (0: none).
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// A `SIGUSR1` was passed on: print the snapshot tables once the program has written them.
+static SNAPSHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 extern "C" fn forward(sig: libc::c_int) {
     let pid = CHILD.load(std::sync::atomic::Ordering::Relaxed);
     if pid > 0 {
         // SAFETY: kill is async-signal-safe.
         unsafe { libc::kill(pid, sig) };
     }
+    if sig == libc::SIGUSR1 {
+        SNAPSHOT.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The tables of the snapshots (`SIGUSR1`) the processes have written so far, on stderr.
+fn print_snapshots(dir: &Path) {
+    use std::io::Write as _;
+    let (mut processes, _) = crate::lockstat::read_dir(dir);
+    processes.retain(|p| p.reason == "signal");
+    crate::lockstat::symbolise(&mut processes);
+    let mut text = String::new();
+    for p in &processes {
+        text.push('\n');
+        text.push_str(&crate::lockstat::table(p, 20));
+    }
+    if processes.is_empty() {
+        text.push_str(
+            "locklab: no snapshot yet (a process writes it at its next lock operation after SIGUSR1)\n",
+        );
+    }
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// `locklab run --stat`: runs `cmd` on the library with statistics on (one file per process in a
 /// fresh directory), waits for it, prints each process's lock_stat table on stderr, writes them all
 /// as JSON to `stat_out` if given, and ends as the program did (its exit status, or its signal).
 /// Signals meant for the program (`SIGTERM`, `SIGHUP`, `SIGUSR1`, `SIGUSR2`) are passed on to it;
+/// after a `SIGUSR1` the snapshot tables the program wrote are printed half a second later.
 /// `SIGINT` and `SIGQUIT` are left to the terminal, which sends them to the program too.
 pub fn run_with_stat(
     choices: &Choices,
@@ -206,9 +232,24 @@ pub fn run_with_stat(
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
+    // Poll rather than block, so that a SIGUSR1 (passed on to the program, which writes a snapshot
+    // at its next lock operation) can be answered with the snapshot's tables meanwhile.
+    let mut snapshot_asked: Option<std::time::Instant> = None;
     let status = loop {
-        match child.wait() {
-            Ok(s) => break s,
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {
+                if SNAPSHOT.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    snapshot_asked = Some(std::time::Instant::now());
+                }
+                if snapshot_asked
+                    .is_some_and(|t| t.elapsed() >= std::time::Duration::from_millis(500))
+                {
+                    snapshot_asked = None;
+                    print_snapshots(&dir);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e.into()),
         }

@@ -185,3 +185,39 @@ fn stat_ends_as_the_program_did() {
     assert_eq!(code, 127);
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `SIGUSR1` to the lab is passed to the program, which writes a snapshot at its next lock
+/// operation; the lab prints its table while the program runs on, then the final one at its end.
+#[test]
+fn stat_prints_a_snapshot_on_sigusr1() {
+    if !library_built() || !locklab_bench::apps::on_path("python3") {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI has python3"
+        );
+        return;
+    }
+    // Two Python threads share the GIL (a pthread mutex and condvar) for 2 s.
+    let script = "import threading, time\nend = time.time() + 2\ndef spin():\n    while time.time() < end:\n        pass\nts = [threading.Thread(target=spin) for _ in range(2)]\nfor t in ts: t.start()\nfor t in ts: t.join()\n";
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+        .args(["run", "--stat", "--", "python3", "-c", script])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let snap = err
+        .find(", snapshot)")
+        .unwrap_or_else(|| panic!("no snapshot table: {err}"));
+    let fin = err.rfind("lock statistics: pid").unwrap();
+    assert!(
+        snap < fin,
+        "the snapshot comes before the final table: {err}"
+    );
+    assert!(err[fin..].contains("locks used"), "{err}");
+}
