@@ -21,8 +21,12 @@
 //! - **Nothing on a lock path allocates, calls `dlsym` or needs a constructor**: the choices are read
 //!   from the environment with `getenv` on first use, the thread id is cached in a destructor-free
 //!   thread-local, and the queued locks' per-thread nodes come from `mmap` (see
-//!   [`locklab::prepare_threads`]). glibc's own functions, for the objects handed to it, are resolved
-//!   with `dlvsym` on first use of such an object, never for the common case.
+//!   [`locklab::prepare_threads`]). glibc's own functions, for the objects handed to it, are looked
+//!   up in glibc's own symbol tables (not with `dlsym`) on first use of such an object, never for the
+//!   common case.
+//! - **Call sites and statistics**: each lock, wait and signal export is a two-instruction trampoline
+//!   that passes its caller's return address on ([`entry`]); with `LOCKLAB_STAT` set, [`stat`] counts
+//!   per lock and call site (`locklab run --stat`).
 //! - **Delegated, exactly as glibc**: robust, priority-inherit, priority-protect and process-shared
 //!   mutexes, process-shared rwlocks, and everything under `LOCKLAB_MUTEX=glibc` / `LOCKLAB_RWLOCK=glibc`
 //!   go to glibc's implementation: they can only be made by `*_init` with an attribute, so the choice is
