@@ -56,6 +56,22 @@ pub enum SpinAlgo {
     Glibc,
 }
 
+/// `LOCKLAB_MUTEX` values, in [`MutexAlgo`] order (code 1 first).
+pub const MUTEX_NAMES: [&str; 6] = ["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"];
+/// `LOCKLAB_RWLOCK` values, in [`RwAlgo`] order.
+pub const RWLOCK_NAMES: [&str; 3] = ["rwsem", "rwspinlock", "glibc"];
+/// `LOCKLAB_SPIN` values, in [`SpinAlgo`] order.
+pub const SPIN_NAMES: [&str; 4] = ["qspinlock", "ticket", "tas", "glibc"];
+
+/// The name of choice `code` (an algorithm enum's value, from 1) in `names`; `?` if out of range.
+pub(crate) fn name_of(names: &[&'static str], code: u8) -> &'static str {
+    (code as usize)
+        .checked_sub(1)
+        .and_then(|i| names.get(i))
+        .copied()
+        .unwrap_or("?")
+}
+
 static MUTEX: AtomicU8 = AtomicU8::new(0);
 static RWLOCK: AtomicU8 = AtomicU8::new(0);
 static SPIN: AtomicU8 = AtomicU8::new(0);
@@ -257,24 +273,9 @@ pub fn load() {
         dst[..n].copy_from_slice(&src[..n]);
         n
     }
-    pick(
-        c"LOCKLAB_MUTEX",
-        &["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"],
-        1,
-        &MUTEX,
-    );
-    pick(
-        c"LOCKLAB_RWLOCK",
-        &["rwsem", "rwspinlock", "glibc"],
-        1,
-        &RWLOCK,
-    );
-    pick(
-        c"LOCKLAB_SPIN",
-        &["qspinlock", "ticket", "tas", "glibc"],
-        1,
-        &SPIN,
-    );
+    pick(c"LOCKLAB_MUTEX", &MUTEX_NAMES, 1, &MUTEX);
+    pick(c"LOCKLAB_RWLOCK", &RWLOCK_NAMES, 1, &RWLOCK);
+    pick(c"LOCKLAB_SPIN", &SPIN_NAMES, 1, &SPIN);
     if STAT.load(Ordering::Relaxed) == 0 {
         let mut path = [0u8; 4096];
         let on = match lookup(c"LOCKLAB_STAT", &mut path) {

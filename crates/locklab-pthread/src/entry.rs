@@ -132,75 +132,90 @@ with_site! {
     "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t) => spin_trylock, "rsi", "x1";
 }
 
+// --- counted acquisitions ------------------------------------------------------------------------------
+
+/// Defines counted acquisitions: `$try` first, then `$call` (blocking or timed) if it answered
+/// `EBUSY`, timed by [`stat::acquire`] when statistics are kept; else just `$call`. `$obj` describes
+/// the object for the records.
+macro_rules! counted {
+    ($($name:ident ( $o:ident : $ot:ty $(, $a:ident : $t:ty)* ) as $obj:ident => $try:path, $call:path, $excl:expr;)*) => {$(
+        unsafe extern "C" fn $name($o: $ot, $($a: $t,)* site: usize) -> c_int {
+            if stat::on() {
+                // SAFETY (both closures): the caller's object, and time if any.
+                return stat::acquire(
+                    $o as usize,
+                    site,
+                    $obj($o),
+                    $excl,
+                    || unsafe { $try($o) },
+                    || unsafe { $call($o $(, $a)*) },
+                );
+            }
+            // SAFETY: forwarded.
+            unsafe { $call($o $(, $a)*) }
+        }
+    )*};
+}
+
+/// Defines counted trylocks: counted by [`stat::try_acquire`] when they succeed.
+macro_rules! counted_try {
+    ($($name:ident ( $o:ident : $ot:ty ) as $obj:ident => $try:path, $excl:expr;)*) => {$(
+        unsafe extern "C" fn $name($o: $ot, site: usize) -> c_int {
+            if stat::on() {
+                // SAFETY: the caller's object.
+                return stat::try_acquire($o as usize, site, $obj($o), $excl, || unsafe { $try($o) });
+            }
+            // SAFETY: forwarded.
+            unsafe { $try($o) }
+        }
+    )*};
+}
+
+fn mutex_obj(m: *mut pthread_mutex_t) -> Obj {
+    mutex::stat_obj(M(m))
+}
+
+fn rw_obj(l: *mut pthread_rwlock_t) -> Obj {
+    Obj::RwLock {
+        glibc: L(l).is_glibc(),
+    }
+}
+
+fn spin_obj(_: *mut pthread_spinlock_t) -> Obj {
+    Obj::Spin
+}
+
+counted! {
+    mutex_lock(m: *mut pthread_mutex_t) as mutex_obj
+        => mutex::pthread_mutex_trylock, mutex::pthread_mutex_lock, true;
+    mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj
+        => mutex::pthread_mutex_trylock, mutex::pthread_mutex_timedlock, true;
+    mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) as mutex_obj
+        => mutex::pthread_mutex_trylock, mutex::pthread_mutex_clocklock, true;
+    rw_rdlock(l: *mut pthread_rwlock_t) as rw_obj
+        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_rdlock, false;
+    rw_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj
+        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_timedrdlock, false;
+    rw_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj
+        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_clockrdlock, false;
+    rw_wrlock(l: *mut pthread_rwlock_t) as rw_obj
+        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_wrlock, true;
+    rw_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj
+        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_timedwrlock, true;
+    rw_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj
+        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_clockwrlock, true;
+    spin_lock(s: *mut pthread_spinlock_t) as spin_obj
+        => spin::pthread_spin_trylock, spin::pthread_spin_lock, true;
+}
+
+counted_try! {
+    mutex_trylock(m: *mut pthread_mutex_t) as mutex_obj => mutex::pthread_mutex_trylock, true;
+    rw_tryrdlock(l: *mut pthread_rwlock_t) as rw_obj => rwlock::pthread_rwlock_tryrdlock, false;
+    rw_trywrlock(l: *mut pthread_rwlock_t) as rw_obj => rwlock::pthread_rwlock_trywrlock, true;
+    spin_trylock(s: *mut pthread_spinlock_t) as spin_obj => spin::pthread_spin_trylock, true;
+}
+
 // --- mutexes ---------------------------------------------------------------------------------------------
-
-unsafe extern "C" fn mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    if stat::on() {
-        // SAFETY (both closures): the caller's mutex.
-        return stat::acquire(
-            m as usize,
-            site,
-            mutex::stat_obj(M(m)),
-            true,
-            || unsafe { mutex::pthread_mutex_trylock(m) },
-            || unsafe { mutex::pthread_mutex_lock(m) },
-        );
-    }
-    // SAFETY: forwarded.
-    unsafe { mutex::pthread_mutex_lock(m) }
-}
-
-unsafe extern "C" fn mutex_trylock(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    if stat::on() {
-        // SAFETY: the caller's mutex.
-        return stat::try_acquire(m as usize, site, mutex::stat_obj(M(m)), true, || unsafe {
-            mutex::pthread_mutex_trylock(m)
-        });
-    }
-    // SAFETY: forwarded.
-    unsafe { mutex::pthread_mutex_trylock(m) }
-}
-
-unsafe extern "C" fn mutex_timedlock(
-    m: *mut pthread_mutex_t,
-    t: *const timespec,
-    site: usize,
-) -> c_int {
-    if stat::on() {
-        // SAFETY (both closures): the caller's mutex and time.
-        return stat::acquire(
-            m as usize,
-            site,
-            mutex::stat_obj(M(m)),
-            true,
-            || unsafe { mutex::pthread_mutex_trylock(m) },
-            || unsafe { mutex::pthread_mutex_timedlock(m, t) },
-        );
-    }
-    // SAFETY: forwarded.
-    unsafe { mutex::pthread_mutex_timedlock(m, t) }
-}
-
-unsafe extern "C" fn mutex_clocklock(
-    m: *mut pthread_mutex_t,
-    k: clockid_t,
-    t: *const timespec,
-    site: usize,
-) -> c_int {
-    if stat::on() {
-        // SAFETY (both closures): the caller's mutex and time.
-        return stat::acquire(
-            m as usize,
-            site,
-            mutex::stat_obj(M(m)),
-            true,
-            || unsafe { mutex::pthread_mutex_trylock(m) },
-            || unsafe { mutex::pthread_mutex_clocklock(m, k, t) },
-        );
-    }
-    // SAFETY: forwarded.
-    unsafe { mutex::pthread_mutex_clocklock(m, k, t) }
-}
 
 /// `pthread_mutex_unlock`.
 ///
@@ -263,13 +278,9 @@ unsafe extern "C-unwind" fn cond_wait(
 ) -> c_int {
     if stat::on() {
         // SAFETY: the caller's objects.
-        return stat::cond_wait(
-            c as usize,
-            m as usize,
-            mutex::stat_obj(M(m)),
-            site,
-            || unsafe { cond::pthread_cond_wait(c, m) },
-        );
+        return stat::cond_wait(c as usize, m as usize, mutex_obj(m), site, || unsafe {
+            cond::pthread_cond_wait(c, m)
+        });
     }
     // SAFETY: forwarded.
     unsafe { cond::pthread_cond_wait(c, m) }
@@ -283,13 +294,9 @@ unsafe extern "C-unwind" fn cond_timedwait(
 ) -> c_int {
     if stat::on() {
         // SAFETY: the caller's objects.
-        return stat::cond_wait(
-            c as usize,
-            m as usize,
-            mutex::stat_obj(M(m)),
-            site,
-            || unsafe { cond::pthread_cond_timedwait(c, m, t) },
-        );
+        return stat::cond_wait(c as usize, m as usize, mutex_obj(m), site, || unsafe {
+            cond::pthread_cond_timedwait(c, m, t)
+        });
     }
     // SAFETY: forwarded.
     unsafe { cond::pthread_cond_timedwait(c, m, t) }
@@ -304,13 +311,9 @@ unsafe extern "C-unwind" fn cond_clockwait(
 ) -> c_int {
     if stat::on() {
         // SAFETY: the caller's objects.
-        return stat::cond_wait(
-            c as usize,
-            m as usize,
-            mutex::stat_obj(M(m)),
-            site,
-            || unsafe { cond::pthread_cond_clockwait(c, m, k, t) },
-        );
+        return stat::cond_wait(c as usize, m as usize, mutex_obj(m), site, || unsafe {
+            cond::pthread_cond_clockwait(c, m, k, t)
+        });
     }
     // SAFETY: forwarded.
     unsafe { cond::pthread_cond_clockwait(c, m, k, t) }
@@ -363,64 +366,6 @@ unsafe extern "C" fn c11_broadcast(c: *mut pthread_cond_t, site: usize) -> c_int
 
 // --- rwlocks ---------------------------------------------------------------------------------------------
 
-fn rw_obj(l: *mut pthread_rwlock_t) -> Obj {
-    Obj::RwLock {
-        glibc: L(l).is_glibc(),
-    }
-}
-
-/// Defines a counted rwlock acquisition: `$try` first, then `$call` if it answered `EBUSY`.
-macro_rules! rw_acquire {
-    ($($name:ident ( $($a:ident : $t:ty),* ) => $try:ident, $call:ident, $excl:expr;)*) => {$(
-        unsafe extern "C" fn $name(l: *mut pthread_rwlock_t, $($a: $t,)* site: usize) -> c_int {
-            if stat::on() {
-                // SAFETY (both closures): the caller's lock and time.
-                return stat::acquire(
-                    l as usize,
-                    site,
-                    rw_obj(l),
-                    $excl,
-                    || unsafe { rwlock::$try(l) },
-                    || unsafe { rwlock::$call(l $(, $a)*) },
-                );
-            }
-            // SAFETY: forwarded.
-            unsafe { rwlock::$call(l $(, $a)*) }
-        }
-    )*};
-}
-
-rw_acquire! {
-    rw_rdlock() => pthread_rwlock_tryrdlock, pthread_rwlock_rdlock, false;
-    rw_timedrdlock(t: *const timespec) => pthread_rwlock_tryrdlock, pthread_rwlock_timedrdlock, false;
-    rw_clockrdlock(k: clockid_t, t: *const timespec) => pthread_rwlock_tryrdlock, pthread_rwlock_clockrdlock, false;
-    rw_wrlock() => pthread_rwlock_trywrlock, pthread_rwlock_wrlock, true;
-    rw_timedwrlock(t: *const timespec) => pthread_rwlock_trywrlock, pthread_rwlock_timedwrlock, true;
-    rw_clockwrlock(k: clockid_t, t: *const timespec) => pthread_rwlock_trywrlock, pthread_rwlock_clockwrlock, true;
-}
-
-unsafe extern "C" fn rw_tryrdlock(l: *mut pthread_rwlock_t, site: usize) -> c_int {
-    if stat::on() {
-        // SAFETY: the caller's lock.
-        return stat::try_acquire(l as usize, site, rw_obj(l), false, || unsafe {
-            rwlock::pthread_rwlock_tryrdlock(l)
-        });
-    }
-    // SAFETY: forwarded.
-    unsafe { rwlock::pthread_rwlock_tryrdlock(l) }
-}
-
-unsafe extern "C" fn rw_trywrlock(l: *mut pthread_rwlock_t, site: usize) -> c_int {
-    if stat::on() {
-        // SAFETY: the caller's lock.
-        return stat::try_acquire(l as usize, site, rw_obj(l), true, || unsafe {
-            rwlock::pthread_rwlock_trywrlock(l)
-        });
-    }
-    // SAFETY: forwarded.
-    unsafe { rwlock::pthread_rwlock_trywrlock(l) }
-}
-
 /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
 ///
 /// # Safety
@@ -445,33 +390,6 @@ pub unsafe extern "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_
 }
 
 // --- spinlocks -------------------------------------------------------------------------------------------
-
-unsafe extern "C" fn spin_lock(s: *mut pthread_spinlock_t, site: usize) -> c_int {
-    if stat::on() {
-        // SAFETY (both closures): the caller's lock.
-        return stat::acquire(
-            s as usize,
-            site,
-            Obj::Spin,
-            true,
-            || unsafe { spin::pthread_spin_trylock(s) },
-            || unsafe { spin::pthread_spin_lock(s) },
-        );
-    }
-    // SAFETY: forwarded.
-    unsafe { spin::pthread_spin_lock(s) }
-}
-
-unsafe extern "C" fn spin_trylock(s: *mut pthread_spinlock_t, site: usize) -> c_int {
-    if stat::on() {
-        // SAFETY: the caller's lock.
-        return stat::try_acquire(s as usize, site, Obj::Spin, true, || unsafe {
-            spin::pthread_spin_trylock(s)
-        });
-    }
-    // SAFETY: forwarded.
-    unsafe { spin::pthread_spin_trylock(s) }
-}
 
 /// `pthread_spin_unlock`.
 ///

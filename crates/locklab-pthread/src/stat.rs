@@ -194,10 +194,7 @@ fn describe(info: u32) -> (&'static str, &'static str) {
             let algo = if glibc {
                 "glibc"
             } else {
-                ["?", "mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"]
-                    .get(code as usize)
-                    .copied()
-                    .unwrap_or("?")
+                config::name_of(&config::MUTEX_NAMES, code)
             };
             (kind, algo)
         }
@@ -205,21 +202,12 @@ fn describe(info: u32) -> (&'static str, &'static str) {
             let algo = if glibc {
                 "glibc"
             } else {
-                ["?", "rwsem", "rwspinlock", "glibc"]
-                    .get(code as usize)
-                    .copied()
-                    .unwrap_or("?")
+                config::name_of(&config::RWLOCK_NAMES, code)
             };
             ("rwlock", algo)
         }
         3 => ("condvar", if glibc { "glibc" } else { "condvar" }),
-        _ => (
-            "spinlock",
-            ["?", "qspinlock", "ticket", "tas", "glibc"]
-                .get(code as usize)
-                .copied()
-                .unwrap_or("?"),
-        ),
+        _ => ("spinlock", config::name_of(&config::SPIN_NAMES, code)),
     }
 }
 
@@ -829,9 +817,9 @@ fn open_output(again: bool) {
     if fd < 0 {
         return;
     }
-    // SAFETY: our descriptor and a valid out-pointer.
+    // SAFETY: all-zero is a valid `struct stat` (integers only).
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: our descriptor and a valid out-pointer.
     unsafe { libc::fstat(fd, &mut st) };
     OUT_DEV.store(st.st_dev, Ordering::Relaxed);
     OUT_INO.store(st.st_ino, Ordering::Relaxed);
@@ -844,6 +832,7 @@ fn open_output(again: bool) {
 /// and reuse the number).
 fn output_fd() -> Option<c_int> {
     let check = |fd: c_int| {
+        // SAFETY: all-zero is a valid `struct stat` (integers only).
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: any descriptor number; a valid out-pointer.
         fd >= 0
@@ -1117,6 +1106,7 @@ fn symbolise(addr: usize) -> Option<(&'static [u8], usize, Option<Sym>)> {
     if addr == 0 {
         return None;
     }
+    // SAFETY: all-zero is a valid `Dl_info` (null pointers).
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let mut sym: *const libc::Elf64_Sym = core::ptr::null();
     // SAFETY: valid out-pointers; RTLD_DL_SYMENT (2) stores the symbol's table entry.
@@ -1214,22 +1204,21 @@ fn write_json(w: &mut Writer, reason: &[u8], recs: &[Rec], scale: f64, dropped: 
         .s(b",\"exe\":")
         .q(exe);
     w.s(b",\"reason\":").q(reason);
-    let names = |v: u8, all: &[&'static str]| all.get(v as usize).copied().unwrap_or("?");
-    w.s(b",\"mutex\":").q(names(
-        config::mutex() as u8,
-        &["?", "mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"],
-    )
-    .as_bytes());
-    w.s(b",\"rwlock\":").q(names(
-        config::rwlock() as u8,
-        &["?", "rwsem", "rwspinlock", "glibc"],
-    )
-    .as_bytes());
-    w.s(b",\"spin\":").q(names(
-        config::spin() as u8,
-        &["?", "qspinlock", "ticket", "tas", "glibc"],
-    )
-    .as_bytes());
+    for (key, names, code) in [
+        (
+            &b",\"mutex\":"[..],
+            &config::MUTEX_NAMES[..],
+            config::mutex() as u8,
+        ),
+        (
+            b",\"rwlock\":",
+            &config::RWLOCK_NAMES[..],
+            config::rwlock() as u8,
+        ),
+        (b",\"spin\":", &config::SPIN_NAMES[..], config::spin() as u8),
+    ] {
+        w.s(key).q(config::name_of(names, code).as_bytes());
+    }
     w.s(b",\"ns_per_tick\":");
     // Six decimals, without float formatting machinery that might allocate.
     let micro = (scale * 1e6).round() as u64;

@@ -71,58 +71,44 @@ impl Guarded {
     }
 }
 
-#[test]
-fn ticket_mutual_exclusion() {
-    model(|| {
-        let s = Arc::new((RawTicketLock::new(), Guarded::new()));
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    s.0.lock();
+/// A spinlock with `lock`/`try_lock`/`unlock`/`is_locked`: mutual exclusion between two lockers and
+/// a trier; the lock ends free.
+macro_rules! spin_exclusion_model {
+    ($($(#[$doc:meta])* $name:ident: $lock:ty;)*) => {$(
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            model(|| {
+                let s = Arc::new((<$lock>::new(), Guarded::new()));
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        let s = s.clone();
+                        thread::spawn(move || {
+                            s.0.lock();
+                            s.1.critical();
+                            unsafe { s.0.unlock() };
+                        })
+                    })
+                    .collect();
+                if s.0.try_lock() {
                     s.1.critical();
                     unsafe { s.0.unlock() };
-                })
-            })
-            .collect();
-        if s.0.try_lock() {
-            s.1.critical();
-            unsafe { s.0.unlock() };
+                }
+                for h in hs {
+                    h.join().unwrap();
+                }
+                assert!(s.1.get() >= 2);
+                assert!(!s.0.is_locked());
+            });
         }
-        for h in hs {
-            h.join().unwrap();
-        }
-        assert!(s.1.get() >= 2);
-        assert!(!s.0.is_locked());
-    });
+    )*};
 }
 
-/// Test-and-set: mutual exclusion between two lockers and a trier; the lock ends free.
-#[test]
-fn tas_mutual_exclusion() {
-    use crate::spin::tas::RawTasLock;
-    model(|| {
-        let s = Arc::new((RawTasLock::new(), Guarded::new()));
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    s.0.lock();
-                    s.1.critical();
-                    unsafe { s.0.unlock() };
-                })
-            })
-            .collect();
-        if s.0.try_lock() {
-            s.1.critical();
-            unsafe { s.0.unlock() };
-        }
-        for h in hs {
-            h.join().unwrap();
-        }
-        assert!(s.1.get() >= 2);
-        assert!(!s.0.is_locked());
-    });
+spin_exclusion_model! {
+    /// The ticket lock.
+    ticket_mutual_exclusion: RawTicketLock;
+    /// Test-and-set.
+    tas_mutual_exclusion: crate::spin::tas::RawTasLock;
 }
 
 /// `n` threads on an MCS lock, each trying the node-less fast path (`HELD`) and queueing its own node

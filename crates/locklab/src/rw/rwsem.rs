@@ -616,12 +616,13 @@ impl RawRwSem {
         }
     }
 
-    /// Clears UPGRADABLE (and UPGRADE_WAITERS) while taking `sub` off the count and adding `add`, in
-    /// one CAS with ordering `order`; wakes the threads waiting for the bit. Returns the new count.
-    fn clear_upgradable(&self, sub: u64, add: u64, order: Ordering) -> u64 {
+    /// Clears UPGRADABLE (and UPGRADE_WAITERS) while taking `leaving` (0, or our read bias) off the
+    /// count, in one CAS with ordering `order`; wakes the threads waiting for the bit. Returns the new
+    /// count.
+    fn clear_upgradable(&self, leaving: u64, order: Ordering) -> u64 {
         let mut c = self.count.load(Ordering::Relaxed);
         loop {
-            let new = (c - sub + add) & !(UPGRADABLE | UPGRADING | UPGRADE_WAITERS);
+            let new = (c - leaving) & !(UPGRADABLE | UPGRADING | UPGRADE_WAITERS);
             match self
                 .count
                 .compare_exchange_weak(c, new, order, Ordering::Relaxed)
@@ -643,7 +644,7 @@ impl RawRwSem {
     /// The caller holds the lock upgradable.
     pub unsafe fn upgradable_unlock(&self) {
         // Release pairs with the Acquire of the next writer or upgradable reader.
-        let c = self.clear_upgradable(READER_BIAS | UPGRADABLE, 0, Ordering::Release);
+        let c = self.clear_upgradable(READER_BIAS, Ordering::Release);
         if c & WAITERS != 0 {
             self.read_unlocked_slow(c);
         }
@@ -655,7 +656,7 @@ impl RawRwSem {
     /// The caller holds the lock upgradable.
     pub unsafe fn downgrade_upgradable(&self) {
         // Release pairs with the next upgradable reader's Acquire.
-        self.clear_upgradable(UPGRADABLE, 0, Ordering::Release);
+        self.clear_upgradable(0, Ordering::Release);
     }
 
     /// Turns an exclusive hold into an upgradable one without letting a writer in between.

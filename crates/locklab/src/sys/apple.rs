@@ -4,6 +4,7 @@
 //! calls they are built on (macOS 10.12+, the ones libc++'s `atomic::wait` uses). No process-wide
 //! barrier (PercpuRwSem and memb RCU fence their readers), no CPU number, no thread affinity.
 
+pub(super) use super::no_barrier::*;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -128,22 +129,6 @@ pub(super) fn wake(word: *const AtomicU32, n: u32) -> usize {
 pub(super) fn yield_now() {
     // SAFETY: no arguments.
     unsafe { libc::sched_yield() };
-}
-
-pub(super) fn membarrier_register() -> bool {
-    false
-}
-
-pub(super) fn membarrier() -> bool {
-    false
-}
-
-pub(super) fn cpu_walk_barrier() -> bool {
-    false
-}
-
-pub(super) fn use_process_affinity() -> bool {
-    false
 }
 
 pub(super) fn thread_id() -> u32 {

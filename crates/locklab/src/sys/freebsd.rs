@@ -2,6 +2,7 @@
 //! `pthread_getthreadid_np`, `sched_getcpu`. No process-wide barrier is used (PercpuRwSem and memb
 //! RCU fence their readers).
 
+pub(super) use super::no_barrier::*;
 use core::sync::atomic::AtomicU32;
 use std::time::Duration;
 
@@ -53,22 +54,6 @@ pub(super) fn wake(word: *const AtomicU32, n: u32) -> usize {
 pub(super) fn yield_now() {
     // SAFETY: no arguments.
     unsafe { libc::sched_yield() };
-}
-
-pub(super) fn membarrier_register() -> bool {
-    false
-}
-
-pub(super) fn membarrier() -> bool {
-    false
-}
-
-pub(super) fn cpu_walk_barrier() -> bool {
-    false
-}
-
-pub(super) fn use_process_affinity() -> bool {
-    false
 }
 
 pub(super) fn thread_id() -> u32 {

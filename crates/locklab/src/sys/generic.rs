@@ -2,6 +2,7 @@
 //! process-wide barrier (PercpuRwSem and memb RCU fence their readers), no CPU or affinity calls, and
 //! thread ids from a counter. Selected everywhere by `--cfg locklab_fallback`.
 
+pub(super) use super::no_barrier::*;
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -15,22 +16,6 @@ pub(super) fn wake(word: *const AtomicU32, n: u32) -> usize {
 
 pub(super) fn yield_now() {
     std::thread::yield_now();
-}
-
-pub(super) fn membarrier_register() -> bool {
-    false
-}
-
-pub(super) fn membarrier() -> bool {
-    false
-}
-
-pub(super) fn cpu_walk_barrier() -> bool {
-    false
-}
-
-pub(super) fn use_process_affinity() -> bool {
-    false
 }
 
 pub(super) fn thread_id() -> u32 {

@@ -73,6 +73,27 @@ use generic as os;
 #[cfg(not(loom))]
 pub mod parking;
 
+/// What a platform without a process-wide barrier or thread affinity answers (macOS, FreeBSD, the
+/// generic layer): PercpuRwSem and memb RCU then fence their readers.
+#[cfg(any(locklab_fallback, not(any(target_os = "linux", windows))))]
+mod no_barrier {
+    pub(crate) fn membarrier_register() -> bool {
+        false
+    }
+
+    pub(crate) fn membarrier() -> bool {
+        false
+    }
+
+    pub(crate) fn cpu_walk_barrier() -> bool {
+        false
+    }
+
+    pub(crate) fn use_process_affinity() -> bool {
+        false
+    }
+}
+
 /// Sleeps while `*word == expected`, for at most `timeout` (forever with `None`).
 ///
 /// Returns `false` if the wait timed out, `true` otherwise (woken, value already changed, or
