@@ -138,9 +138,18 @@ with_site! {
 /// `EBUSY`, timed by [`stat::acquire`] when statistics are kept; else just `$call`. `$obj` describes
 /// the object for the records.
 macro_rules! counted {
-    ($($name:ident ( $o:ident : $ot:ty $(, $a:ident : $t:ty)* ) as $obj:ident => $try:path, $call:path, $excl:expr;)*) => {$(
+    ($($name:ident ( $o:ident : $ot:ty $(, $a:ident : $t:ty)* ) as $obj:ident => $try:path, $call:path, $excl:expr $(, check $check:expr)?;)*) => {$(
         unsafe extern "C" fn $name($o: $ot, $($a: $t,)* site: usize) -> c_int {
             if stat::on() {
+                // The arguments glibc checks before it tries the lock: the counted path tries first.
+                $(
+                    // SAFETY: the caller's time pointer, null or valid (not every check reads it).
+                    #[allow(unused_unsafe)]
+                    let bad = unsafe { $check };
+                    if let Some(e) = bad {
+                        return e;
+                    }
+                )?
                 // SAFETY (both closures): the caller's object, and time if any.
                 return stat::acquire(
                     $o as usize,
@@ -191,19 +200,24 @@ counted! {
     mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_timedlock, true;
     mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) as mutex_obj
-        => mutex::pthread_mutex_trylock, mutex::pthread_mutex_clocklock, true;
+        => mutex::pthread_mutex_trylock, mutex::pthread_mutex_clocklock, true,
+        check (!crate::sys::valid_clock(k)).then_some(libc::EINVAL);
     rw_rdlock(l: *mut pthread_rwlock_t) as rw_obj
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_rdlock, false;
     rw_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj
-        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_timedrdlock, false;
+        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_timedrdlock, false,
+        check rwlock::bad_time(libc::CLOCK_REALTIME, t);
     rw_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj
-        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_clockrdlock, false;
+        => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_clockrdlock, false,
+        check rwlock::bad_time(k, t);
     rw_wrlock(l: *mut pthread_rwlock_t) as rw_obj
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_wrlock, true;
     rw_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj
-        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_timedwrlock, true;
+        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_timedwrlock, true,
+        check rwlock::bad_time(libc::CLOCK_REALTIME, t);
     rw_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj
-        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_clockwrlock, true;
+        => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_clockwrlock, true,
+        check rwlock::bad_time(k, t);
     spin_lock(s: *mut pthread_spinlock_t) as spin_obj
         => spin::pthread_spin_trylock, spin::pthread_spin_lock, true;
 }

@@ -46,6 +46,7 @@ pub mod c11;
 pub mod cond;
 pub mod config;
 pub mod entry;
+pub mod keys;
 pub mod mutex;
 mod real;
 pub mod rwlock;

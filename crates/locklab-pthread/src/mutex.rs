@@ -6,12 +6,30 @@
 //! | 0-3   | `__lock`      | `mutex`: the adaptive mutex's state word; `qspinlock`, `tas`: the lock |
 //! | 4-7   | `__count`     | recursion count of a recursive mutex (as glibc)                        |
 //! | 8-11  | `__owner`     | owner TID while held, 0 when free (as glibc; gdb and programs read it) |
-//! | 12-15 | `__nusers`    | `mutex`: its OSQ tail                                                  |
+//! | 12-15 | `__nusers`    | `mutex`: its OSQ tail; the spinlocks: timed lockers now waiting        |
 //! | 16-19 | `__kind`      | glibc's kind, never changed but by init and destroy (static initializers write it) |
-//! | 20-39 | `__spins`, `__list` | `mutex`: wait-list lock and wait list; `mcs`: tail and next (24-39); `ticket`: tickets (24-31) |
+//! | 20-23 | `__spins`     | `mutex`: its wait-list lock; the spinlocks: fork epoch of the acquisition |
+//! | 24-39 | `__list`      | `mutex`: wait list; `mcs`: tail and next; `ticket`: tickets (24-31)    |
 //!
 //! The adaptive mutex ([`locklab::raw::RawMutex`]) is laid out for exactly this: its spare words are
 //! bytes 4, 8 and 16. All-zero is an unlocked default mutex for every algorithm.
+//!
+//! # Timed lockers of the spinlock choices
+//! `mcs`, `ticket` and `qspinlock` queue their waiters, and a queued waiter cannot leave; a timed
+//! locker therefore does not queue: it counts itself in bytes 12-15 and polls. While that count is
+//! non-zero, blocking lockers that find the lock busy poll too instead of queueing, so the queue
+//! drains and the timed locker competes for every release (served with high probability, not in
+//! order). The uncontended path never reads the count.
+//!
+//! # Fork
+//! The standard atfork pattern locks in the prepare handler and unlocks in both parent and child
+//! handlers; a thread queued at `fork` does not exist in the child, and the spinlocks' unlock would
+//! hand the lock to it (an MCS node, a ticket, a queued-spinlock tail). Each acquisition of the
+//! spinlock choices records the fork epoch ([`locklab::sys::fork_epoch`]) in bytes 20-23; an unlock
+//! in a later epoch (a child releasing what was taken before its fork) frees the lock outright,
+//! dropping the parent's queue. Left uncovered: child threads that queued behind the parent's dead
+//! waiters before that unlock (they wait for ever); the adaptive mutex has no such gap (its wait list
+//! carries the epoch).
 //!
 //! # Kinds, as glibc
 //! `kind & 3`: 0 normal (relocking deadlocks; any thread may unlock, and unlocking a free mutex is a
@@ -44,6 +62,10 @@ const OFF_COUNT: usize = 4;
 const OFF_OWNER: usize = 8;
 const OFF_KIND: usize = 16;
 const OFF_TAIL: usize = 24;
+/// The spinlock choices: timed lockers waiting (`__nusers`).
+const OFF_TIMED: usize = 12;
+/// The spinlock choices: fork epoch of the current acquisition (`__spins`).
+const OFF_EPOCH: usize = 20;
 
 pub(crate) const KIND_RECURSIVE: i32 = 1;
 pub(crate) const KIND_ERRORCHECK: i32 = 2;
@@ -93,6 +115,14 @@ impl M {
     fn tas(self) -> &'static RawTasLock {
         self.word(0)
     }
+    #[inline]
+    fn timed(self) -> &'static AtomicU32 {
+        self.word(OFF_TIMED)
+    }
+    #[inline]
+    fn epoch(self) -> &'static AtomicU32 {
+        self.word(OFF_EPOCH)
+    }
 
     /// glibc owns this object (by kind, or the process's choice).
     #[inline]
@@ -107,12 +137,78 @@ impl M {
         match config::mutex() {
             // The token is not kept: the release goes through `unlock_on_behalf`.
             MutexAlgo::Mutex => drop(self.mutex().lock()),
+            MutexAlgo::Tas => self.tas().lock(),
+            // Never called with glibc's choice (its objects go to glibc first); polling is correct
+            // for every algorithm.
+            MutexAlgo::Glibc => {
+                sys::spin_until(None, || self.raw_try_lock());
+            }
+            _ => {
+                if !self.raw_try_lock() {
+                    self.lock_queued();
+                }
+            }
+        }
+        self.after_spin_lock();
+    }
+
+    /// The queued spinlocks' contended lock: queue, unless a timed locker is waiting (then poll,
+    /// so it is served: module docs).
+    #[cold]
+    #[inline(never)]
+    fn lock_queued(self) {
+        if self.timed().load(Ordering::Relaxed) != 0 {
+            sys::spin_until(None, || self.raw_try_lock());
+            return;
+        }
+        match config::mutex() {
             MutexAlgo::Mcs => self.mcs().lock_detached(),
             MutexAlgo::Ticket => self.ticket().lock(),
             MutexAlgo::QSpinLock => self.qspin().lock(),
-            MutexAlgo::Tas => self.tas().lock(),
-            MutexAlgo::Glibc => unreachable!(),
+            _ => {
+                sys::spin_until(None, || self.raw_try_lock());
+            }
         }
+    }
+
+    /// Records a spinlock choice's acquisition epoch (module docs, "Fork").
+    #[inline]
+    fn after_spin_lock(self) {
+        if !matches!(config::mutex(), MutexAlgo::Mutex | MutexAlgo::Tas) {
+            let e = locklab::sys::fork_epoch();
+            if self.epoch().load(Ordering::Relaxed) != e {
+                self.epoch().store(e, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The lock was taken before a `fork` this process came out of: free it outright, dropping
+    /// the queue of the parent's threads (module docs, "Fork"). `false` if it was not.
+    #[inline]
+    fn release_stale(self) -> bool {
+        if self.epoch().load(Ordering::Relaxed) == locklab::sys::fork_epoch() {
+            return false;
+        }
+        self.release_stale_slow();
+        true
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_stale_slow(self) {
+        // All-zero is free for every algorithm; Release publishes the critical section to the
+        // next locker's Acquire take.
+        match config::mutex() {
+            MutexAlgo::QSpinLock => self.word::<AtomicU32>(0).store(0, Ordering::Release),
+            _ => {
+                self.word::<core::sync::atomic::AtomicU64>(OFF_TAIL + 8)
+                    .store(0, Ordering::Relaxed);
+                self.word::<core::sync::atomic::AtomicU64>(OFF_TAIL)
+                    .store(0, Ordering::Release);
+            }
+        }
+        self.epoch()
+            .store(locklab::sys::fork_epoch(), Ordering::Relaxed);
     }
 
     #[inline]
@@ -123,19 +219,31 @@ impl M {
             MutexAlgo::Ticket => self.ticket().try_lock(),
             MutexAlgo::QSpinLock => self.qspin().try_lock(),
             MutexAlgo::Tas => self.tas().try_lock(),
-            MutexAlgo::Glibc => unreachable!(),
+            MutexAlgo::Glibc => false,
         }
     }
 
-    /// Locks before `abs` on `clock`; `false` on time-out.
+    /// Locks before `abs` on `clock`; `false` on time-out. The spinlock choices poll, counted in
+    /// `timed` so that blocking lockers poll too meanwhile (module docs).
     fn raw_lock_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::mutex() {
             MutexAlgo::Mutex => {
                 sys::until(clock, abs, |d| self.mutex().try_lock_until(d).is_some())
             }
-            _ => sys::until(clock, abs, |d| {
+            MutexAlgo::Tas => sys::until(clock, abs, |d| {
                 sys::spin_until(Some(d), || self.raw_try_lock())
             }),
+            _ => {
+                self.timed().fetch_add(1, Ordering::Relaxed);
+                let ok = sys::until(clock, abs, |d| {
+                    sys::spin_until(Some(d), || self.raw_try_lock())
+                });
+                self.timed().fetch_sub(1, Ordering::Relaxed);
+                if ok {
+                    self.after_spin_lock();
+                }
+                ok
+            }
         }
     }
 
@@ -147,7 +255,7 @@ impl M {
             MutexAlgo::Ticket => self.ticket().is_locked(),
             MutexAlgo::QSpinLock => self.qspin().is_locked(),
             MutexAlgo::Tas => self.tas().is_locked(),
-            MutexAlgo::Glibc => unreachable!(),
+            MutexAlgo::Glibc => false,
         }
     }
 
@@ -162,11 +270,12 @@ impl M {
         unsafe {
             match config::mutex() {
                 MutexAlgo::Mutex => self.mutex().unlock_on_behalf(),
+                MutexAlgo::Tas => self.tas().unlock(),
+                _ if self.release_stale() => {}
                 MutexAlgo::Mcs => self.mcs().unlock_detached(),
                 MutexAlgo::Ticket => self.ticket().unlock(),
                 MutexAlgo::QSpinLock => self.qspin().unlock(),
-                MutexAlgo::Tas => self.tas().unlock(),
-                MutexAlgo::Glibc => unreachable!(),
+                MutexAlgo::Glibc => {}
             }
         }
     }
@@ -233,11 +342,15 @@ pub(crate) unsafe fn lock(m: M) -> c_int {
                 lock_slow(m);
             }
         }
-        MutexAlgo::Mcs => m.mcs().lock_detached(),
-        MutexAlgo::Ticket => m.ticket().lock(),
-        MutexAlgo::QSpinLock => m.qspin().lock(),
         MutexAlgo::Tas => m.tas().lock(),
-        MutexAlgo::Glibc => unreachable!(),
+        MutexAlgo::Mcs | MutexAlgo::Ticket | MutexAlgo::QSpinLock => {
+            if !m.raw_try_lock() {
+                m.lock_queued();
+            }
+            m.after_spin_lock();
+        }
+        // Handled above (glibc's objects and choice go to glibc).
+        MutexAlgo::Glibc => return libc::EINVAL,
     }
     m.after_lock(kind, me);
     0
@@ -292,25 +405,10 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
                     m.mutex().unlock_on_behalf();
                 }
             }
-            MutexAlgo::Mcs => {
-                let x = m.mcs();
-                if owned || x.is_locked() {
+            MutexAlgo::Mcs | MutexAlgo::Ticket | MutexAlgo::QSpinLock => {
+                if owned || m.raw_is_locked() {
                     m.owner().store(0, Ordering::Relaxed);
-                    x.unlock_detached();
-                }
-            }
-            MutexAlgo::Ticket => {
-                let x = m.ticket();
-                if owned || x.is_locked() {
-                    m.owner().store(0, Ordering::Relaxed);
-                    x.unlock();
-                }
-            }
-            MutexAlgo::QSpinLock => {
-                let x = m.qspin();
-                if owned || x.is_locked() {
-                    m.owner().store(0, Ordering::Relaxed);
-                    x.unlock();
+                    m.raw_unlock();
                 }
             }
             MutexAlgo::Tas => {
@@ -320,7 +418,7 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
                     x.unlock();
                 }
             }
-            MutexAlgo::Glibc => unreachable!(),
+            MutexAlgo::Glibc => {}
         }
     }
     0
@@ -346,6 +444,7 @@ pub(crate) unsafe fn trylock(m: M) -> c_int {
     if !m.raw_try_lock() {
         return libc::EBUSY;
     }
+    m.after_spin_lock();
     m.after_lock(kind, me);
     0
 }
@@ -367,11 +466,18 @@ pub(crate) unsafe fn clocklock(m: M, clock: clockid_t, abs: *const timespec) -> 
     if let Some(r) = m.before_lock(kind, me, false) {
         return r;
     }
-    if !m.raw_try_lock() {
-        // As glibc, the time is checked only when the call must wait.
+    if m.raw_try_lock() {
+        m.after_spin_lock();
+    } else {
+        // As glibc, the time is checked only when the call must wait; no time at all waits as long
+        // as it takes (glibc's futex wait with no time-out).
         // SAFETY: the caller's pointer.
         let Some(abs) = (unsafe { abs.as_ref() }) else {
-            return libc::EINVAL;
+            let e = sys::errno();
+            m.raw_lock();
+            sys::set_errno(e);
+            m.after_lock(kind, me);
+            return 0;
         };
         if !sys::valid_timespec(abs) {
             return libc::EINVAL;
@@ -431,9 +537,13 @@ pub(crate) unsafe fn release_for_wait(m: M) -> Result<Held, c_int> {
             count = m.count().swap(0, Ordering::Relaxed);
         }
     }
-    m.owner().store(0, Ordering::Relaxed);
-    // SAFETY: the caller holds the mutex (POSIX's precondition for a wait).
-    unsafe { m.raw_unlock() };
+    // A normal mutex the caller does not hold (undefined by POSIX): glibc releases nothing and the
+    // wait goes on; so do we (releasing a free lock would hand it to nobody, or wait for a holder).
+    if ty == KIND_RECURSIVE || ty == KIND_ERRORCHECK || m.raw_is_locked() {
+        m.owner().store(0, Ordering::Relaxed);
+        // SAFETY: held: by us (checked), or seen held (POSIX's precondition for a wait).
+        unsafe { m.raw_unlock() };
+    }
     Ok(Held { count })
 }
 

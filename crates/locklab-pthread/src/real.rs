@@ -174,8 +174,9 @@ macro_rules! real {
                         CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes())
                     }, &CELL);
                 }
-                // SAFETY: `p` is glibc's function of this name, with this C signature.
-                let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { core::mem::transmute(p) };
+                // SAFETY: `p` is glibc's function of this name, with this C signature ("C-unwind":
+                // a cancellation may unwind out of glibc's waits).
+                let f: unsafe extern "C-unwind" fn($($ty),*) -> $ret = unsafe { core::mem::transmute(p) };
                 // SAFETY: the caller passes what glibc's function expects.
                 unsafe { f($($arg),*) }
             }
@@ -189,6 +190,7 @@ type RwAttr = *const libc::pthread_rwlockattr_t;
 type CondAttr = *const libc::pthread_condattr_t;
 type Ts = *const timespec;
 type Argv = *const *const libc::c_char;
+type KeyDtor = Option<unsafe extern "C" fn(*mut libc::c_void)>;
 
 real! {
     pthread_mutex_init(m: *mut pthread_mutex_t, a: MutexAttr) -> c_int;
@@ -227,6 +229,8 @@ real! {
     pthread_spin_lock(l: *mut libc::pthread_spinlock_t) -> c_int;
     pthread_spin_trylock(l: *mut libc::pthread_spinlock_t) -> c_int;
     pthread_spin_unlock(l: *mut libc::pthread_spinlock_t) -> c_int;
+
+    pthread_key_create(k: *mut libc::pthread_key_t, d: KeyDtor) -> c_int;
 
     execve(p: *const libc::c_char, a: Argv, e: Argv) -> c_int;
     execv(p: *const libc::c_char, a: Argv) -> c_int;

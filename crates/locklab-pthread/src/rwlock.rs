@@ -10,10 +10,21 @@
 //! order). A writer that relocks, or reads, its own write lock gets `EDEADLK`; more readers than the
 //! count holds get `EAGAIN`. Process-shared rwlocks are glibc's.
 //!
+//! # Writers first, when the kind asks
+//! A program picks `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` precisely so that readers cannot
+//! starve writers. For that kind, under both choices, a writer (blocking, trying for a while, or
+//! timed) counts itself in `writers` (bytes 16-19) while it waits, and a new reader waits while the
+//! count is non-zero (sleeping on `gate`, bytes 20-23, which the last waiting writer bumps and wakes
+//! when it leaves the count); `tryrdlock` then answers `EBUSY`. Readers already in hold the lock
+//! until they release it, so the writer gets in once they have. As the kind says, a reader that
+//! reads again while a writer waits deadlocks (glibc's does too).
+//!
 //! # Layout
 //! | bytes | glibc's field   | ours                                                    |
 //! |-------|-----------------|---------------------------------------------------------|
 //! | 0-7   | `__readers`, `__writers` | the lock word(s)                               |
+//! | 16-19 | `__pad3`        | writers waiting (prefer-writer kind only)               |
+//! | 20-23 | `__pad4`        | `gate`: the futex word readers wait on for them         |
 //! | 24-27 | `__cur_writer`  | the writer's TID while write-locked (as glibc)          |
 //! | 28-31 | `__shared`      | nonzero: process-shared, glibc's object (as glibc)      |
 //! | 48    | `__flags`       | the kind; 2 = prefer writers, non-recursive (as glibc)  |
@@ -33,6 +44,8 @@ use locklab::raw::{RawRecursiveRwSem, RawRwSpinLock};
 const OFF_WRITER: usize = 24;
 const OFF_SHARED: usize = 28;
 const OFF_FLAGS: usize = 48;
+const OFF_WRITERS_WAITING: usize = 16;
+const OFF_GATE: usize = 20;
 const PREFER_WRITER_NONRECURSIVE: u8 = 2;
 /// Read holds refused with `EAGAIN` beyond this (well below either lock's hard limit, so a burst of
 /// concurrent readers cannot reach it between our check and their increment).
@@ -58,6 +71,34 @@ impl L {
     pub(crate) fn is_glibc(self) -> bool {
         self.at::<AtomicI32>(OFF_SHARED).load(Ordering::Relaxed) != 0
             || config::rwlock() == RwAlgo::Glibc
+    }
+    fn writers_waiting(self) -> &'static AtomicU32 {
+        self.at(OFF_WRITERS_WAITING)
+    }
+    fn gate(self) -> &'static AtomicU32 {
+        self.at(OFF_GATE)
+    }
+    /// A reader of the prefer-writer kind waits here while writers wait (module docs); `false` if
+    /// the time passed first.
+    fn wait_for_writers(self, until: Option<(clockid_t, &timespec)>) -> bool {
+        loop {
+            // Acquire pairs with the last writer's Release bump of `gate`.
+            let g = self.gate().load(Ordering::Acquire);
+            if self.writers_waiting().load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if !sys::futex_wait_until(self.gate(), g, until) {
+                return self.writers_waiting().load(Ordering::SeqCst) == 0;
+            }
+        }
+    }
+    /// A writer of the prefer-writer kind leaves the waiting count; the last one lets readers in.
+    fn writer_done_waiting(self) {
+        if self.writers_waiting().fetch_sub(1, Ordering::SeqCst) == 1 {
+            // Release pairs with the readers' Acquire load of `gate`.
+            self.gate().fetch_add(1, Ordering::Release);
+            sys::futex_wake(self.gate(), i32::MAX, false);
+        }
     }
     fn recursive_reads(self) -> bool {
         self.at::<AtomicU8>(OFF_FLAGS).load(Ordering::Relaxed) != PREFER_WRITER_NONRECURSIVE
@@ -129,6 +170,15 @@ enum How<'a> {
     Until(clockid_t, &'a timespec),
 }
 
+/// `Some(EINVAL)` for a clock or time glibc's timed rwlock calls refuse before they try the lock.
+///
+/// # Safety
+/// `t` null or a valid `timespec`.
+pub(crate) unsafe fn bad_time(clock: clockid_t, t: *const timespec) -> Option<c_int> {
+    // SAFETY: the caller's pointer.
+    unsafe { timed(clock, t) }.err()
+}
+
 /// Checks a clock and time the way glibc's rwlock does: up front, whether or not the call must wait.
 ///
 /// # Safety
@@ -140,6 +190,8 @@ unsafe fn timed(clock: clockid_t, t: *const timespec) -> Result<How<'static>, c_
     // SAFETY: the caller's pointer, read during the call only (the 'static is local to this module).
     match unsafe { t.as_ref() } {
         Some(abs) if sys::valid_timespec(abs) => Ok(How::Until(clock, abs)),
+        // No time at all: glibc's futex wait then has no time-out.
+        None => Ok(How::Block),
         _ => Err(libc::EINVAL),
     }
 }
@@ -156,6 +208,21 @@ fn read(l: L, how: How<'_>) -> c_int {
         return libc::EAGAIN;
     }
     let e = sys::errno();
+    if !l.recursive_reads() && l.writers_waiting().load(Ordering::SeqCst) != 0 {
+        let passed = match how {
+            How::Try => false,
+            How::Block => l.wait_for_writers(None),
+            How::Until(clock, abs) => l.wait_for_writers(Some((clock, abs))),
+        };
+        if !passed {
+            sys::set_errno(e);
+            return if matches!(how, How::Try) {
+                libc::EBUSY
+            } else {
+                libc::ETIMEDOUT
+            };
+        }
+    }
     let ok = match how {
         How::Block => {
             l.raw_read();
@@ -182,6 +249,11 @@ fn write(l: L, how: How<'_>) -> c_int {
         };
     }
     let e = sys::errno();
+    let first = !l.recursive_reads() && !matches!(how, How::Try);
+    if first {
+        // SeqCst with the readers' check of the count (module docs).
+        l.writers_waiting().fetch_add(1, Ordering::SeqCst);
+    }
     let ok = match how {
         How::Block => {
             l.raw_write();
@@ -190,6 +262,9 @@ fn write(l: L, how: How<'_>) -> c_int {
         How::Try => l.raw_try_write(),
         How::Until(clock, abs) => l.raw_try_write() || l.raw_write_until(clock, abs),
     };
+    if first {
+        l.writer_done_waiting();
+    }
     sys::set_errno(e);
     if ok {
         l.writer().store(me, Ordering::Relaxed);

@@ -649,6 +649,14 @@ pub(crate) fn start(path: &[u8]) {
     open_output(false);
 }
 
+/// Gives the statistics' thread-exit key back to a process that ran out of keys (shards of threads
+/// that exit afterwards are not reused; their counts stay in the dump). `true` if one was freed.
+pub(crate) fn give_up_key() -> bool {
+    let k = KEY.swap(-2, Ordering::Relaxed);
+    // SAFETY: our key; glibc runs no destructor of a deleted key.
+    k >= 0 && unsafe { libc::pthread_key_delete(k as libc::pthread_key_t) } == 0
+}
+
 /// The constructor's part: the thread-exit key, the SIGUSR1 handler (only if the program's
 /// disposition is the default) and the destructor's registration are done once libc is up.
 pub(crate) fn init() {

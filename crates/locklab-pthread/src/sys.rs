@@ -261,6 +261,10 @@ pub(crate) fn futex_wait_cancellable(
     if abs.is_some() && clock == libc::CLOCK_REALTIME {
         op |= libc::FUTEX_CLOCK_REALTIME;
     }
+    // The kernel refuses a negative time with EINVAL; glibc's waits report such a deadline as past.
+    if abs.is_some_and(|t| t.tv_sec < 0) {
+        return Wait::TimedOut;
+    }
     let ts = abs.map_or(core::ptr::null(), |t| t as *const libc::timespec);
     let mut old = 0;
     // SAFETY: valid arguments; between the two type changes only the system call runs, and the
@@ -288,6 +292,48 @@ pub(crate) fn futex_wait_cancellable(
     } else {
         Wait::Woken
     }
+}
+
+/// Sleeps while `*word == expected` (a private futex, no time-out, not a cancellation point); may
+/// return spuriously.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32) {
+    futex_wait_until(word, expected, None);
+}
+
+/// Sleeps while `*word == expected`, until the absolute `(clock, time)` if given (a private futex,
+/// not a cancellation point); `false` once that time has passed. May return `true` spuriously.
+pub(crate) fn futex_wait_until(
+    word: &AtomicU32,
+    expected: u32,
+    until: Option<(libc::clockid_t, &libc::timespec)>,
+) -> bool {
+    let mut op = libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG;
+    let mut ts = core::ptr::null::<libc::timespec>();
+    if let Some((clock, abs)) = until {
+        if abs.tv_sec < 0 {
+            return false;
+        }
+        if clock == libc::CLOCK_REALTIME {
+            op |= libc::FUTEX_CLOCK_REALTIME;
+        }
+        ts = abs;
+    }
+    let e = errno();
+    // SAFETY: valid arguments; the kernel compares and sleeps atomically.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            expected,
+            ts,
+            core::ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        )
+    };
+    let timed_out = r != 0 && errno() == libc::ETIMEDOUT;
+    set_errno(e);
+    !timed_out
 }
 
 /// Wakes up to `n` waiters of `word`.

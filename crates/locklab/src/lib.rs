@@ -113,6 +113,23 @@ pub fn prepare_threads() {
     let _ = sys::fork_epoch();
 }
 
+/// Gives back the one thread-specific key the queued locks use (for their per-thread nodes'
+/// release at thread exit) to a process that has run out of keys: `true` if one was freed (then the
+/// caller may retry its `pthread_key_create`). Afterwards the locks work on, without reusing the
+/// nodes of exited threads once they run out of them (the node-less paths documented on each lock).
+/// `liblocklab_pthread.so` calls it when a program's `pthread_key_create` fails with `EAGAIN`.
+///
+/// ```
+/// // Usually nothing to give back in a program that has not contended a queued lock yet, and a
+/// // second call never frees anything.
+/// locklab::give_up_thread_exit_key();
+/// assert!(!locklab::give_up_thread_exit_key());
+/// ```
+#[cfg(not(loom))]
+pub fn give_up_thread_exit_key() -> bool {
+    thread_slot::give_up_exit_key()
+}
+
 #[cfg(all(test, not(loom)))]
 mod exit_tests;
 #[cfg(all(test, unix, not(loom), not(miri)))]

@@ -111,8 +111,10 @@ fn release_current() {
 mod exit_hook {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// The key plus one; 0 until created.
+    /// The key plus one; 0 until created; [`GIVEN_UP`] once given back to the process.
     static KEY: AtomicUsize = AtomicUsize::new(0);
+    /// The key was given back ([`give_up`]): no thread arms an exit hook any more.
+    const GIVEN_UP: usize = usize::MAX;
 
     extern "C" fn on_exit(_value: *mut libc::c_void) {
         super::release_current();
@@ -123,6 +125,9 @@ mod exit_hook {
         // Acquire pairs with the Release CAS below (the key is a plain integer; the ordering keeps
         // the creation before its use for tools that check it).
         let k = KEY.load(Ordering::Acquire);
+        if k == GIVEN_UP {
+            return None;
+        }
         if k != 0 {
             return Some((k - 1) as libc::pthread_key_t);
         }
@@ -133,12 +138,27 @@ mod exit_hook {
         }
         match KEY.compare_exchange(0, key as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => Some(key),
+            Err(GIVEN_UP) => {
+                // SAFETY: our key was never used.
+                unsafe { libc::pthread_key_delete(key) };
+                None
+            }
             Err(winner) => {
                 // SAFETY: our key was never used.
                 unsafe { libc::pthread_key_delete(key) };
                 Some((winner - 1) as libc::pthread_key_t)
             }
         }
+    }
+
+    /// Gives the key back to the process for good (see [`super::give_up_exit_key`]).
+    pub(super) fn give_up() -> bool {
+        let k = KEY.swap(GIVEN_UP, Ordering::AcqRel);
+        if k == 0 || k == GIVEN_UP {
+            return false;
+        }
+        // SAFETY: our key; glibc runs no destructor of a deleted key.
+        unsafe { libc::pthread_key_delete((k - 1) as libc::pthread_key_t) == 0 }
     }
 
     /// Arms the destructor for this thread (its value is the slot, any non-null pointer).
@@ -167,6 +187,17 @@ mod exit_hook {
     pub(super) fn arm(_slot: *const super::ThreadSlot) -> bool {
         RELEASER.try_with(|_| ()).is_ok()
     }
+}
+
+/// Gives the thread-exit key back to the process (a program that needs every one of its
+/// `PTHREAD_KEYS_MAX` keys): from then on no thread arms the exit hook, so a thread that registers a
+/// slot afterwards gives it straight back (its locks take their node-less paths), and threads that
+/// already hold one keep it when they exit (the slot is not reused). `true` if a key was freed.
+pub(crate) fn give_up_exit_key() -> bool {
+    #[cfg(all(unix, not(miri)))]
+    return exit_hook::give_up();
+    #[cfg(not(all(unix, not(miri))))]
+    return false;
 }
 
 /// Creates the thread-exit key now (the preload library's constructor calls this, so the key is

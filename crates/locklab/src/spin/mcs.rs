@@ -64,7 +64,7 @@
 
 pub(crate) use super::node::McsNode;
 use super::node::wait_link;
-use crate::primitive::{AtomicPtr, Ordering};
+use crate::primitive::{AtomicPtr, Ordering, SpinWait};
 use core::ptr;
 
 #[cfg(not(loom))]
@@ -242,8 +242,36 @@ impl RawMcsLock {
     /// [`try_lock_detached`](Self::try_lock_detached) acquisition that is not released otherwise.
     #[inline]
     pub unsafe fn unlock_detached(&self) {
-        // SAFETY: a detached holder is a HELD holder.
-        unsafe { self.unlock_held() }
+        // A detached release may come from any thread at any moment of the holder's `lock_detached`
+        // (a `pthread_mutex_t` used as a binary semaphore): the lock may still be a node holder's
+        // that has not yet moved its place to the lock (tail is its node, `next` still null). So
+        // unlike `unlock_held`, which trusts a failed CAS to mean "a successor is linking", this
+        // loops until either the successor is linked or the tail is HELD again; a lock found free
+        // (released twice) is left alone.
+        let mut wait = SpinWait::new();
+        loop {
+            // Acquire pairs with the successor's (or the detaching holder's) Release link store.
+            let next = self.next.load(Ordering::Acquire);
+            if !next.is_null() {
+                // Invariant 1, as in `unlock_held`.
+                self.next.store(ptr::null_mut(), Ordering::Relaxed);
+                // SAFETY: `next` is queued behind the holder, waiting for the hand-over.
+                unsafe { hand_over(next) };
+                return;
+            }
+            // Release publishes the critical section to the next locker (its Acquire CAS or swap).
+            match self.tail.compare_exchange(
+                held(),
+                ptr::null_mut(),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(t) if t.is_null() => return,
+                // A successor is linking into `next`, or the holder is still detaching.
+                Err(_) => wait.wait(),
+            }
+        }
     }
 
     /// Releases the lock taken by [`try_lock_held`](Self::try_lock_held).

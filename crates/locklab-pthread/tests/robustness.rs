@@ -1,0 +1,80 @@
+//! The preload library under the programs a demanding user writes: each C program in tests/c
+//! behaves correctly under glibc (it runs there first, so it tests the contract), then runs with the
+//! library under every choice it concerns. Each names the defect it guards against in its header:
+//! a cancelled condvar waiter that swallowed a signal, a condvar destroyed under a late waiter,
+//! timed lockers that never got a busy lock, the atfork pattern with waiters queued, a
+//! prefer-writer rwlock whose readers starved writers, a mutex used as a binary semaphore, and the
+//! smaller deviations from glibc (past and absent deadlines, an unheld mutex in a wait, keys).
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `src` under glibc, then with the library under each environment of `choices`.
+fn matrix(src: &str, name: &str, choices: &[Vec<(&str, &str)>]) {
+    let exe = compile(src, name);
+    let out = run_limited(command(&exe, false, &[]), LIMIT);
+    assert_ok(&out, &format!("{name} under glibc alone"));
+    for env in choices {
+        let out = run_limited(command(&exe, true, env), LIMIT);
+        assert_ok(&out, &format!("{name} with the library, {env:?}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("0 failure(s)"), "{name} {env:?}: {text}");
+    }
+}
+
+fn mutex_choices() -> Vec<Vec<(&'static str, &'static str)>> {
+    MUTEXES
+        .iter()
+        .map(|m| vec![("LOCKLAB_MUTEX", *m)])
+        .collect()
+}
+
+#[test]
+fn a_cancelled_condvar_waiter_passes_its_wake_up_on() {
+    matrix("cond_cancel.c", "cond_cancel_c", &mutex_choices());
+}
+
+#[test]
+fn condvar_destroy_waits_for_a_late_woken_waiter_without_spinning() {
+    matrix("cond_destroy.c", "cond_destroy_c", &mutex_choices());
+}
+
+#[test]
+fn timed_locks_get_a_busy_mutex() {
+    matrix("timed_busy.c", "timed_busy_c", &mutex_choices());
+}
+
+#[test]
+fn a_mutex_used_as_a_binary_semaphore() {
+    matrix("binary_sem.c", "binary_sem_c", &mutex_choices());
+}
+
+#[test]
+fn the_atfork_pattern_with_waiters_queued() {
+    let mut choices = mutex_choices();
+    for spin in ["tas", "glibc"] {
+        choices.push(vec![("LOCKLAB_SPIN", spin), ("FORK_QUEUED_SPIN", "1")]);
+    }
+    matrix("fork_queued.c", "fork_queued_c", &choices);
+}
+
+#[test]
+fn prefer_writer_rwlocks_let_writers_in() {
+    let choices: Vec<_> = ["rwsem", "rwspinlock", "glibc"]
+        .iter()
+        .map(|rw| vec![("LOCKLAB_RWLOCK", *rw)])
+        .collect();
+    matrix("rw_prefer_writer.c", "rw_prefer_writer_c", &choices);
+}
+
+#[test]
+fn deadlines_unheld_mutexes_and_keys_as_glibc() {
+    let mut choices = mutex_choices();
+    choices.push(vec![("LOCKLAB_RWLOCK", "rwspinlock")]);
+    choices.push(vec![("LOCKLAB_STAT", "/dev/null")]);
+    matrix("deviations.c", "deviations_c", &choices);
+}
