@@ -4,7 +4,8 @@
 //! a cancelled condvar waiter that swallowed a signal, a condvar destroyed under a late waiter,
 //! timed lockers that never got a busy lock, the atfork pattern with waiters queued, a
 //! prefer-writer rwlock whose readers starved writers, a mutex used as a binary semaphore, and the
-//! smaller deviations from glibc (past and absent deadlines, an unheld mutex in a wait, keys).
+//! smaller deviations from glibc (past and absent deadlines, an unheld mutex in a wait, keys), and a
+//! process-shared condvar shared with a process that does not have the library.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
@@ -77,4 +78,9 @@ fn deadlines_unheld_mutexes_and_keys_as_glibc() {
     choices.push(vec![("LOCKLAB_RWLOCK", "rwspinlock")]);
     choices.push(vec![("LOCKLAB_STAT", "/dev/null")]);
     matrix("deviations.c", "deviations_c", &choices);
+}
+
+#[test]
+fn process_shared_condvars_work_with_a_process_without_the_library() {
+    matrix("cond_pshared.c", "cond_pshared_c", &mutex_choices());
 }
