@@ -2,8 +2,8 @@
 //! `pthread_cond_t`, and glibc's `mtx_lock` calls its mutex internally, so these are ours too, over the
 //! pthread calls of this library (which hand glibc's objects to glibc).
 //!
-//! ```no_run
-//! // In C: mtx_t m; mtx_init(&m, mtx_plain | mtx_recursive); mtx_lock(&m); mtx_unlock(&m);
+//! ```c
+//! mtx_t m; mtx_init(&m, mtx_plain | mtx_recursive); mtx_lock(&m); mtx_unlock(&m);
 //! ```
 
 use crate::cond::*;

@@ -52,8 +52,8 @@
 //! All-zero (`PTHREAD_COND_INITIALIZER`) is a private condvar on `CLOCK_REALTIME`. Bytes 44-47 are
 //! never read (an old static initializer may not have written them).
 //!
-//! ```no_run
-//! // In C: pthread_cond_wait(&c, &m) / pthread_cond_signal(&c), unchanged.
+//! ```c
+//! pthread_cond_wait(&c, &m) / pthread_cond_signal(&c), unchanged.
 //! ```
 
 use crate::config::{self, MutexAlgo};

@@ -4,8 +4,8 @@
 //! glibc answers `EAGAIN`, the library gives its keys back ([`locklab::give_up_thread_exit_key`])
 //! and asks again. The locks work on; threads that exit afterwards keep their nodes (not reused).
 //!
-//! ```no_run
-//! // In C: while (pthread_key_create(&k, NULL) == 0) n++;   /* n == PTHREAD_KEYS_MAX, as under glibc */
+//! ```c
+//! while (pthread_key_create(&k, NULL) == 0) n++;   /* n == PTHREAD_KEYS_MAX, as under glibc */
 //! ```
 
 use crate::real;

@@ -29,8 +29,8 @@
 //! | 28-31 | `__shared`      | nonzero: process-shared, glibc's object (as glibc)      |
 //! | 48    | `__flags`       | the kind; 2 = prefer writers, non-recursive (as glibc)  |
 //!
-//! ```no_run
-//! // In C: pthread_rwlock_rdlock(&l); pthread_rwlock_rdlock(&l); /* fine even if a writer waits */
+//! ```c
+//! pthread_rwlock_rdlock(&l); pthread_rwlock_rdlock(&l); /* fine even if a writer waits */
 //! ```
 
 use crate::config::{self, RwAlgo};

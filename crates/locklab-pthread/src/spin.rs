@@ -12,8 +12,8 @@
 //! All-zero is unlocked. Like glibc's, these locks never sleep: a holder preempted while threads
 //! outnumber CPUs costs the waiters their time slices (they yield after a short spin).
 //!
-//! ```no_run
-//! // In C: pthread_spin_init(&s, 0); pthread_spin_lock(&s); pthread_spin_unlock(&s);
+//! ```c
+//! pthread_spin_init(&s, 0); pthread_spin_lock(&s); pthread_spin_unlock(&s);
 //! ```
 
 use crate::config::{self, SpinAlgo};

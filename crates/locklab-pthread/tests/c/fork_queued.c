@@ -67,7 +67,11 @@ int main(void) {
     }
     int st = 0;
     waitpid(p, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) hung++;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      hung++;
+      printf("fork %d: child %s %d\n", i, WIFSIGNALED(st) ? "killed by signal" : "exited with",
+             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
     usleep(1000);
   }
   stop = 1;
