@@ -7,10 +7,9 @@
 //!   clock); `waiters -= 1`; take the mutex back.
 //! - **Signal**: if `waiters` is 0, nothing (no system call); else `seq += 1` and wake one sleeper.
 //! - **Broadcast**: if `waiters` is 0, nothing; else `seq += 1` and wake every sleeper. They then take
-//!   the mutex one by one through its own slow path (our adaptive mutex queues them FIFO, spinning
-//!   only at the head). A futex requeue onto the mutex word, as glibc's pre-2.25 condvar did, needs a
-//!   mutex whose sleepers wait on that word; ours sleep on their own words, so there is nothing to
-//!   requeue onto.
+//!   the mutex one by one through its own slow path (a short spin, then a sleep on its word). A
+//!   futex requeue onto the mutex word, as glibc's pre-2.25 condvar did, would bypass the adaptive
+//!   mutex's `SLEEPERS` flag, and the spinlock choices have no word to sleep on.
 //!
 //! # Why no wake-up is lost
 //! A waiter reads `seq` (and has counted itself in `waiters`) before it releases the mutex. A

@@ -16,7 +16,8 @@ use core::sync::atomic::{AtomicU8, Ordering};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum MutexAlgo {
-    /// locklab's adaptive futex mutex (optimistic spinning, FIFO sleepers, hand-off). The default.
+    /// The adaptive mutex ([`crate::adaptive`]: optimistic spinning while the owner runs, then a
+    /// sleep on the lock word, nothing queued). The default.
     Mutex = 1,
     /// The MCS queue lock (a spinlock: correct but slow when threads outnumber CPUs).
     Mcs,

@@ -42,6 +42,7 @@
 // crate is empty, so a workspace build on macOS builds everything else).
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
+pub mod adaptive;
 pub mod c11;
 pub mod cond;
 pub mod config;

@@ -3,16 +3,16 @@
 //! # Layout (x86-64 and aarch64 glibc)
 //! | bytes | glibc's field | ours                                                                  |
 //! |-------|---------------|-----------------------------------------------------------------------|
-//! | 0-3   | `__lock`      | `mutex`: the adaptive mutex's state word; `qspinlock`, `tas`: the lock |
+//! | 0-3   | `__lock`      | `mutex`: the adaptive mutex's word ([`crate::adaptive`]); `qspinlock`, `tas`: the lock |
 //! | 4-7   | `__count`     | recursion count of a recursive mutex (as glibc)                        |
 //! | 8-11  | `__owner`     | owner TID while held, 0 when free (as glibc; gdb and programs read it) |
-//! | 12-15 | `__nusers`    | `mutex`: its OSQ tail; the spinlocks: timed lockers now waiting        |
+//! | 12-15 | `__nusers`    | the spinlocks: timed lockers now waiting                               |
 //! | 16-19 | `__kind`      | glibc's kind, never changed but by init and destroy (static initializers write it) |
-//! | 20-23 | `__spins`     | `mutex`: its wait-list lock; the spinlocks: fork epoch of the acquisition |
-//! | 24-39 | `__list`      | `mutex`: wait list; `mcs`: tail and next; `ticket`: tickets (24-31)    |
+//! | 20-23 | `__spins`     | the spinlocks: fork epoch of the acquisition                           |
+//! | 24-39 | `__list`      | `mcs`: tail and next; `ticket`: tickets (24-31)                        |
 //!
-//! The adaptive mutex ([`locklab::raw::RawMutex`]) is laid out for exactly this: its spare words are
-//! bytes 4, 8 and 16. All-zero is an unlocked default mutex for every algorithm.
+//! The adaptive mutex reads the owner TID at byte 8 to decide how long to spin. All-zero is an
+//! unlocked default mutex for every algorithm.
 //!
 //! # Timed lockers of the spinlock choices
 //! `mcs`, `ticket` and `qspinlock` queue their waiters, and a queued waiter cannot leave; a timed
@@ -28,8 +28,8 @@
 //! spinlock choices records the fork epoch ([`locklab::sys::fork_epoch`]) in bytes 20-23; an unlock
 //! in a later epoch (a child releasing what was taken before its fork) frees the lock outright,
 //! dropping the parent's queue. Left uncovered: child threads that queued behind the parent's dead
-//! waiters before that unlock (they wait for ever); the adaptive mutex has no such gap (its wait list
-//! carries the epoch).
+//! waiters before that unlock (they wait for ever); the adaptive mutex has no such gap (nothing of a
+//! waiter lives outside its word).
 //!
 //! # Kinds, as glibc
 //! `kind & 3`: 0 normal (relocking deadlocks; any thread may unlock, and unlocking a free mutex is a
@@ -50,13 +50,13 @@
 //! }
 //! ```
 
+use crate::adaptive::Adaptive;
 use crate::config::{self, MutexAlgo};
 use crate::real;
 use crate::sys::{self, tid};
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_mutexattr_t, timespec};
-use lock_api::RawMutexTimed as _;
-use locklab::raw::{RawMcsLock, RawMutex, RawQueuedSpinLock, RawTasLock, RawTicketLock};
+use locklab::raw::{RawMcsLock, RawQueuedSpinLock, RawTasLock, RawTicketLock};
 
 const OFF_COUNT: usize = 4;
 const OFF_OWNER: usize = 8;
@@ -96,8 +96,11 @@ impl M {
         self.word(OFF_COUNT)
     }
     #[inline]
-    fn mutex(self) -> &'static RawMutex {
-        self.word(0)
+    fn mutex(self) -> Adaptive {
+        Adaptive {
+            word: self.word(0),
+            owner: self.owner(),
+        }
     }
     #[inline]
     fn mcs(self) -> &'static RawMcsLock {
@@ -135,8 +138,7 @@ impl M {
     #[inline]
     fn raw_lock(self) {
         match config::mutex() {
-            // The token is not kept: the release goes through `unlock_on_behalf`.
-            MutexAlgo::Mutex => drop(self.mutex().lock()),
+            MutexAlgo::Mutex => self.mutex().lock(),
             MutexAlgo::Tas => self.tas().lock(),
             // Never called with glibc's choice (its objects go to glibc first); polling is correct
             // for every algorithm.
@@ -214,7 +216,7 @@ impl M {
     #[inline]
     fn raw_try_lock(self) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => self.mutex().try_lock().is_some(),
+            MutexAlgo::Mutex => self.mutex().try_lock(),
             MutexAlgo::Mcs => self.mcs().try_lock_detached(),
             MutexAlgo::Ticket => self.ticket().try_lock(),
             MutexAlgo::QSpinLock => self.qspin().try_lock(),
@@ -227,9 +229,7 @@ impl M {
     /// `timed` so that blocking lockers poll too meanwhile (module docs).
     fn raw_lock_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => {
-                sys::until(clock, abs, |d| self.mutex().try_lock_until(d).is_some())
-            }
+            MutexAlgo::Mutex => self.mutex().lock_until(clock, abs),
             MutexAlgo::Tas => sys::until(clock, abs, |d| {
                 sys::spin_until(Some(d), || self.raw_try_lock())
             }),
@@ -266,10 +266,10 @@ impl M {
     #[inline]
     unsafe fn raw_unlock(self) {
         // SAFETY: the caller's contract; every algorithm here may be released by any thread (the
-        // adaptive mutex on behalf of its holder, MCS as a detached holder).
+        // adaptive mutex and the spinlocks by a swap or a store, MCS as a detached holder).
         unsafe {
             match config::mutex() {
-                MutexAlgo::Mutex => self.mutex().unlock_on_behalf(),
+                MutexAlgo::Mutex => self.mutex().unlock(),
                 MutexAlgo::Tas => self.tas().unlock(),
                 _ if self.release_stale() => {}
                 MutexAlgo::Mcs => self.mcs().unlock_detached(),
@@ -335,10 +335,9 @@ pub(crate) unsafe fn lock(m: M) -> c_int {
         // inline, its slow path keeps errno. The spinlocks' only system call, `sched_yield`, does not
         // fail.
         MutexAlgo::Mutex => {
-            // SAFETY: one thread in the process: nobody else can touch the mutex.
-            let alone =
-                sys::single_threaded() && unsafe { m.mutex().try_lock_unshared() }.is_some();
-            if !alone && m.mutex().try_lock_fast().is_none() {
+            // One thread in the process: nobody else can touch the mutex, plain accesses do.
+            let alone = sys::single_threaded() && m.mutex().try_lock_unshared();
+            if !alone && !m.mutex().try_lock_fast() {
                 lock_slow(m);
             }
         }
@@ -361,8 +360,7 @@ pub(crate) unsafe fn lock(m: M) -> c_int {
 #[inline(never)]
 fn lock_slow(m: M) {
     let e = sys::errno();
-    // The token is not kept: the release goes through `unlock_on_behalf`.
-    let _token = m.mutex().lock();
+    m.mutex().lock();
     sys::set_errno(e);
 }
 
@@ -399,10 +397,10 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
     unsafe {
         match algo {
             MutexAlgo::Mutex => {
-                // `unlock_on_behalf` leaves a free mutex alone itself.
+                // The unlock leaves a free mutex alone itself.
                 m.owner().store(0, Ordering::Relaxed);
                 if !(sys::single_threaded() && m.mutex().unlock_unshared()) {
-                    m.mutex().unlock_on_behalf();
+                    m.mutex().unlock();
                 }
             }
             MutexAlgo::Mcs | MutexAlgo::Ticket | MutexAlgo::QSpinLock => {
