@@ -7,49 +7,54 @@
 //! because glibc's wait leaves nothing queued: a signal handler that takes the very mutex its thread
 //! is blocked on (a queue would put the handler behind its own interrupted wait: deadlock), and
 //! `siglongjmp` out of a blocked `pthread_mutex_lock` (the old `SIGALRM` time-out idiom: a queued
-//! node would be left on a discarded stack). A thread killed by `fork` (every thread but the caller)
-//! leaves nothing behind either. So the preload library keeps the kernel mutex's lesson that matters
-//! for throughput, optimistic spinning while the owner runs (seed 001), and sleeps the way glibc's
-//! futex mutex does, with no queue: at worst a flag that costs one spare wake-up.
+//! node would be left on a discarded stack). Threads that vanish in a `fork` child leave nothing
+//! behind either. So the preload library keeps the lesson of the kernel mutex that matters for
+//! throughput, optimistic spinning while the owner runs (seed 001), by one spinner at a time as the
+//! kernel's OSQ head, and sleeps the way glibc's futex mutex does, on the lock word.
 //!
 //! # Algorithm
 //! - **Lock, fast path**: `cas(word: 0 -> LOCKED)`.
-//! - **Spin**: while the lock is held, watch the owner's TID (glibc's `__owner` field, which the
-//!   caller records after each acquisition); take the lock the moment it is free. Stop once the same
-//!   owner has held it for [`OWNER_SPIN`] (probably preempted or in a long section) or after
-//!   [`SPIN_MAX`] in all. Exponential backoff between looks, up to 64 `pause`s.
-//! - **Sleep**: set `SLEEPERS` on a held word and `futex_wait(word, LOCKED | SLEEPERS)`; on waking,
-//!   take a free word as `LOCKED | SLEEPERS` (another sleeper may remain, so the next unlock must wake
-//!   it: Drepper's "mutex3" rule). A time-out ends the wait after one last try.
-//! - **Unlock**: `swap(word, 0)`; if it held `SLEEPERS`, wake one sleeper.
+//! - **Spin** (only when nobody sleeps and nobody else spins): set `SPINNER`; while the lock is
+//!   held, watch the owner's TID (glibc's `__owner` field, which the caller records after each
+//!   acquisition) and take the lock the moment it is free. Stop once the same owner has held it for
+//!   [`OWNER_SPIN`] (probably preempted, or in a long section) or after [`SPIN_MAX`] in all. The
+//!   first looks are `pause`s with exponential backoff; later ones yield the CPU, which the holder
+//!   may need when threads outnumber CPUs.
+//! - **Sleep**: take a free word; else count oneself in the word while the lock is held and
+//!   `futex_wait` on the value just written; back from the sleep (woken, a signal, or the watchdog
+//!   every 100 ms), leave the count and look again.
+//! - **Unlock**: clear `LOCKED`; if the count is non-zero and the lock was not taken again at once
+//!   (whose holder's unlock will wake instead), wake one sleeper.
 //!
 //! # State word (bytes 0-3 of `pthread_mutex_t`)
-//! | bits | name       | meaning                                                 |
-//! |------|------------|---------------------------------------------------------|
-//! | 0    | `LOCKED`   | held                                                    |
-//! | 1    | `SLEEPERS` | a thread may sleep on the word: the unlock wakes one    |
+//! | bits | name      | meaning                                               |
+//! |------|-----------|-------------------------------------------------------|
+//! | 0    | `LOCKED`  | held                                                  |
+//! | 1    | `SPINNER` | a newcomer is spinning: other newcomers sleep         |
+//! | 2-31 | count     | threads asleep (or about to sleep) on the word        |
 //!
-//! Transitions: lock `s -> s | LOCKED` (from any `s` without `LOCKED`); sleeper `LOCKED ->
-//! LOCKED | SLEEPERS`; woken or sleeping-path taker `s -> LOCKED | SLEEPERS`; unlock `s -> 0`.
+//! Transitions: take `s -> s | LOCKED` (from any `s` without `LOCKED`); spin `s -> s | SPINNER` and
+//! back; sleep `s -> s + ONE` on a held word, back `s -> s - ONE`; unlock `s -> s & !LOCKED`, then a
+//! wake-up if the count was non-zero and the word is still free.
 //!
 //! # Invariants
-//! 1. No lost wake-up: a thread sleeps only while the word is `LOCKED | SLEEPERS` (the kernel
-//!    compares and sleeps atomically), and the unlock that clears `LOCKED` comes later in the word's
-//!    modification order, so it sees `SLEEPERS` and wakes one sleeper; the woken thread either takes
-//!    the lock or sees it held again, whose holder's unlock repeats the argument (the taker restores
-//!    `SLEEPERS` for the ones still asleep).
-//! 2. Nothing outside the word refers to a waiter: a waiter that leaves by any path (`siglongjmp`,
-//!    a time-out, thread death in a `fork` child) leaves at most `SLEEPERS` set, which costs one
-//!    wake-up of nobody.
+//! 1. No lost wake-up: a thread sleeps only on the exact value it wrote with its count (the kernel
+//!    compares and sleeps atomically), so an unlock between its count and its sleep makes the sleep
+//!    return at once. An unlock after it sees the count; it wakes one sleeper unless the lock is
+//!    held again, and then that holder's unlock sees the count in turn (the count leaves the word
+//!    only with its sleeper).
+//! 2. Nothing outside the word refers to a waiter. A waiter that leaves without finishing
+//!    (`siglongjmp`, thread death in a `fork` child) leaves at most its count (unlocks make a spare
+//!    wake-up, newcomers do not spin) or `SPINNER` (newcomers do not spin): costs, never a hang.
 //! 3. A nested acquisition by a signal handler of the lock its thread waits for is an ordinary
 //!    locker: it spins or sleeps on the word like any other thread and is woken like one.
 //!
-//! No FIFO order and no hand-off (as glibc): a sleeper can lose the lock to spinners; it is woken
-//! again by each unlock while it sleeps.
+//! No FIFO order and no hand-off, as glibc: a woken sleeper competes with newcomers (and looks again
+//! at least every 100 ms).
 //!
 //! # Memory orderings
-//! Every take is an Acquire CAS, paired with the Release `swap` of the unlock that freed the lock.
-//! Setting `SLEEPERS` publishes nothing (Relaxed); the futex system calls order the rest.
+//! Every take is an Acquire CAS, paired with the Release `fetch_and` of the unlock that freed the
+//! lock. The count and `SPINNER` publish nothing (Relaxed); the futex system calls order the rest.
 //!
 //! ```c
 //! pthread_mutex_lock(&m);   /* with LOCKLAB_MUTEX=mutex (the default) */
@@ -62,14 +67,23 @@ use std::time::{Duration, Instant};
 
 /// Held.
 const LOCKED: u32 = 1;
-/// A thread may sleep on the word.
-const SLEEPERS: u32 = 2;
+/// A newcomer is spinning.
+const SPINNER: u32 = 2;
+/// One sleeper in the count (bits 2-31).
+const ONE: u32 = 4;
 /// A spinner stops after the same owner has held the lock this long.
 pub const OWNER_SPIN: Duration = Duration::from_micros(10);
 /// Overall cap on spinning per acquisition.
 pub const SPIN_MAX: Duration = Duration::from_micros(40);
+/// Looks at the word with `pause`s before the spinner starts yielding the CPU between looks.
+const PAUSE_LOOKS: u32 = 16;
 /// Most `pause`s between two looks at the word.
 const MAX_BACKOFF: u32 = 64;
+/// A sleeper with no deadline looks at the word again after this long, woken or not.
+const WATCHDOG: libc::timespec = libc::timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
 
 /// The lock word of a `pthread_mutex_t` under the `mutex` choice, with the owner field beside it.
 #[derive(Clone, Copy)]
@@ -82,18 +96,18 @@ impl Adaptive {
     /// Takes a free lock with one CAS; `false` if the word is not exactly free.
     #[inline]
     pub(crate) fn try_lock_fast(self) -> bool {
-        // Acquire pairs with the Release swap of the last unlock.
+        // Acquire pairs with the Release of the last unlock.
         self.word
             .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
 
-    /// Takes the lock if it is free (whatever `SLEEPERS` says).
+    /// Takes the lock if it is free, whatever else the word says.
     #[inline]
     pub(crate) fn try_lock(self) -> bool {
         let mut s = self.word.load(Ordering::Relaxed);
         while s & LOCKED == 0 {
-            // Acquire pairs with the Release swap of the last unlock.
+            // Acquire pairs with the Release of the last unlock.
             match self.word.compare_exchange_weak(
                 s,
                 s | LOCKED,
@@ -130,7 +144,16 @@ impl Adaptive {
     #[inline]
     pub(crate) fn unlock(self) {
         // Release pairs with the next taker's Acquire CAS.
-        if self.word.swap(0, Ordering::Release) & SLEEPERS != 0 {
+        if self.word.fetch_and(!LOCKED, Ordering::Release) >= ONE {
+            self.wake_one();
+        }
+    }
+
+    /// Wakes one sleeper, unless the lock was taken again (invariant 1).
+    #[cold]
+    #[inline(never)]
+    fn wake_one(self) {
+        if self.word.load(Ordering::Relaxed) & LOCKED == 0 {
             sys::futex_wake(self.word, 1, false);
         }
     }
@@ -146,8 +169,8 @@ impl Adaptive {
         free
     }
 
-    /// Releases with a plain store a lock that shows no sleeper: only while the process has a single
-    /// thread; `false` (nothing done) otherwise.
+    /// Releases with a plain store a lock that shows nothing but its hold: only while the process
+    /// has a single thread; `false` (nothing done) otherwise.
     #[inline]
     pub(crate) fn unlock_unshared(self) -> bool {
         let quiet = self.word.load(Ordering::Relaxed) == LOCKED;
@@ -160,48 +183,25 @@ impl Adaptive {
     #[cold]
     #[inline(never)]
     fn lock_slow(self, until: Option<(libc::clockid_t, &libc::timespec)>) -> bool {
-        if self.spin() {
-            return true;
+        // Spinning while others sleep would barge past them, and a second spinner only takes a
+        // CPU from the holder: such a newcomer sleeps at once.
+        let s = self.word.load(Ordering::Relaxed);
+        if s & !LOCKED == 0
+            && self
+                .word
+                .compare_exchange(s, s | SPINNER, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let took = self.spin();
+            self.word.fetch_and(!SPINNER, Ordering::Relaxed);
+            if took {
+                return true;
+            }
         }
         loop {
             let s = self.word.load(Ordering::Relaxed);
             if s & LOCKED == 0 {
-                // Acquire pairs with the Release swap of the last unlock. `SLEEPERS` is set on
-                // the way in: another sleeper may remain (invariant 1).
-                if self
-                    .word
-                    .compare_exchange(s, LOCKED | SLEEPERS, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return true;
-                }
-                continue;
-            }
-            if s & SLEEPERS == 0
-                && self
-                    .word
-                    .compare_exchange(s, s | SLEEPERS, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err()
-            {
-                continue;
-            }
-            if !sys::futex_wait_until(self.word, LOCKED | SLEEPERS, until) {
-                return self.try_lock();
-            }
-        }
-    }
-
-    /// Optimistic spinning while the owner runs; `true` if it took the lock.
-    fn spin(self) -> bool {
-        let start = Instant::now();
-        let mut owner = self.owner.load(Ordering::Relaxed);
-        let mut since = start;
-        let mut backoff = 1u32;
-        let mut looks = 0u32;
-        loop {
-            let s = self.word.load(Ordering::Relaxed);
-            if s & LOCKED == 0 {
-                // Acquire pairs with the Release swap of the last unlock.
+                // Acquire pairs with the Release of the last unlock.
                 if self
                     .word
                     .compare_exchange(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
@@ -211,11 +211,62 @@ impl Adaptive {
                 }
                 continue;
             }
-            for _ in 0..backoff {
-                core::hint::spin_loop();
+            if self
+                .word
+                .compare_exchange(s, s + ONE, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            let timed_out = match until {
+                // The watchdog: a sleeper looks again now and then (invariant 2).
+                None => {
+                    sys::futex_wait_for(self.word, s + ONE, &WATCHDOG);
+                    false
+                }
+                Some(_) => !sys::futex_wait_until(self.word, s + ONE, until),
+            };
+            self.word.fetch_sub(ONE, Ordering::Relaxed);
+            if timed_out {
+                return self.try_lock();
+            }
+        }
+    }
+
+    /// Optimistic spinning while the owner runs; `true` if it took the lock. Stops when a sleeper
+    /// appears.
+    fn spin(self) -> bool {
+        let start = Instant::now();
+        let mut owner = self.owner.load(Ordering::Relaxed);
+        let mut since = start;
+        let mut backoff = 1u32;
+        let mut looks = 0u32;
+        loop {
+            let s = self.word.load(Ordering::Relaxed);
+            if s >= ONE {
+                return false;
+            }
+            if s & LOCKED == 0 {
+                // Acquire pairs with the Release of the last unlock.
+                if self
+                    .word
+                    .compare_exchange(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
             looks += 1;
+            if looks < PAUSE_LOOKS {
+                for _ in 0..backoff {
+                    core::hint::spin_loop();
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            } else {
+                // SAFETY: no arguments.
+                unsafe { libc::sched_yield() };
+            }
             if looks % 8 == 0 {
                 let now = Instant::now();
                 let o = self.owner.load(Ordering::Relaxed);

@@ -338,12 +338,34 @@ pub(crate) fn futex_wait_until(
 
 /// Wakes up to `n` waiters of `word`.
 pub(crate) fn futex_wake(word: *const AtomicU32, n: i32, shared: bool) {
+    let _ = futex_wake_count(word, n, shared);
+}
+
+/// Wakes up to `n` waiters of `word`; how many it woke.
+pub(crate) fn futex_wake_count(word: *const AtomicU32, n: i32, shared: bool) -> i64 {
     let mut op = libc::FUTEX_WAKE;
     if !shared {
         op |= libc::FUTEX_PRIVATE_FLAG;
     }
     // SAFETY: FUTEX_WAKE never dereferences the address in user space; any address is harmless.
-    unsafe { libc::syscall(libc::SYS_futex, word, op, n) };
+    unsafe { libc::syscall(libc::SYS_futex, word, op, n) }
+}
+
+/// Sleeps while `*word == expected`, for at most `rel` (a private futex, relative time-out, not a
+/// cancellation point); may return early.
+pub(crate) fn futex_wait_for(word: &AtomicU32, expected: u32, rel: &libc::timespec) {
+    let e = errno();
+    // SAFETY: valid arguments; the kernel compares and sleeps atomically.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            rel as *const libc::timespec,
+        )
+    };
+    set_errno(e);
 }
 
 /// glibc's legacy cleanup buffer (`struct _pthread_cleanup_buffer`), for
