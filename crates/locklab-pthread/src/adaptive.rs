@@ -280,3 +280,95 @@ impl Adaptive {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn leak() -> Adaptive {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let owner: &'static AtomicI32 = Box::leak(Box::new(AtomicI32::new(0)));
+        Adaptive { word, owner }
+    }
+
+    #[test]
+    fn more_threads_than_cpus_count_exactly_and_leave_the_word_clean() {
+        let m = leak();
+        let count: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for _ in 0..20_000 {
+                        m.lock();
+                        m.owner.store(t + 1, Ordering::Relaxed);
+                        // A non-atomic read-modify-write under the lock: lost updates show races.
+                        let v = count.load(Ordering::Relaxed);
+                        count.store(v + 1, Ordering::Relaxed);
+                        m.owner.store(0, Ordering::Relaxed);
+                        m.unlock();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(count.load(Ordering::Relaxed), 8 * 20_000);
+        assert_eq!(m.word.load(Ordering::Relaxed), 0, "no count, spinner or hold left");
+    }
+
+    #[test]
+    fn a_sleeper_is_woken_by_an_unlock_from_another_thread() {
+        let m = leak();
+        m.lock();
+        let waiter = std::thread::spawn(move || {
+            m.lock();
+            m.unlock();
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(m.word.load(Ordering::Relaxed) >= ONE, "the waiter sleeps, counted");
+        m.unlock();
+        waiter.join().unwrap();
+        assert_eq!(m.word.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_timed_lock_times_out_and_leaves_its_count() {
+        let m = leak();
+        m.lock();
+        let mut abs = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut abs) };
+        abs.tv_nsec += 20_000_000;
+        if abs.tv_nsec >= 1_000_000_000 {
+            abs.tv_sec += 1;
+            abs.tv_nsec -= 1_000_000_000;
+        }
+        let t = std::thread::spawn(move || m.lock_until(libc::CLOCK_MONOTONIC, &abs));
+        assert!(!t.join().unwrap());
+        assert_eq!(m.word.load(Ordering::Relaxed), LOCKED);
+        m.unlock();
+        assert!(m.try_lock());
+        m.unlock();
+    }
+
+    #[test]
+    fn a_stale_count_costs_a_wake_up_not_a_hang() {
+        // A waiter that vanished (siglongjmp, a fork child) left its count behind.
+        let m = leak();
+        m.word.store(ONE, Ordering::Relaxed);
+        assert!(!m.try_lock_fast());
+        m.lock();
+        m.unlock();
+        assert_eq!(m.word.load(Ordering::Relaxed), ONE);
+        // And a stale SPINNER only keeps others from spinning.
+        m.word.store(SPINNER, Ordering::Relaxed);
+        m.lock();
+        m.unlock();
+        assert_eq!(m.word.load(Ordering::Relaxed), SPINNER);
+    }
+}

@@ -9,7 +9,7 @@
 //! - **Broadcast**: if `waiters` is 0, nothing; else `seq += 1` and wake every sleeper. They then take
 //!   the mutex one by one through its own slow path (a short spin, then a sleep on its word). A
 //!   futex requeue onto the mutex word, as glibc's pre-2.25 condvar did, would bypass the adaptive
-//!   mutex's `SLEEPERS` flag, and the spinlock choices have no word to sleep on.
+//!   mutex's sleeper count, and the spinlock choices have no word to sleep on.
 //!
 //! # Why no wake-up is lost
 //! A waiter reads `seq` (and has counted itself in `waiters`) before it releases the mutex. A
