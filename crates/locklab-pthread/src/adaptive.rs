@@ -315,7 +315,11 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(count.load(Ordering::Relaxed), 8 * 20_000);
-        assert_eq!(m.word.load(Ordering::Relaxed), 0, "no count, spinner or hold left");
+        assert_eq!(
+            m.word.load(Ordering::Relaxed),
+            0,
+            "no count, spinner or hold left"
+        );
     }
 
     #[test]
@@ -327,7 +331,10 @@ mod tests {
             m.unlock();
         });
         std::thread::sleep(Duration::from_millis(50));
-        assert!(m.word.load(Ordering::Relaxed) >= ONE, "the waiter sleeps, counted");
+        assert!(
+            m.word.load(Ordering::Relaxed) >= ONE,
+            "the waiter sleeps, counted"
+        );
         m.unlock();
         waiter.join().unwrap();
         assert_eq!(m.word.load(Ordering::Relaxed), 0);

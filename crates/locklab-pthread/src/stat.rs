@@ -243,8 +243,17 @@ impl Entry {
     }
 }
 
-/// Records per shard (a power of two). Pairs beyond it in one thread are counted as dropped.
+/// Records in a shard's first table (a power of two).
 const CAP: usize = 1024;
+/// Records in each overflow table (a power of two): a thread's pairs beyond the first table go
+/// there, in tables mapped on demand (only the pages touched cost memory).
+const OCAP: usize = 16384;
+/// Overflow tables per shard at most: pairs beyond `CAP + OVERFLOWS * OCAP` in one thread are
+/// counted as dropped.
+const OVERFLOWS: usize = 16;
+/// Slots a lookup probes in one table before it moves on to the next: a full table costs a
+/// bounded look, never a scan of the whole table.
+const PROBE: usize = 4;
 /// Held locks remembered per thread for hold times.
 const HELD: usize = 16;
 /// Shards at most (threads alive at once; a thread beyond counts nothing).
@@ -267,7 +276,55 @@ struct Shard {
     /// Owner only.
     held_len: Cell<usize>,
     held: [Cell<HeldLock>; HELD],
+    /// The first overflow table (null until needed); each links the next.
+    overflow: AtomicPtr<Overflow>,
     entries: [Entry; CAP],
+}
+
+/// An overflow table of a shard (anonymous `mmap`, never freed).
+#[repr(C)]
+struct Overflow {
+    next: AtomicPtr<Overflow>,
+    entries: [Entry; OCAP],
+}
+
+/// A shard's tables, first to last, and each overflow table's slot for the next.
+fn tables(s: &'static Shard) -> impl Iterator<Item = &'static [Entry]> {
+    let mut next = Some(&s.entries[..]);
+    let mut link = &s.overflow;
+    core::iter::from_fn(move || {
+        let cur = next.take()?;
+        // Acquire pairs with the Release store that published the table.
+        // SAFETY: overflow tables are never freed.
+        if let Some(o) = unsafe { link.load(Ordering::Acquire).as_ref() } {
+            next = Some(&o.entries[..]);
+            link = &o.next;
+        }
+        Some(cur)
+    })
+}
+
+/// Maps a zeroed overflow table and links it at `link` (owner thread only); null if out of memory.
+#[cold]
+#[inline(never)]
+fn new_overflow(link: &AtomicPtr<Overflow>) -> *mut Overflow {
+    // SAFETY: an anonymous private mapping; zeroed memory is an empty table.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            core::mem::size_of::<Overflow>(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return core::ptr::null_mut();
+    }
+    // Release pairs with the dump's Acquire load of the link.
+    link.store(p.cast(), Ordering::Release);
+    p.cast()
 }
 
 static SHARDS: [AtomicPtr<Shard>; MAX_SHARDS] =
@@ -366,13 +423,36 @@ fn claim() -> Option<&'static Shard> {
     Some(s)
 }
 
-/// The entry of (lock, site) in this thread's shard, created if new.
+/// The entry of (lock, site) in this thread's shard, created if new: at most [`PROBE`] slots in
+/// each table, the first table, then the overflow tables in order (mapped as they are needed).
 #[inline(always)]
 fn entry(s: &'static Shard, lock: usize, site: usize, obj: Obj) -> Option<&'static Entry> {
-    let h = (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 10);
-    let mut i = h & (CAP - 1);
-    for _ in 0..CAP {
-        let e = &s.entries[i];
+    let h = (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    if let Some(e) = probe(
+        &s.entries,
+        h >> (64 - CAP.trailing_zeros()),
+        lock,
+        site,
+        obj,
+    ) {
+        return Some(e);
+    }
+    entry_overflow(s, h, lock, site, obj)
+}
+
+/// Looks (lock, site) up in one table from slot `start`, taking a free slot if it is not there;
+/// `None` if [`PROBE`] slots are all other pairs'.
+#[inline(always)]
+fn probe(
+    t: &'static [Entry],
+    start: usize,
+    lock: usize,
+    site: usize,
+    obj: Obj,
+) -> Option<&'static Entry> {
+    let mask = t.len() - 1;
+    for k in 0..PROBE {
+        let e = &t[(start + k) & mask];
         let l = e.lock.load(Ordering::Relaxed);
         if l == lock && e.site.load(Ordering::Relaxed) == site {
             return Some(e);
@@ -384,7 +464,34 @@ fn entry(s: &'static Shard, lock: usize, site: usize, obj: Obj) -> Option<&'stat
             e.lock.store(lock, Ordering::Release);
             return Some(e);
         }
-        i = (i + 1) & (CAP - 1);
+    }
+    None
+}
+
+#[cold]
+#[inline(never)]
+fn entry_overflow(
+    s: &'static Shard,
+    h: usize,
+    lock: usize,
+    site: usize,
+    obj: Obj,
+) -> Option<&'static Entry> {
+    let mut link = &s.overflow;
+    for _ in 0..OVERFLOWS {
+        let mut p = link.load(Ordering::Relaxed);
+        if p.is_null() {
+            p = new_overflow(link);
+        }
+        // SAFETY: overflow tables are never freed.
+        let Some(o) = (unsafe { p.as_ref() }) else {
+            break;
+        };
+        let start = h >> (64 - OCAP.trailing_zeros());
+        if let Some(e) = probe(&o.entries, start, lock, site, obj) {
+            return Some(e);
+        }
+        link = &o.next;
     }
     s.dropped
         .store(s.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -732,7 +839,7 @@ pub(crate) fn after_fork_child() {
         let Some(s) = (unsafe { p.as_ref() }) else {
             continue;
         };
-        for e in &s.entries {
+        for e in tables(s).flatten() {
             if e.lock.load(Ordering::Relaxed) != 0 {
                 e.lock.store(0, Ordering::Relaxed);
                 e.site.store(0, Ordering::Relaxed);
@@ -929,9 +1036,8 @@ fn write_dump(reason: &[u8]) {
             continue;
         };
         dropped += s.dropped.load(Ordering::Relaxed);
-        used += s
-            .entries
-            .iter()
+        used += tables(s)
+            .flatten()
             .filter(|e| e.lock.load(Ordering::Relaxed) != 0)
             .count();
     }
@@ -946,7 +1052,7 @@ fn write_dump(reason: &[u8]) {
         let Some(s) = (unsafe { cell.load(Ordering::Acquire).as_ref() }) else {
             continue;
         };
-        for e in &s.entries {
+        for e in tables(s).flatten() {
             // Acquire pairs with the Release store that published the entry.
             let lock = e.lock.load(Ordering::Acquire);
             if lock == 0 {
@@ -954,7 +1060,9 @@ fn write_dump(reason: &[u8]) {
             }
             let site = e.site.load(Ordering::Relaxed);
             let h = (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut i = h & (cap - 1);
+            // The top bits: the low bits of a product of aligned addresses barely vary, which made
+            // every probe sequence long (a dump quadratic in its records).
+            let mut i = h >> (64 - cap.trailing_zeros());
             let mut placed = false;
             for _ in 0..cap {
                 let r = &mut t[i];
@@ -999,12 +1107,78 @@ fn write_dump(reason: &[u8]) {
         }
     }
     let recs = &mut t[..k];
+    let locks = count_locks(recs);
     let wait = |r: &Rec| r.c[c::WAIT_TOTAL] + r.c[c::RD_WAIT_TOTAL];
     recs.sort_unstable_by(|a, b| wait(b).cmp(&wait(a)).then(b.c[c::ACQ].cmp(&a.c[c::ACQ])));
     let scale = ns_per_tick();
+    // Into a temporary file beside ours, renamed over it once complete: a process that ends in the
+    // middle of a dump (another thread exits during a SIGUSR1 snapshot) leaves the last complete
+    // table, never a truncated one. Where no file can be created any more (privileges dropped),
+    // the table is rewritten in place.
+    if let Some((tmp_fd, tmp_name)) = open_temp() {
+        let mut w = Writer::new(tmp_fd);
+        write_json(&mut w, reason, recs, scale, dropped, locks);
+        w.finish();
+        // SAFETY: NUL-terminated names (ours).
+        let renamed = w.ok
+            && unsafe { libc::rename(tmp_name.as_ptr().cast(), OUT_NAME.get().as_ptr().cast()) }
+                == 0;
+        if renamed {
+            adopt(tmp_fd);
+            // SAFETY: our previous descriptor, whose file the rename replaced.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        // SAFETY: our temporary file and descriptor.
+        unsafe {
+            libc::unlink(tmp_name.as_ptr().cast());
+            libc::close(tmp_fd);
+        }
+    }
     let mut w = Writer::new(fd);
-    write_json(&mut w, reason, recs, scale, dropped);
+    write_json(&mut w, reason, recs, scale, dropped, locks);
     w.finish();
+}
+
+/// Creates `<our file>.tmp` for a dump: its descriptor and NUL-terminated name.
+fn open_temp() -> Option<(c_int, [u8; PATH_MAX + 40])> {
+    // SAFETY: the name is written only by `open_output`, which runs in a dump (one at a time:
+    // `DUMPING`) or before any.
+    let name = unsafe { &*OUT_NAME.get() };
+    let len = name.iter().position(|&b| b == 0)?;
+    // A relative name would resolve against the program's current directory, which it may have
+    // changed since the file was opened: such a file is rewritten in place.
+    if name.first() != Some(&b'/') {
+        return None;
+    }
+    let mut tmp = [0u8; PATH_MAX + 40];
+    let mut n = 0;
+    put(&mut tmp, &mut n, &name[..len]);
+    put(&mut tmp, &mut n, b".tmp");
+    if n >= tmp.len() {
+        return None;
+    }
+    tmp[n] = 0;
+    // SAFETY: a NUL-terminated name.
+    let fd = unsafe {
+        libc::open(
+            tmp.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    (fd >= 0).then_some((fd, tmp))
+}
+
+/// Makes `fd` (now at our file's name) the descriptor of our file.
+fn adopt(fd: c_int) {
+    // SAFETY: all-zero is a valid `struct stat` (integers only).
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: our descriptor and a valid out-pointer.
+    unsafe { libc::fstat(fd, &mut st) };
+    OUT_DEV.store(st.st_dev, Ordering::Relaxed);
+    OUT_INO.store(st.st_ino, Ordering::Relaxed);
+    OUT_FD.store(fd, Ordering::Relaxed);
 }
 
 /// A buffered writer to a descriptor, from the start of the file; errors end the writing quietly.
@@ -1013,6 +1187,7 @@ struct Writer {
     buf: [u8; 8192],
     n: usize,
     off: i64,
+    /// Every write so far succeeded.
     ok: bool,
 }
 
@@ -1182,27 +1357,39 @@ fn basename(p: &[u8]) -> &[u8] {
     p.rsplit(|&b| b == b'/').next().unwrap_or(p)
 }
 
-fn write_json(w: &mut Writer, reason: &[u8], recs: &[Rec], scale: f64, dropped: u64) {
+/// Distinct locks (condvars aside) among `recs`, and how many of them were contended: sorted by
+/// lock first, so one pass counts them.
+fn count_locks(recs: &mut [Rec]) -> (u64, u64) {
+    recs.sort_unstable_by_key(|r| r.lock);
+    let (mut used, mut contended) = (0u64, 0u64);
+    let mut i = 0;
+    while i < recs.len() {
+        let lock = recs[i].lock;
+        let (mut lock_seen, mut lock_contended) = (false, false);
+        while i < recs.len() && recs[i].lock == lock {
+            let r = &recs[i];
+            if r.info & 15 != 3 {
+                lock_seen = true;
+                lock_contended |= r.c[c::CONT] + r.c[c::RD_CONT] > 0;
+            }
+            i += 1;
+        }
+        used += lock_seen as u64;
+        contended += lock_contended as u64;
+    }
+    (used, contended)
+}
+
+fn write_json(
+    w: &mut Writer,
+    reason: &[u8],
+    recs: &[Rec],
+    scale: f64,
+    dropped: u64,
+    (locks_used, locks_contended): (u64, u64),
+) {
     let ns = |t: u64| (t as f64 * scale).round() as u64;
     let exe = exe_path();
-    let mut locks_used = 0u64;
-    let mut locks_contended = 0u64;
-    // Distinct locks: records are sorted by wait, not by lock; count a lock at its first record.
-    for (i, r) in recs.iter().enumerate() {
-        if r.info & 15 == 3 {
-            continue;
-        }
-        if recs[..i].iter().any(|x| x.lock == r.lock) {
-            continue;
-        }
-        locks_used += 1;
-        if recs
-            .iter()
-            .any(|x| x.lock == r.lock && (x.c[c::CONT] + x.c[c::RD_CONT]) > 0)
-        {
-            locks_contended += 1;
-        }
-    }
     // SAFETY: no arguments.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
     w.s(b"{\"pid\":")

@@ -278,3 +278,29 @@ fn a_server_that_drops_privileges_still_writes_its_table() {
     assert_eq!(docs.len(), 1);
     check_main(&docs[0], "mutex");
 }
+
+/// 70,000 (lock, site) pairs in one thread: every one recorded (none dropped), and the table written
+/// at exit with all of them.
+#[test]
+fn many_pairs_in_one_thread_are_all_recorded() {
+    let exe = compile("stat_many.c", "stat_many_c");
+    let t0 = std::time::Instant::now();
+    let (out, docs) = run(&exe, "mutex", &[], "many");
+    let took = t0.elapsed();
+    assert_ok(&out, "stat_many");
+    assert_eq!(docs.len(), 1);
+    let doc = &docs[0];
+    assert_eq!(doc["dropped"].as_u64(), Some(0), "dropped records");
+    let mine = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["acquisitions"].as_u64() == Some(3) && r["kind"] == "mutex")
+        .count();
+    assert_eq!(mine, 70_000);
+    assert_eq!(doc["locks_used"].as_u64(), Some(70_000));
+    println!(
+        "{} ({took:?} in all, table included)",
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+}
