@@ -96,3 +96,16 @@ fn signal_handlers_and_siglongjmp_in_a_blocked_lock() {
         .collect();
     matrix("signal_lock.c", "signal_lock_c", &choices);
 }
+
+/// Spinlocks in memory shared by two processes: private-marked ones (glibc's work there) under
+/// `ticket` and `tas`, and shared-marked ones under every choice. The queued spinlock names its
+/// waiters by their slot in one process, so a private-marked one shared between processes is not
+/// supported (README); it no longer panics (a unit test in the library covers the foreign tail).
+#[test]
+fn spinlocks_in_memory_shared_by_processes() {
+    let choices: Vec<_> = ["qspinlock", "ticket", "tas", "glibc"]
+        .iter()
+        .map(|s| vec![("LOCKLAB_SPIN", *s)])
+        .collect();
+    matrix("spin_shared.c", "spin_shared_c", &choices);
+}

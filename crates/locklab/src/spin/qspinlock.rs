@@ -180,15 +180,20 @@ impl RawQueuedSpinLock {
     /// The queue path, with an explicit node: `my_tail` names `node`, and `node_of` maps any queued
     /// tail value to its node.
     ///
+    /// A tail that names no node here (`node_of` answers `None`: a lock in memory shared with another
+    /// process, whose waiters' tails name its threads) cannot be linked behind: the waiter then acts
+    /// as the queue head at once. Mutual exclusion still holds (the locked byte alone decides who
+    /// owns the lock); only the order, and the other process's waiter, are lost. Never a panic.
+    ///
     /// # Safety
     /// - `node` is in no other queue and stays alive until this returns;
-    /// - `node_of(t)` returns, for every tail value `t` that a queued waiter of this lock published, that
-    ///   waiter's node, alive for as long as the waiter is queued.
+    /// - `node_of(t)` returns, for every tail value `t` that a queued waiter of this lock published in
+    ///   this process, that waiter's node, alive for as long as the waiter is queued.
     pub(crate) unsafe fn lock_queued<'n>(
         &self,
         node: &McsNode,
         my_tail: u16,
-        node_of: impl Fn(u16) -> &'n McsNode,
+        node_of: impl Fn(u16) -> Option<&'n McsNode>,
     ) {
         node.reset();
         // Swap our tail in, keeping PENDING: `n,p,l -> t,p,l`. AcqRel: see "Memory orderings".
@@ -201,8 +206,9 @@ impl RawQueuedSpinLock {
         ) {
             old = now;
         }
-        if old & TAIL_MASK != 0 {
-            let prev = node_of(old & TAIL_MASK);
+        if old & TAIL_MASK != 0
+            && let Some(prev) = node_of(old & TAIL_MASK)
+        {
             // Release pairs with the Acquire load in the predecessor's `wait_next`.
             prev.next
                 .store(node as *const McsNode as *mut McsNode, Ordering::Release);
@@ -262,7 +268,7 @@ impl RawQueuedSpinLock {
             return;
         }
         // SAFETY: forwarded contract.
-        unsafe { self.lock_queued(node, my_tail, node_of) }
+        unsafe { self.lock_queued(node, my_tail, |t| Some(node_of(t))) }
     }
 
     /// `lock` as a thread with no queue node runs it (same paths as `lock_slow` without a slot).
@@ -304,9 +310,7 @@ impl RawQueuedSpinLock {
         unsafe {
             self.lock_queued(&slot.qnodes[level], my_tail, |t| {
                 let (s, l) = decode_tail(t);
-                &thread_slot::slot(s as usize)
-                    .expect("a queued tail names a registered thread slot")
-                    .qnodes[l as usize]
+                thread_slot::slot(s as usize).map(|slot| &slot.qnodes[l as usize])
             })
         };
         // The node's last use is done before the level is given back (as the claim above).
@@ -368,6 +372,29 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// A tail that names no thread slot of this process (the lock is in memory another process
+    /// queues on): the waiter cannot link behind it, so it acts as the queue head instead of
+    /// panicking, and takes the lock once it is free.
+    #[cfg(not(loom))]
+    #[test]
+    fn a_foreign_tail_is_no_panic() {
+        let l = std::sync::Arc::new(RawQueuedSpinLock::new());
+        l.locked.store(1, Ordering::Relaxed);
+        // Slot 16000: beyond any slot this test process registers.
+        l.tail.store(encode_tail(16_000, 0), Ordering::Relaxed);
+        let l2 = l.clone();
+        let waiter = std::thread::spawn(move || {
+            l2.lock();
+            // SAFETY: taken just above.
+            unsafe { l2.unlock() };
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // SAFETY: held (set above).
+        unsafe { l.unlock() };
+        waiter.join().unwrap();
+        assert!(!l.is_locked());
+    }
 
     /// The step that stalled: a lone queue head holding the lock finds a transient
     /// PENDING (set by a thread that has no queue node and will never link in). It must still empty
