@@ -49,6 +49,7 @@ pub mod config;
 pub mod entry;
 pub mod keys;
 pub mod mutex;
+pub mod plugins;
 mod real;
 pub mod rwlock;
 pub mod spin;

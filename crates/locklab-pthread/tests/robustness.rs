@@ -109,3 +109,44 @@ fn spinlocks_in_memory_shared_by_processes() {
         .collect();
     matrix("spin_shared.c", "spin_shared_c", &choices);
 }
+
+/// Plugins: a plugin found through the program's own RUNPATH still loads by bare name under the
+/// library (its `dlopen` keeps glibc's view of the caller), and one loaded with `RTLD_DEEPBIND`
+/// (whose pthread calls bind glibc's) draws exactly one warning line, unless every choice is glibc.
+#[test]
+fn plugins_load_as_before_and_deepbind_warns_once() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    compile_with("plugin.c", "plugins/libplug.so", &["-shared", "-fPIC"]);
+    let exe = compile_with(
+        "plugin_host.c",
+        "plugin_host_c",
+        &["-Wl,-rpath,$ORIGIN/plugins"],
+    );
+    let warning = "is loaded with RTLD_DEEPBIND";
+    let out = run_limited(command(&exe, false, &[]), LIMIT);
+    assert_ok(&out, "plugin_host under glibc alone");
+    for (env, warns) in [
+        (vec![("LOCKLAB_MUTEX", "mutex")], true),
+        (vec![("LOCKLAB_MUTEX", "mcs")], true),
+        (
+            vec![
+                ("LOCKLAB_MUTEX", "glibc"),
+                ("LOCKLAB_RWLOCK", "glibc"),
+                ("LOCKLAB_SPIN", "glibc"),
+            ],
+            false,
+        ),
+    ] {
+        let out = run_limited(command(&exe, true, &env), LIMIT);
+        assert_ok(&out, &format!("plugin_host {env:?}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let (before, after) = err.split_once("-- deepbind --").unwrap();
+        assert!(!before.contains("liblocklab_pthread"), "{env:?}: {err}");
+        assert_eq!(
+            after.matches(warning).count(),
+            warns as usize,
+            "{env:?}: {err}"
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! `dlopen` and `dlmopen`: a plugin loaded with `RTLD_DEEPBIND`, or into another link-map namespace,
+//! binds glibc's own pthread functions ahead of ours, and would run glibc's algorithms on the locks
+//! it shares with the program (a hang, or a glibc assertion). Nothing can redirect its bindings, so
+//! the library says so, once, on stderr (not when every choice is glibc's), and the call goes on
+//! unchanged. The exports are trampolines that jump (not call) to glibc's function: glibc finds the
+//! calling object from the return address (its `RUNPATH`, its namespace), which must stay the
+//! program's.
+//!
+//! ```c
+//! void *h = dlopen("plugin.so", RTLD_NOW | RTLD_DEEPBIND);   /* one warning line on stderr */
+//! ```
+
+use crate::{config, real};
+use libc::{c_char, c_int};
+
+mod check {
+    use super::*;
+    use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    static WARNED: AtomicBool = AtomicBool::new(false);
+
+    fn glibc_everywhere() -> bool {
+        config::mutex() == config::MutexAlgo::Glibc
+            && config::rwlock() == config::RwAlgo::Glibc
+            && config::spin() == config::SpinAlgo::Glibc
+    }
+
+    /// One line on stderr naming the plugin and how it was loaded.
+    fn warn(file: *const c_char, how: &[u8]) {
+        if glibc_everywhere() || WARNED.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let mut line = [0u8; 600];
+        let mut n = 0;
+        let mut put = |b: &[u8]| {
+            let k = b.len().min(line.len() - n);
+            line[n..n + k].copy_from_slice(&b[..k]);
+            n += k;
+        };
+        put(b"liblocklab_pthread: warning: ");
+        if file.is_null() {
+            put(b"the program");
+        } else {
+            // SAFETY: a NUL-terminated path (glibc's contract for the argument).
+            let name = unsafe { core::ffi::CStr::from_ptr(file) }.to_bytes();
+            put(&name[..name.len().min(300)]);
+        }
+        put(b" is loaded ");
+        put(how);
+        put(
+            b": its pthread calls bind glibc's functions, which cannot run locklab's locks, so a \
+lock it shares with the program can hang; run it with LOCKLAB_MUTEX=glibc LOCKLAB_RWLOCK=glibc \
+LOCKLAB_SPIN=glibc, or without the library\n",
+        );
+        crate::sys::write_stderr(&line[..n]);
+    }
+
+    /// glibc's function `name`, found once.
+    fn real_fn(cell: &AtomicUsize, name: &core::ffi::CStr) -> usize {
+        let mut p = cell.load(Ordering::Relaxed);
+        if p == 0 {
+            p = real::find(name) as usize;
+            if p == 0 {
+                crate::sys::write_stderr(
+                    b"liblocklab_pthread: glibc's dlopen was not found; aborting\n",
+                );
+                std::process::abort();
+            }
+            cell.store(p, Ordering::Relaxed);
+        }
+        p
+    }
+
+    /// `dlopen`'s check: returns glibc's `dlopen`.
+    pub(super) extern "C" fn check_dlopen(file: *const c_char, flags: c_int) -> usize {
+        static REAL: AtomicUsize = AtomicUsize::new(0);
+        if flags & libc::RTLD_DEEPBIND != 0 {
+            warn(file, b"with RTLD_DEEPBIND");
+        }
+        real_fn(&REAL, c"dlopen")
+    }
+
+    /// `dlmopen`'s check: returns glibc's `dlmopen`.
+    pub(super) extern "C" fn check_dlmopen(
+        lmid: libc::Lmid_t,
+        file: *const c_char,
+        flags: c_int,
+    ) -> usize {
+        static REAL: AtomicUsize = AtomicUsize::new(0);
+        if lmid != libc::LM_ID_BASE {
+            warn(file, b"into another namespace (dlmopen)");
+        } else if flags & libc::RTLD_DEEPBIND != 0 {
+            warn(file, b"with RTLD_DEEPBIND");
+        }
+        real_fn(&REAL, c"dlmopen")
+    }
+}
+
+/// `dlopen`: glibc's, after a warning for `RTLD_DEEPBIND` (module docs).
+///
+/// # Safety
+/// As glibc's.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut libc::c_void {
+    // The arguments are still in their registers for the check; three pushes keep the stack
+    // 16-aligned for the call (it is 8 off at entry).
+    core::arch::naked_asm!(
+        "push rdi", "push rsi", "push rdx",
+        "call {check}",
+        "mov r11, rax",
+        "pop rdx", "pop rsi", "pop rdi",
+        "jmp r11",
+        check = sym check::check_dlopen,
+    )
+}
+
+/// `dlopen`: glibc's, after a warning for `RTLD_DEEPBIND` (module docs).
+///
+/// # Safety
+/// As glibc's.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut libc::c_void {
+    core::arch::naked_asm!(
+        "stp x0, x1, [sp, #-32]!", "stp x2, x30, [sp, #16]",
+        "bl {check}",
+        "mov x16, x0",
+        "ldp x2, x30, [sp, #16]", "ldp x0, x1, [sp], #32",
+        "br x16",
+        check = sym check::check_dlopen,
+    )
+}
+
+/// `dlmopen`: glibc's, after a warning for a new namespace or `RTLD_DEEPBIND`.
+///
+/// # Safety
+/// As glibc's.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlmopen(
+    lmid: libc::Lmid_t,
+    file: *const c_char,
+    flags: c_int,
+) -> *mut libc::c_void {
+    core::arch::naked_asm!(
+        "push rdi", "push rsi", "push rdx",
+        "call {check}",
+        "mov r11, rax",
+        "pop rdx", "pop rsi", "pop rdi",
+        "jmp r11",
+        check = sym check::check_dlmopen,
+    )
+}
+
+/// `dlmopen`: glibc's, after a warning for a new namespace or `RTLD_DEEPBIND`.
+///
+/// # Safety
+/// As glibc's.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlmopen(
+    lmid: libc::Lmid_t,
+    file: *const c_char,
+    flags: c_int,
+) -> *mut libc::c_void {
+    core::arch::naked_asm!(
+        "stp x0, x1, [sp, #-32]!", "stp x2, x30, [sp, #16]",
+        "bl {check}",
+        "mov x16, x0",
+        "ldp x2, x30, [sp, #16]", "ldp x0, x1, [sp], #32",
+        "br x16",
+        check = sym check::check_dlmopen,
+    )
+}
