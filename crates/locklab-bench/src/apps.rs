@@ -7,8 +7,8 @@
 //! a run is verified, and, for a server, how it is started and loaded. A program that is not
 //! installed is listed as unavailable with the package to install, never a failure.
 
-use crate::plan::{UsageError, usage};
 use crate::preload::{self, MUTEXES};
+use crate::usage::{UsageError, usage};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -36,5 +36,6 @@ pub mod runner;
 pub mod story;
 pub mod suite;
 pub mod torture;
+pub mod usage;
 pub mod work;
 pub mod workload;

@@ -40,21 +40,8 @@ pub struct Plan {
     pub summary: bool,
 }
 
-/// A usage error: printed as one line, exit status 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-pub(crate) fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
-    Err(UsageError(msg.into()))
-}
+pub use crate::usage::UsageError;
+pub(crate) use crate::usage::usage;
 
 /// Most threads a run may ask for.
 pub const MAX_THREADS: usize = 1024;

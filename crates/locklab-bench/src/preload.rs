@@ -2,7 +2,7 @@
 //! (the `locklab-pthread` crate), found beside the `locklab` binary. The process is replaced by the
 //! program (`exec`), so its exit status, signals, standard streams and process id are its own.
 
-use crate::plan::{UsageError, usage};
+use crate::usage::{UsageError, usage};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

@@ -278,16 +278,37 @@ pub fn load() {
     pick(c"LOCKLAB_RWLOCK", &RWLOCK_NAMES, 1, &RWLOCK);
     pick(c"LOCKLAB_SPIN", &SPIN_NAMES, 1, &SPIN);
     if STAT.load(Ordering::Relaxed) == 0 {
-        let mut path = [0u8; 4096];
-        let on = match lookup(c"LOCKLAB_STAT", &mut path) {
+        // SAFETY: written only here, before STAT leaves 0 for good; racing first callers write the
+        // same bytes (the environment does not change under them).
+        let path = unsafe { &mut *STAT_PATH.0.get() };
+        let on = match lookup(c"LOCKLAB_STAT", &mut path[..STAT_PATH_MAX]) {
             Some(p) if !p.is_empty() => {
-                crate::stat::start(p);
+                STAT_PATH_LEN.store(p.len(), Ordering::Relaxed);
                 true
             }
             _ => false,
         };
-        // Relaxed: `stat::start` ran before in this thread; a racing first caller starts nothing
-        // twice (`start` is idempotent) and stores the same value.
-        STAT.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+        // Release pairs with the Acquire in `stat_path`: the path is written first.
+        STAT.store(if on { 2 } else { 1 }, Ordering::Release);
     }
+}
+
+/// Longest `LOCKLAB_STAT` path kept.
+const STAT_PATH_MAX: usize = 4095;
+
+/// The `LOCKLAB_STAT` path, kept for [`crate::stat`] (which starts from it on first use).
+struct PathBuf(core::cell::UnsafeCell<[u8; STAT_PATH_MAX + 1]>);
+// SAFETY: written once before STAT is published with Release, read after an Acquire of it.
+unsafe impl Sync for PathBuf {}
+static STAT_PATH: PathBuf = PathBuf(core::cell::UnsafeCell::new([0; STAT_PATH_MAX + 1]));
+static STAT_PATH_LEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// The `LOCKLAB_STAT` path (empty when statistics are off).
+pub(crate) fn stat_path() -> &'static [u8] {
+    if STAT.load(Ordering::Acquire) != 2 {
+        return &[];
+    }
+    // SAFETY: written before STAT became 2 (Acquire above), never again.
+    let path = unsafe { &*STAT_PATH.0.get() };
+    &path[..STAT_PATH_LEN.load(Ordering::Relaxed).min(STAT_PATH_MAX)]
 }

@@ -64,7 +64,15 @@ extern "C" fn init() {
     locklab::prepare_threads();
     config::load();
     stat::init();
-    sys::register_fork_handler();
+    // SAFETY: a handler that only makes system calls and writes the library's own state.
+    unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
+}
+
+/// The fork handler (registered by the constructor: `pthread_atfork` may allocate): a child's only
+/// thread has a new TID, and its lock statistics start from zero in a file of its own.
+extern "C" fn child_after_fork() {
+    sys::after_fork_child();
+    stat::after_fork_child();
 }
 
 /// The library's destructor: the lock statistics at exit (it runs after the program's own

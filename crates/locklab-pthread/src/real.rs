@@ -151,7 +151,9 @@ pub(crate) fn find(name: &CStr) -> *mut c_void {
 pub(crate) fn resolve(name: &CStr, cell: &AtomicPtr<c_void>) -> *mut c_void {
     let p = find(name);
     if p.is_null() {
-        crate::sys::write_stderr(b"liblocklab_pthread: a glibc function was not found; aborting\n");
+        let msg = b"liblocklab_pthread: a glibc function was not found; aborting\n";
+        // SAFETY: a valid buffer; the result does not matter (the process aborts next).
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
         std::process::abort();
     }
     // Release pairs with the Acquire load in `real!`.

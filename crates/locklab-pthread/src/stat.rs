@@ -528,7 +528,15 @@ fn push_held(s: &Shard, lock: usize, e: &Entry, since: u64) {
 /// Whether statistics are being kept.
 #[inline(always)]
 pub(crate) fn on() -> bool {
-    config::stat()
+    config::stat() && (STARTED.load(Ordering::Relaxed) != 0 || start_now())
+}
+
+/// Starts the statistics from the configured path on their first use.
+#[cold]
+#[inline(never)]
+fn start_now() -> bool {
+    start(config::stat_path());
+    true
 }
 
 /// An exclusive (`write`) or shared acquisition, timed when it must wait. `try_once` is the family's
@@ -740,7 +748,7 @@ static STARTED: AtomicU8 = AtomicU8::new(0);
 
 /// Starts counting with `path` as the template (from `config::load`, once, when `LOCKLAB_STAT` is
 /// set and non-empty).
-pub(crate) fn start(path: &[u8]) {
+fn start(path: &[u8]) {
     if STARTED.swap(1, Ordering::Relaxed) != 0 {
         return;
     }

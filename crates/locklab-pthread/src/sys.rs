@@ -117,17 +117,10 @@ fn find_single_threaded() -> bool {
 
 /// In a child of `fork` the only thread has a new TID (for the cached fallback; glibc updates its
 /// own field itself).
-extern "C" fn child_after_fork() {
+pub(crate) fn after_fork_child() {
     if TID.with(Cell::get) != 0 {
         let _ = fresh_tid();
     }
-    crate::stat::after_fork_child();
-}
-
-/// Registers the fork handler (from the constructor: `pthread_atfork` may allocate).
-pub(crate) fn register_fork_handler() {
-    // SAFETY: a handler that only makes a syscall and writes a thread-local.
-    unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
 }
 
 /// The calling thread's errno.

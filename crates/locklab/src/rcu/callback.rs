@@ -62,7 +62,7 @@
 //!    which scans every record, in use or not. Nothing is lost or run early.
 
 use super::gp::GpSeq;
-use super::protocol::{Callback, SegList, drop_box, segments_pass};
+use super::protocol::{Callback, SegList, drop_box, segments_pass, warn};
 use super::registry::{Pooled, Registry};
 use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -180,13 +180,6 @@ impl Drop for Held {
             r.in_use.store(false, Ordering::Release);
         }
     }
-}
-
-/// Writes a warning to stderr, ignoring errors (a closed stderr must not make a grace period or the
-/// grace-period thread panic, as `eprintln!` would).
-pub(super) fn warn(msg: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
 /// Drops a panic payload whose own `Drop` may panic: that second payload is leaked, not dropped.

@@ -69,7 +69,7 @@ fn install() {
         // the process.
         let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
         if r != 0 {
-            super::callback::warn(format_args!(
+            super::protocol::warn(format_args!(
                 "locklab::rcu: pthread_atfork failed ({r}): fork() children may find RCU domains wedged"
             ));
         }

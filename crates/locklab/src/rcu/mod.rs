@@ -198,7 +198,7 @@ fn heavy_fence() {
         // Refused (seccomp on this thread): readers switch to fences, and the CPU walk fences those
         // still on the fast path (`percpu_rwsem::mode::degrade`).
         if !mode::degrade() {
-            callback::warn(format_args!(
+            protocol::warn(format_args!(
                 "locklab::rcu: membarrier failed and this thread cannot run on every CPU to fence \
                  readers; a grace period cannot be completed safely: aborting"
             ));

@@ -476,3 +476,11 @@ pub(crate) fn segments_pass(l: &mut SegList, completed: u64) -> bool {
     l.accelerate(completed + 1);
     l.waiting()
 }
+
+/// Writes a warning to stderr, ignoring errors (a closed stderr must not make a grace period or the
+/// grace-period thread panic, as `eprintln!` would). Here, beside the protocol, so that the callback
+/// engine, the fork machinery and the registry share it without importing one another.
+pub(super) fn warn(msg: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}

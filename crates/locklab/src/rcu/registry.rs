@@ -115,7 +115,7 @@ pub(super) fn wait_for_records<R>(records: Vec<&'static R>, w: Wait<'_, R>) {
             warned_at = blocked;
             let tids: Vec<u32> = pending.iter().map(|r| (w.tid)(r)).collect();
             // Not `eprintln!`: it panics when stderr is closed, in the middle of a grace period.
-            super::callback::warn(format_args!(
+            super::protocol::warn(format_args!(
                 "locklab::rcu: stall warning: a grace period has waited {:.1} s for thread(s) {tids:?} to {}",
                 blocked.as_secs_f64(),
                 w.what
