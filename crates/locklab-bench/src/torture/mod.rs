@@ -46,12 +46,14 @@
 //! busted` must fail, which proves the checks can see what they claim to.
 
 mod checks;
+mod rcu_subject;
 mod report;
 mod stressors;
 mod subjects;
 
 pub use checks::{Data, read_section, write_section};
 use checks::{SEQ_WORDS, torn, work};
+use rcu_subject::*;
 pub use report::{Counts, LockResult, Report};
 use stressors::worker;
 pub use subjects::{BUSTED, OURS, subject};
