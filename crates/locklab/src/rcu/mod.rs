@@ -714,3 +714,7 @@ impl GpCookie {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_polled;
+#[cfg(test)]
+mod tests_regressions;

@@ -1,0 +1,230 @@
+//! Loom models of the sleeping locks: the OSQ with unqueueing, the adaptive mutex (hand-off,
+//! sleepers woken, time-outs) and the condvar (notify, requeue, time-out against notify).
+
+use super::*;
+
+/// OSQ heads are exclusive; spinners whose budget runs out unqueue (steps A-C) without breaking the
+/// queue: later heads are still handed over and nobody hangs.
+#[test]
+fn osq_with_unqueue() {
+    model(|| {
+        let nodes: &'static [OsqNode] = Vec::leak((0..2).map(|_| OsqNode::new()).collect());
+        for n in nodes {
+            n.register();
+        }
+        let s = Arc::new((Osq::new(), Guarded::new(), AtomicUsize::new(0)));
+        let hs: Vec<_> = (0..2)
+            .map(|i| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let mut budget = crate::clock::SpinBudget::new(0);
+                    if unsafe { s.0.lock(&nodes[i], &mut budget) } {
+                        s.1.critical();
+                        s.2.fetch_add(1, Ordering::Relaxed);
+                        unsafe { s.0.unlock(&nodes[i]) };
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(
+            s.2.load(Ordering::Relaxed) >= 1,
+            "the first spinner is head at once"
+        );
+        // The queue is empty again: a new spinner is head immediately.
+        let mut budget = crate::clock::SpinBudget::new(0);
+        assert!(unsafe { s.0.lock(&nodes[0], &mut budget) });
+        unsafe { s.0.unlock(&nodes[0]) };
+    });
+}
+
+/// Spawns `n` threads that each take the mutex once (with `lock`) around a critical section.
+fn spawn_mutex_lockers(s: &Arc<(RawMutex, Guarded)>, n: usize) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let s = s.clone();
+            thread::spawn(move || {
+                let t = s.0.lock();
+                s.1.critical();
+                unsafe { s.0.unlock(t) };
+            })
+        })
+        .collect()
+}
+
+/// Mutex: spinning (budget runs out quickly under loom), sleeping, waking, and hand-off (a waiter is
+/// "old" from its second look, so it requests hand-off) between three threads.
+#[test]
+fn mutex_lock_unlock_handoff() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), Guarded::new()));
+        let hs = spawn_mutex_lockers(&s, 2);
+        let t = s.0.lock();
+        s.1.critical();
+        unsafe { s.0.unlock_fair(t) };
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 3);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+    });
+}
+
+/// Mutex: every waiter that queued to sleep (its `fetch_or(WAITERS)` the last look) is woken by a
+/// later unlock, though unlocks skip the wake-up when the lock is held again (invariant 4), and woken
+/// waiters close the fast path with WAKING while they compete (invariant 7: every waiter's WAKING is
+/// withdrawn, so the word ends at 0). Two waiters queue behind the main thread. Preemption bound 2.
+#[test]
+fn mutex_sleepers_are_woken() {
+    mutex_two_sleepers(false)
+}
+
+/// As [`mutex_sleepers_are_woken`], the main thread handing the lock over with `unlock_fair`.
+#[test]
+fn mutex_sleepers_are_woken_after_hand_off() {
+    mutex_two_sleepers(true)
+}
+
+fn mutex_two_sleepers(fair: bool) {
+    model_with_preemptions(2, move || {
+        let s = Arc::new((RawMutex::new(), Guarded::new()));
+        let t = s.0.lock();
+        let hs = spawn_mutex_lockers(&s, 2);
+        s.1.critical();
+        if fair {
+            unsafe { s.0.unlock_fair(t) };
+        } else {
+            unsafe { s.0.unlock(t) };
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 3);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+    });
+}
+
+/// Timed lock: a waiter whose deadline passes leaves the wait list; it either got the lock or holds
+/// nothing, and the lock still works afterwards.
+#[test]
+fn mutex_timeout_removal() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), Guarded::new()));
+        let s2 = s.clone();
+        let h = thread::spawn(move || {
+            let d = Deadline::after_polls(1);
+            if let Some(t) = s2.0.lock_until(&d) {
+                s2.1.critical();
+                unsafe { s2.0.unlock(t) };
+            }
+        });
+        let t = s.0.lock();
+        s.1.critical();
+        unsafe { s.0.unlock(t) };
+        h.join().unwrap();
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+        let t = s.0.try_lock().expect("free after everyone left");
+        unsafe { s.0.unlock(t) };
+    });
+}
+
+/// Condvar: a waiter and a notifier that sets a flag under the mutex and notifies, holding the mutex
+/// (`under_mutex`: the waiter is requeued) or after unlocking it (the `condvar` workload's pattern: the
+/// waiter is woken directly, `NOTIFIED` and in no list, when the mutex is free). The waiter never misses
+/// the flag (the wait registers before releasing the mutex) and the mutex ends free.
+fn condvar_flag(under_mutex: bool) {
+    model(move || {
+        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(false)));
+        let s2 = s.clone();
+        let h = thread::spawn(move || {
+            let t = s2.0.lock();
+            s2.2.with_mut(|f| unsafe { *f = true });
+            if under_mutex {
+                s2.1.notify_one();
+            }
+            // SAFETY: this thread holds the mutex with `t`.
+            unsafe { s2.0.unlock(t) };
+            if !under_mutex {
+                s2.1.notify_one();
+            }
+        });
+        let mut t = s.0.lock();
+        while !s.2.with(|f| unsafe { *f }) {
+            // SAFETY: `t` is this thread's acquisition of `s.0`.
+            unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
+        }
+        // SAFETY: `t` is this thread's acquisition.
+        unsafe { s.0.unlock(t) };
+        h.join().unwrap();
+        assert!(!s.0.is_locked());
+    });
+}
+
+#[test]
+fn condvar_notify() {
+    condvar_flag(true);
+}
+
+#[test]
+fn condvar_notify_after_unlock() {
+    condvar_flag(false);
+}
+
+/// Condvar `notify_all` under the mutex with two waiters (the herd in miniature): both are requeued onto
+/// the mutex's sleepers-only list at once, woken one per unlock, and compete with WAKING set. Both see
+/// the flag, each exactly once, and the mutex ends with its word at 0 (no WAITERS or WAKING left).
+#[test]
+fn condvar_notify_all_requeues_two() {
+    model(|| {
+        // SAFETY (every access to the flag `s.2` below): it is read and written only with `s.0` held.
+        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(0u32)));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let mut t = s.0.lock();
+                    while s.2.with(|f| unsafe { *f }) == 0 {
+                        // SAFETY: `t` is this thread's acquisition of `s.0`.
+                        unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
+                    }
+                    s.2.with_mut(|f| unsafe { *f += 1 });
+                    // SAFETY: this thread's acquisition.
+                    unsafe { s.0.unlock(t) };
+                })
+            })
+            .collect();
+        let t = s.0.lock();
+        s.2.with_mut(|f| unsafe { *f = 1 });
+        s.1.notify_all();
+        // SAFETY: this thread's acquisition.
+        unsafe { s.0.unlock(t) };
+        for h in waiters {
+            h.join().unwrap();
+        }
+        assert_eq!(s.2.with(|f| unsafe { *f }), 3);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+    });
+}
+
+/// Condvar timeout racing with a notification: the waiter either times out (and is off the condvar's
+/// list) or is moved to the mutex and re-locks; the mutex ends free either way.
+#[test]
+fn condvar_timeout_vs_notify() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), RawCondvar::new()));
+        let s2 = s.clone();
+        let h = thread::spawn(move || {
+            s2.1.notify_all();
+        });
+        let mut t = s.0.lock();
+        let d = Deadline::after_polls(1);
+        unsafe { s.1.wait_until_impl(&s.0, &mut t, Some(&d)) };
+        assert!(s.0.is_locked());
+        unsafe { s.0.unlock(t) };
+        h.join().unwrap();
+        assert!(!s.0.is_locked());
+        assert_eq!(s.1.notify_all(), 0);
+    });
+}
