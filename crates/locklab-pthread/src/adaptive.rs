@@ -267,7 +267,7 @@ impl Adaptive {
                 // SAFETY: no arguments.
                 unsafe { libc::sched_yield() };
             }
-            if looks % 8 == 0 {
+            if looks.is_multiple_of(8) {
                 let now = Instant::now();
                 let o = self.owner.load(Ordering::Relaxed);
                 if o != owner {
