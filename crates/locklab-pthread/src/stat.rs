@@ -1123,7 +1123,7 @@ fn write_dump(reason: &[u8]) {
     // middle of a dump (another thread exits during a SIGUSR1 snapshot) leaves the last complete
     // table, never a truncated one. Where no file can be created any more (privileges dropped),
     // the table is rewritten in place.
-    if let Some((tmp_fd, tmp_name)) = open_temp() {
+    if let Some((tmp_fd, tmp_name)) = open_temp(fd) {
         let mut w = Writer::new(tmp_fd);
         write_json(&mut w, reason, recs, scale, dropped, locks);
         w.finish();
@@ -1148,8 +1148,10 @@ fn write_dump(reason: &[u8]) {
     w.finish();
 }
 
-/// Creates `<our file>.tmp` for a dump: its descriptor and NUL-terminated name.
-fn open_temp() -> Option<(c_int, [u8; PATH_MAX + 40])> {
+/// Creates `<our file>.tmp` for a dump: its descriptor and NUL-terminated name. Only when the name
+/// is absolute and names, itself (no symbolic link), the regular file `fd` has open: anything else
+/// (`/dev/null`, a pipe, a link the user made) is rewritten in place, never replaced.
+fn open_temp(fd: c_int) -> Option<(c_int, [u8; PATH_MAX + 40])> {
     // SAFETY: the name is written only by `open_output`, which runs in a dump (one at a time:
     // `DUMPING`) or before any.
     let name = unsafe { &*OUT_NAME.get() };
@@ -1157,6 +1159,17 @@ fn open_temp() -> Option<(c_int, [u8; PATH_MAX + 40])> {
     // A relative name would resolve against the program's current directory, which it may have
     // changed since the file was opened: such a file is rewritten in place.
     if name.first() != Some(&b'/') {
+        return None;
+    }
+    // SAFETY: all-zero is a valid `struct stat` (integers only); valid pointers.
+    let (mut st, mut lst): (libc::stat, libc::stat) = unsafe { core::mem::zeroed() };
+    // SAFETY: our descriptor, a NUL-terminated name, valid out-pointers.
+    let same_regular = unsafe {
+        libc::fstat(fd, &mut st) == 0 && libc::lstat(name.as_ptr().cast(), &mut lst) == 0
+    } && st.st_mode & libc::S_IFMT == libc::S_IFREG
+        && lst.st_mode & libc::S_IFMT == libc::S_IFREG
+        && (st.st_dev, st.st_ino) == (lst.st_dev, lst.st_ino);
+    if !same_regular {
         return None;
     }
     let mut tmp = [0u8; PATH_MAX + 40];
@@ -1171,7 +1184,7 @@ fn open_temp() -> Option<(c_int, [u8; PATH_MAX + 40])> {
     let fd = unsafe {
         libc::open(
             tmp.as_ptr().cast(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC | libc::O_NOFOLLOW,
             0o644,
         )
     };

@@ -304,3 +304,31 @@ fn many_pairs_in_one_thread_are_all_recorded() {
         String::from_utf8_lossy(&out.stdout).trim()
     );
 }
+
+/// The table goes through a symbolic link the user made: written into the file it names, and the
+/// link stays a link (the dump's temporary-file-and-rename is only for the library's own regular file).
+#[test]
+fn a_table_through_a_symbolic_link_keeps_the_link() {
+    let exe = program();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stat-symlink");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("real.json");
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let cmd = command(
+        &exe,
+        true,
+        &[
+            ("LOCKLAB_MUTEX", "mutex"),
+            ("LOCKLAB_STAT", link.to_str().unwrap()),
+        ],
+    );
+    let out = run_limited(cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(3), "the program's own status");
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced");
+    let text = std::fs::read_to_string(&target).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert!(!doc["records"].as_array().unwrap().is_empty());
+}
