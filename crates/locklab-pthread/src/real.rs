@@ -233,6 +233,7 @@ real! {
     pthread_spin_unlock(l: *mut libc::pthread_spinlock_t) -> c_int;
 
     pthread_key_create(k: *mut libc::pthread_key_t, d: KeyDtor) -> c_int;
+    fork() -> libc::pid_t;
 
     execve(p: *const libc::c_char, a: Argv, e: Argv) -> c_int;
     execv(p: *const libc::c_char, a: Argv) -> c_int;

@@ -12,13 +12,25 @@
 //! All-zero is unlocked. Like glibc's, these locks never sleep: a holder preempted while threads
 //! outnumber CPUs costs the waiters their time slices (they yield after a short spin).
 //!
+//! # Fork
+//! The atfork pattern (the prepare handler locks, parent and child handlers unlock) with threads
+//! queued on the lock: in the child, the queued spinlock's tail and the ticket lock's later tickets
+//! name threads that do not exist there, and the child's unlock would hand the lock to one of them.
+//! The 4-byte object has no room for a fork epoch, so [`fork`] is interposed: while a thread is in
+//! `fork` (prepare handlers included), the spinlocks it takes are noted (one relaxed load of a global
+//! on every lock: nothing else); the child handler, which runs before the program's (registered
+//! first), drops the queue of each noted lock still held (the queued spinlock keeps only its locked
+//! byte; the ticket lock's next ticket becomes its owner's plus one), so the program's own child
+//! handler frees it. A lock taken outside `fork` by the thread that forks keeps the parent's queue
+//! (not covered).
+//!
 //! ```c
 //! pthread_spin_init(&s, 0); pthread_spin_lock(&s); pthread_spin_unlock(&s);
 //! ```
 
 use crate::config::{self, SpinAlgo};
 use crate::real;
-use core::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU8, AtomicU16, AtomicU32, AtomicUsize, Ordering};
 use libc::{c_int, pthread_spinlock_t};
 use locklab::raw::{RawQueuedSpinLock, RawTasLock};
 
@@ -109,6 +121,75 @@ pub unsafe extern "C" fn pthread_spin_destroy(s: *mut pthread_spinlock_t) -> c_i
     }
 }
 
+/// The thread now in `fork` (its TID), 0 when none.
+static FORKING: AtomicI32 = AtomicI32::new(0);
+/// Spinlocks the forking thread took while in `fork`, and how many (at most [`NOTED_MAX`]).
+static NOTED: [AtomicUsize; NOTED_MAX] = [const { AtomicUsize::new(0) }; NOTED_MAX];
+static NOTED_LEN: AtomicUsize = AtomicUsize::new(0);
+const NOTED_MAX: usize = 32;
+
+/// Notes a lock the forking thread takes in `fork` (module docs, "Fork").
+#[inline]
+fn note_if_forking(s: *mut pthread_spinlock_t) {
+    if FORKING.load(Ordering::Relaxed) != 0 {
+        note_slow(s);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn note_slow(s: *mut pthread_spinlock_t) {
+    if FORKING.load(Ordering::Relaxed) == crate::sys::tid() {
+        let i = NOTED_LEN.load(Ordering::Relaxed);
+        if i < NOTED_MAX {
+            NOTED[i].store(s as usize, Ordering::Relaxed);
+            NOTED_LEN.store(i + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The child's part (called by the library's fork handler): drops the parent's waiters of every
+/// lock noted in `fork` that is still held (module docs, "Fork").
+pub(crate) fn after_fork_child() {
+    let n = NOTED_LEN.swap(0, Ordering::Relaxed).min(NOTED_MAX);
+    FORKING.store(0, Ordering::Relaxed);
+    for cell in &NOTED[..n] {
+        let s = cell.load(Ordering::Relaxed) as *mut pthread_spinlock_t;
+        match config::spin() {
+            SpinAlgo::QSpinLock if !shared_qspin(s) => {
+                if byte0(s).load(Ordering::Relaxed) != 0 {
+                    // The locked byte stays: only the dead waiters' pending bit and tail go.
+                    half(s, true).store(0, Ordering::Relaxed);
+                }
+            }
+            SpinAlgo::Ticket => {
+                let owner = half(s, false).load(Ordering::Relaxed);
+                if half(s, true).load(Ordering::Relaxed) != owner {
+                    half(s, true).store(owner.wrapping_add(1), Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `fork`: glibc's, with the calling thread marked as forking while it runs (prepare handlers
+/// included), so that the spinlocks it takes there can be repaired in the child (module docs).
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fork() -> libc::pid_t {
+    NOTED_LEN.store(0, Ordering::Relaxed);
+    FORKING.store(crate::sys::tid(), Ordering::Relaxed);
+    // SAFETY: forwarded.
+    let pid = unsafe { real::fork() };
+    // The child handler cleared both already; the parent (or a failed fork) clears them here.
+    FORKING.store(0, Ordering::Relaxed);
+    NOTED_LEN.store(0, Ordering::Relaxed);
+    pid
+}
+
 /// `pthread_spin_lock`.
 ///
 /// # Safety
@@ -130,6 +211,7 @@ pub(crate) unsafe extern "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) ->
             }
         }
     }
+    note_if_forking(s);
     0
 }
 
@@ -146,7 +228,12 @@ pub(crate) unsafe extern "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t)
         SpinAlgo::Tas => tas(s).try_lock(),
         SpinAlgo::Ticket => try_ticket(s),
     };
-    if ok { 0 } else { libc::EBUSY }
+    if ok {
+        note_if_forking(s);
+        0
+    } else {
+        libc::EBUSY
+    }
 }
 
 /// `pthread_spin_unlock`.

@@ -57,7 +57,7 @@ fn a_mutex_used_as_a_binary_semaphore() {
 #[test]
 fn the_atfork_pattern_with_waiters_queued() {
     let mut choices = mutex_choices();
-    for spin in ["tas", "glibc"] {
+    for spin in ["qspinlock", "ticket", "tas", "glibc"] {
         choices.push(vec![("LOCKLAB_SPIN", spin), ("FORK_QUEUED_SPIN", "1")]);
     }
     matrix("fork_queued.c", "fork_queued_c", &choices);

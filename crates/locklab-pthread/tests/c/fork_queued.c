@@ -2,8 +2,7 @@
  * the parent and child handlers unlock. Three threads keep the mutex (and a spinlock, taken the same
  * way) contended, so waiters are queued whenever fork() runs; each child must be able to lock both
  * again and exit (a child that hangs is killed by its alarm and counted). The spinlock part runs
- * only with FORK_QUEUED_SPIN=1: the queued spinlock choices have no room in a 4-byte
- * pthread_spinlock_t for the fork epoch, and do not survive this (README). */
+ * with FORK_QUEUED_SPIN=1 (the test runs it once per spinlock choice). */
 #include "check.h"
 #include <signal.h>
 #include <sys/wait.h>
