@@ -156,17 +156,17 @@ pub(crate) fn after_fork_child() {
     for cell in &NOTED[..n] {
         let s = cell.load(Ordering::Relaxed) as *mut pthread_spinlock_t;
         match config::spin() {
-            SpinAlgo::QSpinLock if !shared_qspin(s) => {
-                if byte0(s).load(Ordering::Relaxed) != 0 {
-                    // The locked byte stays: only the dead waiters' pending bit and tail go.
-                    half(s, true).store(0, Ordering::Relaxed);
-                }
+            // The locked byte stays: only the dead waiters' pending bit and tail go.
+            SpinAlgo::QSpinLock if !shared_qspin(s) && byte0(s).load(Ordering::Relaxed) != 0 => {
+                half(s, true).store(0, Ordering::Relaxed);
             }
-            SpinAlgo::Ticket => {
+            // Held: the next ticket is the owner's plus one.
+            SpinAlgo::Ticket
+                if half(s, true).load(Ordering::Relaxed)
+                    != half(s, false).load(Ordering::Relaxed) =>
+            {
                 let owner = half(s, false).load(Ordering::Relaxed);
-                if half(s, true).load(Ordering::Relaxed) != owner {
-                    half(s, true).store(owner.wrapping_add(1), Ordering::Relaxed);
-                }
+                half(s, true).store(owner.wrapping_add(1), Ordering::Relaxed);
             }
             _ => {}
         }
