@@ -14,22 +14,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(240);
 
 fn matrix(src: &str, name: &str, choices: &[Vec<(&str, &str)>]) {
-    let exe = compile(src, name);
-    let out = run_limited(command(&exe, false, &[]), LIMIT);
-    assert_ok(&out, &format!("{name} under glibc alone"));
-    for env in choices {
-        let out = run_limited(command(&exe, true, env), LIMIT);
-        assert_ok(&out, &format!("{name} with the library, {env:?}"));
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("0 failure(s)"), "{name} {env:?}: {text}");
-    }
-}
-
-fn mutex_choices() -> Vec<Vec<(&'static str, &'static str)>> {
-    MUTEXES
-        .iter()
-        .map(|m| vec![("LOCKLAB_MUTEX", *m)])
-        .collect()
+    common::matrix(src, name, choices, LIMIT);
 }
 
 #[test]

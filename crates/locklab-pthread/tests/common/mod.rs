@@ -118,3 +118,26 @@ pub fn assert_ok(out: &Output, what: &str) {
 
 /// The mutex choices, `glibc` included.
 pub const MUTEXES: [&str; 6] = ["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"];
+
+/// Runs the C program `src` under glibc alone (so it tests the contract, not our implementation),
+/// then with the library under each environment of `choices`, each run within `limit`: every run
+/// must exit 0, and with the library print "0 failure(s)".
+pub fn matrix(src: &str, name: &str, choices: &[Vec<(&str, &str)>], limit: Duration) {
+    let exe = compile(src, name);
+    let out = run_limited(command(&exe, false, &[]), limit);
+    assert_ok(&out, &format!("{name} under glibc alone"));
+    for env in choices {
+        let out = run_limited(command(&exe, true, env), limit);
+        assert_ok(&out, &format!("{name} with the library, {env:?}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("0 failure(s)"), "{name} {env:?}: {text}");
+    }
+}
+
+/// Every mutex choice as an environment, `glibc` included.
+pub fn mutex_choices() -> Vec<Vec<(&'static str, &'static str)>> {
+    MUTEXES
+        .iter()
+        .map(|m| vec![("LOCKLAB_MUTEX", *m)])
+        .collect()
+}
