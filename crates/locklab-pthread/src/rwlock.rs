@@ -84,6 +84,9 @@ impl L {
         loop {
             // Acquire pairs with the last writer's Release bump of `gate`.
             let g = self.gate().load(Ordering::Acquire);
+            // SeqCst with the writers' increment and decrement: the gate value is read before the
+            // count, so a last writer leaving after this read bumps the gate and the sleep below
+            // returns at once (no lost wake-up).
             if self.writers_waiting().load(Ordering::SeqCst) == 0 {
                 return true;
             }
