@@ -199,22 +199,16 @@ impl Adaptive {
             }
         }
         loop {
-            let s = self.word.load(Ordering::Relaxed);
-            if s & LOCKED == 0 {
-                // Acquire pairs with the Release of the last unlock.
-                if self
-                    .word
-                    .compare_exchange(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return true;
-                }
-                continue;
+            if self.try_lock() {
+                return true;
             }
-            if self
-                .word
-                .compare_exchange(s, s + ONE, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
+            // Held when `try_lock` looked: count ourselves, unless the word changed since.
+            let s = self.word.load(Ordering::Relaxed);
+            if s & LOCKED == 0
+                || self
+                    .word
+                    .compare_exchange(s, s + ONE, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
             {
                 continue;
             }

@@ -96,84 +96,56 @@ LOCKLAB_SPIN=glibc, or without the library\n",
     }
 }
 
-/// `dlopen`: glibc's, after a warning for `RTLD_DEEPBIND` (module docs).
-///
-/// # Safety
-/// As glibc's.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(no_mangle)]
-#[unsafe(naked)]
-pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut libc::c_void {
-    // The arguments are still in their registers for the check; three pushes keep the stack
-    // 16-aligned for the call (it is 8 off at entry).
-    core::arch::naked_asm!(
-        "push rdi", "push rsi", "push rdx",
-        "call {check}",
-        "mov r11, rax",
-        "pop rdx", "pop rsi", "pop rdi",
-        "jmp r11",
-        check = sym check::check_dlopen,
-    )
+/// Defines an export that calls `$check` with the caller's first three argument registers intact
+/// (the check's own arguments), then jumps to the address it returns with every argument register
+/// restored: glibc's function returns straight to the program's caller (module docs).
+macro_rules! checked_jump {
+    ($(#[$doc:meta])* $name:ident ( $($arg:ident : $ty:ty),* ) => $check:path;) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut libc::c_void {
+            // Three pushes keep the stack 16-aligned for the call (it is 8 off at entry).
+            core::arch::naked_asm!(
+                "push rdi", "push rsi", "push rdx",
+                "call {check}",
+                "mov r11, rax",
+                "pop rdx", "pop rsi", "pop rdi",
+                "jmp r11",
+                check = sym $check,
+            )
+        }
+
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut libc::c_void {
+            core::arch::naked_asm!(
+                "stp x0, x1, [sp, #-32]!", "stp x2, x30, [sp, #16]",
+                "bl {check}",
+                "mov x16, x0",
+                "ldp x2, x30, [sp, #16]", "ldp x0, x1, [sp], #32",
+                "br x16",
+                check = sym $check,
+            )
+        }
+    };
 }
 
-/// `dlopen`: glibc's, after a warning for `RTLD_DEEPBIND` (module docs).
-///
-/// # Safety
-/// As glibc's.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(no_mangle)]
-#[unsafe(naked)]
-pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut libc::c_void {
-    core::arch::naked_asm!(
-        "stp x0, x1, [sp, #-32]!", "stp x2, x30, [sp, #16]",
-        "bl {check}",
-        "mov x16, x0",
-        "ldp x2, x30, [sp, #16]", "ldp x0, x1, [sp], #32",
-        "br x16",
-        check = sym check::check_dlopen,
-    )
+checked_jump! {
+    /// `dlopen`: glibc's, after a warning for `RTLD_DEEPBIND` (module docs).
+    dlopen(file: *const c_char, flags: c_int) => check::check_dlopen;
 }
 
-/// `dlmopen`: glibc's, after a warning for a new namespace or `RTLD_DEEPBIND`.
-///
-/// # Safety
-/// As glibc's.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(no_mangle)]
-#[unsafe(naked)]
-pub unsafe extern "C" fn dlmopen(
-    lmid: libc::Lmid_t,
-    file: *const c_char,
-    flags: c_int,
-) -> *mut libc::c_void {
-    core::arch::naked_asm!(
-        "push rdi", "push rsi", "push rdx",
-        "call {check}",
-        "mov r11, rax",
-        "pop rdx", "pop rsi", "pop rdi",
-        "jmp r11",
-        check = sym check::check_dlmopen,
-    )
-}
-
-/// `dlmopen`: glibc's, after a warning for a new namespace or `RTLD_DEEPBIND`.
-///
-/// # Safety
-/// As glibc's.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(no_mangle)]
-#[unsafe(naked)]
-pub unsafe extern "C" fn dlmopen(
-    lmid: libc::Lmid_t,
-    file: *const c_char,
-    flags: c_int,
-) -> *mut libc::c_void {
-    core::arch::naked_asm!(
-        "stp x0, x1, [sp, #-32]!", "stp x2, x30, [sp, #16]",
-        "bl {check}",
-        "mov x16, x0",
-        "ldp x2, x30, [sp, #16]", "ldp x0, x1, [sp], #32",
-        "br x16",
-        check = sym check::check_dlmopen,
-    )
+checked_jump! {
+    /// `dlmopen`: glibc's, after a warning for a new namespace or `RTLD_DEEPBIND`.
+    dlmopen(lmid: libc::Lmid_t, file: *const c_char, flags: c_int) => check::check_dlmopen;
 }
