@@ -1,7 +1,10 @@
-//! Records the compiler version for the lab's machine info, and builds the liburcu shim (the
-//! `liburcu-memb` and `liburcu-qsbr` rows) when pkg-config finds liburcu; without it those rows are
-//! listed as unavailable (cfg `liburcu` unset). `LOCKLAB_NO_LIBURCU=1` builds without it on purpose.
+//! Records the compiler version for the lab's machine info, and builds the C and C++ shims of the
+//! peers found with pkg-config: liburcu (the `liburcu-*` rows, cfg `liburcu`), Concurrency Kit
+//! (`ck-*`, cfg `ck`), oneTBB (`tbb-*`, cfg `tbb`) and Abseil (`absl-*`, cfg `absl`). A peer whose
+//! library is missing is listed as unavailable with the package to install. `LOCKLAB_NO_LIBURCU=1`
+//! and `LOCKLAB_NO_PEERS=1` (every C/C++ peer) build without them on purpose.
 fn main() {
+    c_peers();
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let version = std::process::Command::new(rustc)
         .arg("--version")
@@ -16,7 +19,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(liburcu)");
     println!("cargo:rerun-if-env-changed=LOCKLAB_NO_LIBURCU");
     println!("cargo:rerun-if-changed=csrc");
-    if std::env::var_os("LOCKLAB_NO_LIBURCU").is_some_and(|v| v != "0") {
+    if off("LOCKLAB_NO_LIBURCU") || off("LOCKLAB_NO_PEERS") {
         return;
     }
     let probe = |name: &str| {
@@ -59,4 +62,75 @@ fn main() {
         }
     }
     println!("cargo:rustc-cfg=liburcu");
+}
+
+/// Whether the variable asks to build without some peers.
+fn off(var: &str) -> bool {
+    println!("cargo:rerun-if-env-changed={var}");
+    std::env::var_os(var).is_some_and(|v| v != "0")
+}
+
+/// Passes a found library's link flags on to the final link (after the shim that needs them).
+fn link(lib: &pkg_config::Library) {
+    for dir in &lib.link_paths {
+        println!("cargo:rustc-link-search=native={}", dir.display());
+    }
+    for l in &lib.libs {
+        println!("cargo:rustc-link-lib={l}");
+    }
+}
+
+/// Concurrency Kit (C), oneTBB and Abseil (C++): each shim built when pkg-config finds its library.
+fn c_peers() {
+    for c in ["ck", "tbb", "absl"] {
+        println!("cargo::rustc-check-cfg=cfg({c})");
+    }
+    if off("LOCKLAB_NO_PEERS") {
+        return;
+    }
+    let probe = |name: &str, package: &str| match pkg_config::Config::new()
+        .cargo_metadata(false)
+        .probe(name)
+    {
+        Ok(l) => Some(l),
+        Err(e) => {
+            let why = e.to_string();
+            let why = why.lines().next().unwrap_or("");
+            println!("cargo:warning={name} not found (install {package} for its rows): {why}");
+            None
+        }
+    };
+    if let Some(ck) = probe("ck", "libck-dev") {
+        cc::Build::new()
+            .file("csrc/ck.c")
+            .includes(&ck.include_paths)
+            .opt_level(2)
+            .warnings(true)
+            .compile("locklab_ck");
+        link(&ck);
+        println!("cargo:rustc-cfg=ck");
+    }
+    let tbb = probe("tbb", "libtbb-dev");
+    let absl = probe("absl_synchronization", "libabsl-dev");
+    if tbb.is_none() && absl.is_none() {
+        return;
+    }
+    let mut b = cc::Build::new();
+    b.cpp(true)
+        .file("csrc/tbb_absl.cc")
+        .std("c++17")
+        .opt_level(2)
+        .warnings(true);
+    for (lib, define) in [(&tbb, "LL_HAVE_TBB"), (&absl, "LL_HAVE_ABSL")] {
+        if let Some(l) = lib {
+            b.includes(&l.include_paths).define(define, None);
+        }
+    }
+    b.compile("locklab_tbb_absl");
+    for (lib, cfg) in [(&tbb, "tbb"), (&absl, "absl")] {
+        if let Some(l) = lib {
+            link(l);
+            println!("cargo:rustc-cfg={cfg}");
+        }
+    }
 }

@@ -305,7 +305,7 @@ impl AppsPlan {
             }
         };
         let mut lock_list: Vec<String> = match locks {
-            None => ["glibc", "mutex", "mcs", "qspinlock"]
+            None => ["glibc", "glibc-adaptive", "mutex", "mcs", "qspinlock"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -687,7 +687,10 @@ mod tests {
     fn defaults_and_glibc_first() {
         let p = AppsPlan::parse(false, None, None, None, None, None, 2).unwrap();
         assert_eq!(p.apps.len(), apps().len());
-        assert_eq!(p.locks, ["glibc", "mutex", "mcs", "qspinlock"]);
+        assert_eq!(
+            p.locks,
+            ["glibc", "glibc-adaptive", "mutex", "mcs", "qspinlock"]
+        );
         assert_eq!(p.threads, [2, 4]);
         assert_eq!(p.repeats, 5);
         let q = AppsPlan::parse(true, None, Some("mcs,glibc"), None, None, None, 2).unwrap();

@@ -84,7 +84,7 @@ pub enum Command {
     /// Run an unmodified program on locklab's locks: `liblocklab_pthread.so` preloaded, the choices
     /// set, its exit status passed through.
     Run {
-        /// The algorithm for pthread mutexes and C11 mtx: mutex, mcs, ticket, qspinlock, tas, glibc.
+        /// The algorithm for pthread mutexes and C11 mtx: mutex, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive (every normal mutex on glibc's adaptive kind).
         #[arg(long, value_name = "X")]
         mutex: Option<String>,
         /// The algorithm for pthread rwlocks: rwsem, rwspinlock, glibc.

@@ -9,7 +9,15 @@ use std::path::{Path, PathBuf};
 /// The preload library's file name.
 pub const LIBRARY: &str = "liblocklab_pthread.so";
 /// `LOCKLAB_MUTEX` values.
-pub const MUTEXES: [&str; 6] = ["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"];
+pub const MUTEXES: [&str; 7] = [
+    "mutex",
+    "mcs",
+    "ticket",
+    "qspinlock",
+    "tas",
+    "glibc",
+    "glibc-adaptive",
+];
 /// `LOCKLAB_RWLOCK` values.
 pub const RWLOCKS: [&str; 3] = ["rwsem", "rwspinlock", "glibc"];
 /// `LOCKLAB_SPIN` values.
@@ -33,7 +41,7 @@ impl Choices {
     /// use locklab_bench::preload::Choices;
     /// assert!(Choices::parse(Some("mcs".into()), None, None).is_ok());
     /// let e = Choices::parse(Some("mcss".into()), None, None).unwrap_err();
-    /// assert!(e.to_string().contains("mutex, mcs, ticket, qspinlock, tas, glibc"));
+    /// assert!(e.to_string().contains("mutex, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive"));
     /// ```
     pub fn parse(
         mutex: Option<String>,

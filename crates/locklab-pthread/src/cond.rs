@@ -55,7 +55,7 @@
 //! pthread_cond_wait(&c, &m) / pthread_cond_signal(&c), unchanged.
 //! ```
 
-use crate::config::{self, MutexAlgo};
+use crate::config;
 use crate::mutex::{self, M};
 use crate::real;
 use crate::sys::{self, Wait};
@@ -99,7 +99,7 @@ impl C {
 
 /// Under `LOCKLAB_MUTEX=glibc` the condvars are glibc's (they must match its mutexes).
 fn glibc() -> bool {
-    config::mutex() == MutexAlgo::Glibc
+    config::mutex_is_glibc()
 }
 
 /// The waiter's last touch of the condvar: leaves the count (Release pairs with destroy's Acquire

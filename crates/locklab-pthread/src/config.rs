@@ -29,6 +29,10 @@ pub enum MutexAlgo {
     Tas,
     /// glibc's own, condvars included.
     Glibc,
+    /// glibc's own, condvars included, with every normal mutex turned into glibc's adaptive kind
+    /// (`PTHREAD_MUTEX_ADAPTIVE_NP`: a bounded spin with exponential backoff before the futex
+    /// wait): glibc's strongest mutex, as a reference point.
+    GlibcAdaptive,
 }
 
 /// The algorithm behind `pthread_rwlock_t`.
@@ -58,7 +62,15 @@ pub enum SpinAlgo {
 }
 
 /// `LOCKLAB_MUTEX` values, in [`MutexAlgo`] order (code 1 first).
-pub const MUTEX_NAMES: [&str; 6] = ["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"];
+pub const MUTEX_NAMES: [&str; 7] = [
+    "mutex",
+    "mcs",
+    "ticket",
+    "qspinlock",
+    "tas",
+    "glibc",
+    "glibc-adaptive",
+];
 /// `LOCKLAB_RWLOCK` values, in [`RwAlgo`] order.
 pub const RWLOCK_NAMES: [&str; 3] = ["rwsem", "rwspinlock", "glibc"];
 /// `LOCKLAB_SPIN` values, in [`SpinAlgo`] order.
@@ -98,8 +110,15 @@ pub fn mutex() -> MutexAlgo {
         3 => MutexAlgo::Ticket,
         4 => MutexAlgo::QSpinLock,
         5 => MutexAlgo::Tas,
-        _ => MutexAlgo::Glibc,
+        6 => MutexAlgo::Glibc,
+        _ => MutexAlgo::GlibcAdaptive,
     }
+}
+
+/// Whether glibc runs every mutex and condvar (`glibc` or `glibc-adaptive`).
+#[inline]
+pub fn mutex_is_glibc() -> bool {
+    matches!(mutex(), MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive)
 }
 
 /// The rwlock choice.

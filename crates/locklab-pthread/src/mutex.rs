@@ -31,6 +31,15 @@
 //! waiters before that unlock (they wait for ever); the adaptive mutex has no such gap (nothing of a
 //! waiter lives outside its word).
 //!
+//! # glibc-adaptive
+//! `LOCKLAB_MUTEX=glibc-adaptive` leaves every mutex (and condvar) to glibc, as `glibc` does, but
+//! first turns a mutex of the normal type (`__kind & 127 == 0`: default, `PTHREAD_MUTEX_NORMAL`,
+//! statically initialised, process-shared or not) into glibc's adaptive type (3) with one
+//! compare-and-swap, at `pthread_mutex_init` or at its first lock. Nothing a program can observe
+//! through the API changes: glibc's adaptive mutex is a normal mutex that spins (bounded, with
+//! exponential backoff and jitter) before its futex wait. Recursive, errorcheck, robust and
+//! priority mutexes keep their kind. It is the strongest mutex glibc has, run by glibc's own code.
+//!
 //! # Kinds, as glibc
 //! `kind & 3`: 0 normal (relocking deadlocks; any thread may unlock, and unlocking a free mutex is a
 //! no-op), 1 recursive (count, `EAGAIN` at its limit; `EPERM` for a non-owner's unlock), 2 errorcheck
@@ -69,6 +78,8 @@ const OFF_EPOCH: usize = 20;
 
 pub(crate) const KIND_RECURSIVE: i32 = 1;
 pub(crate) const KIND_ERRORCHECK: i32 = 2;
+/// glibc's `PTHREAD_MUTEX_ADAPTIVE_NP`.
+const KIND_ADAPTIVE: i32 = 3;
 /// Robust, priority-inherit, priority-protect, process-shared: glibc's objects.
 const KIND_GLIBC: i32 = 16 | 32 | 64 | 128;
 
@@ -130,7 +141,27 @@ impl M {
     /// glibc owns this object (by kind, or the process's choice).
     #[inline]
     pub(crate) fn is_glibc(self) -> bool {
-        self.kind() & KIND_GLIBC != 0 || config::mutex() == MutexAlgo::Glibc
+        self.kind() & KIND_GLIBC != 0 || config::mutex_is_glibc()
+    }
+
+    /// Under `glibc-adaptive`, turns a normal mutex into glibc's adaptive kind before glibc takes
+    /// it (module docs, "glibc-adaptive").
+    #[inline]
+    fn adapt(self) {
+        if config::mutex() == MutexAlgo::GlibcAdaptive {
+            let k = self.word::<AtomicI32>(OFF_KIND);
+            let kind = k.load(Ordering::Relaxed);
+            if kind & 127 == 0 {
+                // Relaxed: glibc reads the kind relaxed too; a racing locker that still sees the
+                // normal kind takes the same lock word by the same protocol, only without spinning.
+                let _ = k.compare_exchange(
+                    kind,
+                    kind | KIND_ADAPTIVE,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
     }
 
     // --- the algorithms: lock word only, no kinds ---------------------------------------------
@@ -142,7 +173,7 @@ impl M {
             MutexAlgo::Tas => self.tas().lock(),
             // Never called with glibc's choice (its objects go to glibc first); polling is correct
             // for every algorithm.
-            MutexAlgo::Glibc => {
+            MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive => {
                 sys::spin_until(None, || self.raw_try_lock());
             }
             _ => {
@@ -221,7 +252,7 @@ impl M {
             MutexAlgo::Ticket => self.ticket().try_lock(),
             MutexAlgo::QSpinLock => self.qspin().try_lock(),
             MutexAlgo::Tas => self.tas().try_lock(),
-            MutexAlgo::Glibc => false,
+            MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive => false,
         }
     }
 
@@ -255,7 +286,7 @@ impl M {
             MutexAlgo::Ticket => self.ticket().is_locked(),
             MutexAlgo::QSpinLock => self.qspin().is_locked(),
             MutexAlgo::Tas => self.tas().is_locked(),
-            MutexAlgo::Glibc => false,
+            MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive => false,
         }
     }
 
@@ -275,7 +306,7 @@ impl M {
                 MutexAlgo::Mcs => self.mcs().unlock_detached(),
                 MutexAlgo::Ticket => self.ticket().unlock(),
                 MutexAlgo::QSpinLock => self.qspin().unlock(),
-                MutexAlgo::Glibc => {}
+                MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive => {}
             }
         }
     }
@@ -320,7 +351,8 @@ impl M {
 pub(crate) unsafe fn lock(m: M) -> c_int {
     let kind = m.kind();
     let algo = config::mutex();
-    if kind & KIND_GLIBC != 0 || algo == MutexAlgo::Glibc {
+    if kind & KIND_GLIBC != 0 || config::mutex_is_glibc() {
+        m.adapt();
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_lock(m.0) };
     }
@@ -349,7 +381,7 @@ pub(crate) unsafe fn lock(m: M) -> c_int {
             m.after_spin_lock();
         }
         // Handled above (glibc's objects and choice go to glibc).
-        MutexAlgo::Glibc => return libc::EINVAL,
+        MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive => return libc::EINVAL,
     }
     m.after_lock(kind, me);
     0
@@ -372,7 +404,7 @@ fn lock_slow(m: M) {
 pub(crate) unsafe fn unlock(m: M) -> c_int {
     let kind = m.kind();
     let algo = config::mutex();
-    if kind & KIND_GLIBC != 0 || algo == MutexAlgo::Glibc {
+    if kind & KIND_GLIBC != 0 || config::mutex_is_glibc() {
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_unlock(m.0) };
     }
@@ -416,7 +448,7 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
                     x.unlock();
                 }
             }
-            MutexAlgo::Glibc => {}
+            MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive => {}
         }
     }
     0
@@ -429,6 +461,7 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
 #[inline]
 pub(crate) unsafe fn trylock(m: M) -> c_int {
     if m.is_glibc() {
+        m.adapt();
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_trylock(m.0) };
     }
@@ -456,6 +489,7 @@ pub(crate) unsafe fn clocklock(m: M, clock: clockid_t, abs: *const timespec) -> 
         return libc::EINVAL;
     }
     if m.is_glibc() {
+        m.adapt();
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_clocklock(m.0, clock, abs) };
     }
@@ -607,9 +641,13 @@ pub unsafe extern "C" fn pthread_mutex_init(
         Ok(k) => k,
         Err(e) => return e,
     };
-    if glibc || config::mutex() == MutexAlgo::Glibc {
+    if glibc || config::mutex_is_glibc() {
         // SAFETY: forwarded.
-        return unsafe { real::pthread_mutex_init(m, a) };
+        let r = unsafe { real::pthread_mutex_init(m, a) };
+        if r == 0 {
+            M(m).adapt();
+        }
+        return r;
     }
     // SAFETY: 40 writable bytes (the caller's contract); no other thread may use a mutex being
     // initialised.

@@ -20,7 +20,7 @@ mod check {
     static WARNED: AtomicBool = AtomicBool::new(false);
 
     fn glibc_everywhere() -> bool {
-        config::mutex() == config::MutexAlgo::Glibc
+        config::mutex_is_glibc()
             && config::rwlock() == config::RwAlgo::Glibc
             && config::spin() == config::SpinAlgo::Glibc
     }

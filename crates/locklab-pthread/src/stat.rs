@@ -173,7 +173,7 @@ impl Obj {
                 1 | ((kind as u32 & 3) << 4) | (glibc as u32) << 8 | (config::mutex() as u32) << 16
             }
             Obj::RwLock { glibc } => 2 | (glibc as u32) << 8 | (config::rwlock() as u32) << 16,
-            Obj::Cond => 3 | ((config::mutex() == config::MutexAlgo::Glibc) as u32) << 8,
+            Obj::Cond => 3 | (config::mutex_is_glibc() as u32) << 8,
             Obj::Spin => 4 | (config::spin() as u32) << 16,
         }
     }
@@ -191,7 +191,7 @@ fn describe(info: u32) -> (&'static str, &'static str) {
                 "mutex-errorcheck",
                 "mutex-adaptive",
             ][(info >> 4) as usize & 3];
-            let algo = if glibc {
+            let algo = if glibc && code != config::MutexAlgo::GlibcAdaptive as u8 {
                 "glibc"
             } else {
                 config::name_of(&config::MUTEX_NAMES, code)

@@ -71,7 +71,7 @@ fn an_unknown_choice_warns_once_and_uses_the_default() {
     );
     assert!(
         err.contains(
-            "unknown LOCKLAB_MUTEX (valid: mutex|mcs|ticket|qspinlock|tas|glibc); using mutex"
+            "unknown LOCKLAB_MUTEX (valid: mutex|mcs|ticket|qspinlock|tas|glibc|glibc-adaptive); using mutex"
         ),
         "{err}"
     );

@@ -138,3 +138,19 @@ fn plugins_load_as_before_and_deepbind_warns_once() {
         );
     }
 }
+
+#[test]
+fn glibc_adaptive_turns_normal_mutexes_adaptive_and_keeps_the_rest() {
+    // Under glibc alone (the contract: the kinds stay as initialised), then under every choice but
+    // `glibc-adaptive` (no kind changes), then under it (normal mutexes read as adaptive).
+    let mut choices: Vec<_> = MUTEXES
+        .iter()
+        .filter(|m| **m != "glibc-adaptive")
+        .map(|m| vec![("LOCKLAB_MUTEX", *m)])
+        .collect();
+    choices.push(vec![
+        ("LOCKLAB_MUTEX", "glibc-adaptive"),
+        ("EXPECT_ADAPTIVE", "1"),
+    ]);
+    matrix("glibc_adaptive.c", "glibc_adaptive_c", &choices);
+}

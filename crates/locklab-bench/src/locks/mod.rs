@@ -9,6 +9,7 @@
 //! generic over the trait, so every lock's loop is compiled for that lock, with no dynamic dispatch in
 //! the measured path.
 
+pub mod cpeers;
 pub mod liburcu;
 pub mod ours;
 pub mod peers;
@@ -303,6 +304,7 @@ pub fn registry() -> Vec<LockInfo> {
     v.extend(peers::entries());
     v.extend(rcu::peers());
     v.extend(liburcu::peers());
+    v.extend(cpeers::peers());
     v
 }
 
@@ -404,6 +406,20 @@ mod tests {
             "spin-ticket",
             "pthread-mutex",
             "pthread-rwlock",
+            "pthread-adaptive-mutex",
+            "ck-mcs",
+            "ck-clh",
+            "ck-ticket",
+            "ck-tas",
+            "ck-rwlock",
+            "ck-brlock",
+            "ck-epoch",
+            "tbb-spin-mutex",
+            "tbb-queuing-mutex",
+            "tbb-spin-rw-mutex",
+            "tbb-queuing-rw-mutex",
+            "absl-mutex",
+            "absl-rwlock",
             "crossbeam-sharded",
             "condvar",
             "std-condvar",
@@ -433,6 +449,9 @@ mod tests {
                 "crossbeam-",
                 "arc-swap",
                 "liburcu-",
+                "ck-",
+                "tbb-",
+                "absl-",
             ]
             .iter()
             .any(|p| l.name.starts_with(p));

@@ -74,21 +74,40 @@ impl LockUnderTest for CrossbeamSharded {
     }
 }
 
-/// glibc's `pthread_mutex_t` with default attributes. Boxed: a pthread mutex must not move once used.
-pub struct PthreadMutex {
+/// glibc's `pthread_mutex_t` of type `TYPE` (0: default attributes; 3:
+/// `PTHREAD_MUTEX_ADAPTIVE_NP`, glibc's spinning mutex). Boxed: a pthread mutex must not move once
+/// used.
+pub struct PthreadMutexOf<const TYPE: i32> {
     m: Box<UnsafeCell<libc::pthread_mutex_t>>,
     data: UnsafeCell<Shared>,
 }
 
-// SAFETY: `data` is accessed only with `m` held; the pthread mutex is made for sharing between threads.
-unsafe impl Sync for PthreadMutex {}
-// SAFETY: as above; the mutex is not held when the adapter moves.
-unsafe impl Send for PthreadMutex {}
+/// glibc's default mutex.
+pub type PthreadMutex = PthreadMutexOf<0>;
+/// glibc's adaptive mutex (`PTHREAD_MUTEX_ADAPTIVE_NP`).
+pub type PthreadAdaptiveMutex = PthreadMutexOf<3>;
 
-impl LockUnderTest for PthreadMutex {
+// SAFETY: `data` is accessed only with `m` held; the pthread mutex is made for sharing between threads.
+unsafe impl<const TYPE: i32> Sync for PthreadMutexOf<TYPE> {}
+// SAFETY: as above; the mutex is not held when the adapter moves.
+unsafe impl<const TYPE: i32> Send for PthreadMutexOf<TYPE> {}
+
+impl<const TYPE: i32> LockUnderTest for PthreadMutexOf<TYPE> {
     fn new() -> Self {
-        PthreadMutex {
-            m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)),
+        let m = Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+        if TYPE != 0 {
+            // SAFETY: a fresh attribute object and a fresh, unused, pinned (boxed) mutex.
+            unsafe {
+                let mut a: libc::pthread_mutexattr_t = std::mem::zeroed();
+                libc::pthread_mutexattr_init(&mut a);
+                let ok = libc::pthread_mutexattr_settype(&mut a, TYPE) == 0
+                    && libc::pthread_mutex_init(m.get(), &a) == 0;
+                libc::pthread_mutexattr_destroy(&mut a);
+                assert!(ok, "glibc refused mutex type {TYPE}");
+            }
+        }
+        PthreadMutexOf {
+            m,
             data: Default::default(),
         }
     }
@@ -105,7 +124,7 @@ impl LockUnderTest for PthreadMutex {
     }
 }
 
-impl Drop for PthreadMutex {
+impl<const TYPE: i32> Drop for PthreadMutexOf<TYPE> {
     fn drop(&mut self) {
         // SAFETY: unlocked (no guard outlives `exclusive`), and never used again.
         unsafe { libc::pthread_mutex_destroy(self.m.get()) };
@@ -224,6 +243,11 @@ pub fn entries() -> Vec<LockInfo> {
             "pthread-mutex",
             Kind::Peer,
             "glibc pthread_mutex_t, default attributes",
+        ),
+        lock::<PthreadAdaptiveMutex>(
+            "pthread-adaptive-mutex",
+            Kind::Peer,
+            "glibc pthread_mutex_t, PTHREAD_MUTEX_ADAPTIVE_NP: bounded spin with exponential backoff, then futex",
         ),
         lock::<PthreadRwLock>(
             "pthread-rwlock",

@@ -117,7 +117,15 @@ pub fn assert_ok(out: &Output, what: &str) {
 }
 
 /// The mutex choices, `glibc` included.
-pub const MUTEXES: [&str; 6] = ["mutex", "mcs", "ticket", "qspinlock", "tas", "glibc"];
+pub const MUTEXES: [&str; 7] = [
+    "mutex",
+    "mcs",
+    "ticket",
+    "qspinlock",
+    "tas",
+    "glibc",
+    "glibc-adaptive",
+];
 
 /// Runs the C program `src` under glibc alone (so it tests the contract, not our implementation),
 /// then with the library under each environment of `choices`, each run within `limit`: every run
