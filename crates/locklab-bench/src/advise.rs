@@ -290,6 +290,7 @@ pub fn run(grid: &Grid, quick: bool, quiet: bool, clock: &dyn Clock) -> anyhow::
                 quiet: true,
                 exporters: vec![],
                 summary: false,
+                lock_count: 1,
             };
             if !quiet {
                 eprintln!("advise: {read}% reads, cs {cs} ns ...");

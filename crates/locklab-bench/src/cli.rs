@@ -5,7 +5,7 @@ use crate::locks::{self, LockInfo};
 use crate::output::{Exporter, Format};
 pub use crate::plan::plan_default;
 use crate::plan::{
-    MAX_DURATION_MS, MAX_REPEATS, MAX_SLOTS, MAX_THREADS, MAX_WORK_NS, Plan, UsageError,
+    MAX_DURATION_MS, MAX_LOCKS, MAX_REPEATS, MAX_SLOTS, MAX_THREADS, MAX_WORK_NS, Plan, UsageError,
     default_threads, number, thread_list, usage,
 };
 use crate::runner::CondvarSpec;
@@ -204,7 +204,8 @@ pub struct BenchArgs {
     /// (the loop with no lock) is always measured too: the limits and `lock_ns` are built on it.
     #[arg(long, value_name = "a,b,c", default_value = "all")]
     pub locks: String,
-    /// Thread counts: a list (`1,2,4`) and/or ranges `start:end:step` (`1:8:1`). Default: 1, 2, 2 x CPUs.
+    /// Thread counts: a list (`1,2,4`) and/or ranges `start:end:step` (`1:8:1`), or `many`
+    /// (1,2,4,8,16,32,64: the many-thread regime). Default: 1, 2, 2 x CPUs.
     #[arg(long, value_name = "LIST")]
     pub threads: Option<String>,
     /// Critical-section work, ns.
@@ -229,6 +230,10 @@ pub struct BenchArgs {
     /// Updater threads (`rcu-update` only; default 1): threads 0..N update, the rest read.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub writers: Option<String>,
+    /// Instances of the lock (`mutex` and `rw` only; default 1): each operation takes one, chosen
+    /// pseudo-randomly (parking_lot #418's lock-bench: `--lock-count 2`).
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    pub lock_count: Option<String>,
     /// Queue capacity in messages (`condvar` only; default 1).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub slots: Option<String>,
@@ -371,6 +376,17 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
             ));
         }
     };
+    let lock_count = match (&a.lock_count, workload) {
+        (Some(n), Workload::Mutex | Workload::Rw) => {
+            number("lock-count", n, 1, MAX_LOCKS)? as usize
+        }
+        (None, _) => 1,
+        (Some(_), w) => {
+            return usage(format!(
+                "--lock-count applies only to --workload mutex or rw, not {w}"
+            ));
+        }
+    };
     let slots = match (&a.slots, workload) {
         (Some(n), Workload::Condvar) => number("slots", n, 1, MAX_SLOTS)? as usize,
         (None, _) => 1,
@@ -406,5 +422,6 @@ pub fn plan_bench(a: &BenchArgs, cpus: usize) -> Result<Plan, UsageError> {
         quiet: a.quiet,
         exporters: exporters(&a.json, &a.csv, &a.markdown)?,
         summary: false,
+        lock_count,
     })
 }

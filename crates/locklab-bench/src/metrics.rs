@@ -176,6 +176,16 @@ pub struct ResultRow {
     /// in tables, and no verdict rests on it.
     #[serde(default)]
     pub superlinear: bool,
+    /// instances of the lock, each op taking one (`--lock-count`); absent for one lock
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_count: Option<usize>,
+    /// this row's median / the best median of the same lock and settings over the run's thread
+    /// counts (absent with one thread count)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of_peak: Option<f64>,
+    /// `of_peak` below [`COLLAPSE`]: the lock has collapsed at this thread count
+    #[serde(default)]
+    pub collapsed: bool,
     /// per-thread ops in the median repeat
     pub per_thread_ops: MinMax,
     /// Jain's fairness index of the per-thread ops, in [0, 1]
@@ -301,6 +311,8 @@ pub struct RowSpec {
     pub duration_ms: u64,
     /// logical CPUs available
     pub cpus: usize,
+    /// instances of the lock (`--lock-count`)
+    pub lock_count: usize,
 }
 
 /// The share of operations that are exclusive (writes): 1 for `mutex`, 1 - read share for `rw`, 0 for
@@ -399,6 +411,9 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
         ns_per_op,
         scaling: None,
         superlinear: false,
+        lock_count: (spec.lock_count > 1).then_some(spec.lock_count),
+        of_peak: None,
+        collapsed: false,
         per_thread_ops: MinMax {
             min: med.per_thread_ops.iter().copied().min().unwrap_or(0),
             max: med.per_thread_ops.iter().copied().max().unwrap_or(0),
@@ -522,6 +537,77 @@ pub fn fill_limits(rows: &mut [ResultRow]) {
     }
 }
 
+/// A row below this share of its lock's own peak throughput (same settings, any thread count) has
+/// collapsed.
+pub const COLLAPSE: f64 = 0.5;
+
+/// Fills in `of_peak` and `collapsed` for every row whose lock ran at more than one thread count
+/// with the same workload and settings.
+pub fn fill_peak(rows: &mut [ResultRow]) {
+    type Key = (String, String, u64, u64, Option<u32>, Option<usize>);
+    fn key(r: &ResultRow) -> Key {
+        (
+            r.workload.clone(),
+            r.lock.clone(),
+            r.cs_ns,
+            r.think_ns,
+            r.read_pct,
+            r.lock_count,
+        )
+    }
+    let mut peaks: Vec<(Key, f64, usize)> = vec![];
+    for r in rows.iter() {
+        let k = key(r);
+        match peaks.iter_mut().find(|(pk, _, _)| *pk == k) {
+            Some((_, best, n)) => {
+                *best = best.max(r.ops_per_sec.median);
+                *n += 1;
+            }
+            None => peaks.push((k, r.ops_per_sec.median, 1)),
+        }
+    }
+    for r in rows.iter_mut() {
+        let k = key(r);
+        let (_, best, n) = peaks
+            .iter()
+            .find(|(pk, _, _)| *pk == k)
+            .expect("every row's key was collected");
+        r.of_peak = (*n > 1 && *best > 0.0).then(|| r.ops_per_sec.median / best);
+        r.collapsed = r.of_peak.is_some_and(|p| p < COLLAPSE);
+    }
+}
+
+/// The collapses among `rows`, one line per lock (its settings' rows): the thread counts where it fell
+/// below half its own peak, and where the peak was. Empty if none collapsed.
+pub fn collapse_lines(rows: &[&ResultRow]) -> Vec<String> {
+    let mut out = vec![];
+    let mut seen: Vec<&str> = vec![];
+    for r in rows {
+        if !r.collapsed || seen.contains(&r.lock.as_str()) {
+            continue;
+        }
+        seen.push(&r.lock);
+        let mine: Vec<&&ResultRow> = rows.iter().filter(|x| x.lock == r.lock).collect();
+        let peak = mine
+            .iter()
+            .max_by(|a, b| a.ops_per_sec.median.total_cmp(&b.ops_per_sec.median))
+            .expect("r is among them");
+        let mut at: Vec<String> = mine
+            .iter()
+            .filter(|x| x.collapsed)
+            .map(|x| format!("{} (x{:.2})", x.threads, x.of_peak.unwrap_or(0.0)))
+            .collect();
+        at.dedup();
+        out.push(format!(
+            "{} collapses: below half its peak ({} threads) at {} threads",
+            r.lock,
+            peak.threads,
+            at.join(", ")
+        ));
+    }
+    out
+}
+
 /// Fills in `scaling` for every row that has a 1-thread row of the same lock, workload and settings,
 /// and flags the rows whose scaling no lock can reach on `cpus` CPUs (`superlinear`).
 pub fn fill_scaling(rows: &mut [ResultRow], cpus: usize) {
@@ -602,6 +688,7 @@ mod tests {
             condvar: Default::default(),
             duration_ms: 500,
             cpus: 2,
+            lock_count: 1,
         }
     }
 

@@ -38,6 +38,8 @@ pub struct Plan {
     pub exporters: Vec<Exporter>,
     /// print the "who wins where" summary
     pub summary: bool,
+    /// `mutex`/`rw`: instances of the lock, each op taking one (`--lock-count`; 1 usually)
+    pub lock_count: usize,
 }
 
 pub use crate::usage::UsageError;
@@ -47,6 +49,10 @@ pub(crate) use crate::usage::usage;
 pub const MAX_THREADS: usize = 1024;
 /// Largest work per operation, ns (10 ms).
 pub const MAX_WORK_NS: u64 = 10_000_000;
+/// Most `--lock-count` instances.
+pub const MAX_LOCKS: u64 = 4096;
+/// `--threads many`: the many-thread regime, whatever the machine.
+pub const MANY_THREADS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// Largest `--slots`.
 pub const MAX_SLOTS: u64 = 1_000_000;
 /// Longest window, ms (10 minutes).
@@ -109,6 +115,9 @@ pub fn number_list(flag: &str, s: &str, min: u64, max: u64) -> Result<Vec<u64>, 
 
 /// [`number_list`] for `--threads`: 1 to [`MAX_THREADS`].
 pub fn thread_list(s: &str) -> Result<Vec<usize>, UsageError> {
+    if s.trim() == "many" {
+        return Ok(MANY_THREADS.to_vec());
+    }
     Ok(number_list("threads", s, 1, MAX_THREADS as u64)?
         .into_iter()
         .map(|n| n as usize)
@@ -150,6 +159,7 @@ pub fn plan_default(cpus: usize) -> Plan {
         quiet: false,
         exporters: vec![],
         summary: true,
+        lock_count: 1,
     }
 }
 

@@ -90,6 +90,9 @@ pub struct TrialSpec {
     pub duration_ns: u64,
     /// CPUs to pin worker i to `cpus[i % len]`; empty: no pinning.
     pub cpus: Vec<usize>,
+    /// `mutex`/`rw`: instances of the lock; each op takes one chosen pseudo-randomly (1: one lock,
+    /// the usual case; more: parking_lot #418's lock-bench shape).
+    pub lock_count: usize,
 }
 
 /// The `condvar` workload's queue: its capacity and how waiters are notified.
@@ -445,6 +448,7 @@ pub(crate) mod tests {
             warmup_ns: 1_000,
             duration_ns: 1_000_000_000,
             cpus: vec![],
+            lock_count: 1,
         }
     }
 

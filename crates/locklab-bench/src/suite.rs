@@ -3,7 +3,7 @@
 
 use crate::calibrate;
 use crate::locks::Kind;
-use crate::metrics::{RowSpec, fill_limits, fill_scaling, summarize};
+use crate::metrics::{RowSpec, fill_limits, fill_peak, fill_scaling, summarize};
 use crate::output::{Report, table};
 use crate::plan::Plan;
 use crate::runner::{Clock, TrialSpec, allowed_cpus};
@@ -85,6 +85,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                 warmup_ns: plan.warmup_ms * 1_000_000,
                 duration_ns: plan.duration_ms * 1_000_000,
                 cpus: if plan.pin { cpus.clone() } else { vec![] },
+                lock_count: plan.lock_count,
             };
             let mut trials = vec![vec![]; locks.len()];
             for _ in 0..plan.repeats {
@@ -109,11 +110,13 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
                     condvar: plan.condvar,
                     duration_ms: plan.duration_ms,
                     cpus: cpus.len(),
+                    lock_count: plan.lock_count,
                 };
                 report
                     .results
                     .push(summarize(&rs, trials, &report.calibration));
                 fill_scaling(&mut report.results, cpus.len().max(1));
+                fill_peak(&mut report.results);
                 fill_limits(&mut report.results);
                 for e in &plan.exporters {
                     e.checkpoint(&report)?;

@@ -149,6 +149,23 @@ impl Adaptive {
         }
     }
 
+    /// Whether the word says held, nobody spinning, nobody asleep (a relaxed look, for the
+    /// caller's fast path).
+    #[inline(always)]
+    pub(crate) fn is_quiet(self) -> bool {
+        self.word.load(Ordering::Relaxed) == LOCKED
+    }
+
+    /// Releases a lock whose word is exactly `LOCKED` with one CAS; `false` (nothing done) if the
+    /// word says anything else (a spinner or a sleeper arrived: [`unlock`](Self::unlock) then).
+    #[inline(always)]
+    pub(crate) fn unlock_quiet(self) -> bool {
+        // Release pairs with the next taker's Acquire CAS.
+        self.word
+            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Wakes one sleeper, unless the lock was taken again (invariant 1).
     #[cold]
     #[inline(never)]

@@ -51,11 +51,11 @@ pub enum RwAlgo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum SpinAlgo {
-    /// The queued spinlock. The default.
+    /// The queued spinlock (convoys when a queued waiter is preempted: not the default).
     QSpinLock = 1,
     /// A ticket lock in the word's two 16-bit halves.
     Ticket,
-    /// Test-and-set.
+    /// Test-and-test-and-set with backoff, then yields: glibc's algorithm. The default.
     Tas,
     /// glibc's own.
     Glibc,
@@ -113,6 +113,19 @@ pub fn mutex() -> MutexAlgo {
         6 => MutexAlgo::Glibc,
         _ => MutexAlgo::GlibcAdaptive,
     }
+}
+
+/// Whether the mutex choice is the default (`mutex`), with one load (the lock fast paths' test).
+#[inline(always)]
+pub fn mutex_is_default() -> bool {
+    // 0 (not read yet) is not 1: the general path reads the environment.
+    MUTEX.load(Ordering::Relaxed) == MutexAlgo::Mutex as u8
+}
+
+/// Whether the rwlock choice is the default (`rwsem`), with one load.
+#[inline(always)]
+pub fn rwlock_is_default() -> bool {
+    RWLOCK.load(Ordering::Relaxed) == RwAlgo::RwSem as u8
 }
 
 /// Whether glibc runs every mutex and condvar (`glibc` or `glibc-adaptive`).
@@ -295,7 +308,10 @@ pub fn load() {
     }
     pick(c"LOCKLAB_MUTEX", &MUTEX_NAMES, 1, &MUTEX);
     pick(c"LOCKLAB_RWLOCK", &RWLOCK_NAMES, 1, &RWLOCK);
-    pick(c"LOCKLAB_SPIN", &SPIN_NAMES, 1, &SPIN);
+    // The default spinlock is `tas` (3): a queued spinlock hands the lock to its queue's head even
+    // when that thread is preempted, and every waiter behind it waits out its time slice (4 threads
+    // on 2 CPUs: 4.2-14 s where glibc's takes 0.003-0.11 s).
+    pick(c"LOCKLAB_SPIN", &SPIN_NAMES, SpinAlgo::Tas as u8, &SPIN);
     if STAT.load(Ordering::Relaxed) == 0 {
         // SAFETY: written only here, before STAT leaves 0 for good; racing first callers write the
         // same bytes (the environment does not change under them).

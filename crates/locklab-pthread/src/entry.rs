@@ -140,7 +140,11 @@ with_site! {
 macro_rules! counted {
     ($($name:ident ( $o:ident : $ot:ty $(, $a:ident : $t:ty)* ) as $obj:ident => $try:path, $call:path, $excl:expr $(, check $check:expr)?;)*) => {$(
         unsafe extern "C" fn $name($o: $ot, $($a: $t,)* site: usize) -> c_int {
-            if stat::on() {
+            // The counted path out of line: the uncounted one then needs no stack frame and
+            // tail-calls the implementation.
+            #[cold]
+            #[inline(never)]
+            unsafe fn counted($o: $ot, $($a: $t,)* site: usize) -> c_int {
                 // The arguments glibc checks before it tries the lock: the counted path tries first.
                 $(
                     // SAFETY: the caller's time pointer, null or valid (not every check reads it).
@@ -151,14 +155,18 @@ macro_rules! counted {
                     }
                 )?
                 // SAFETY (both closures): the caller's object, and time if any.
-                return stat::acquire(
+                stat::acquire(
                     $o as usize,
                     site,
                     $obj($o),
                     $excl,
                     || unsafe { $try($o) },
                     || unsafe { $call($o $(, $a)*) },
-                );
+                )
+            }
+            if stat::on() {
+                // SAFETY: forwarded.
+                return unsafe { counted($o, $($a,)* site) };
             }
             // SAFETY: forwarded.
             unsafe { $call($o $(, $a)*) }
@@ -170,9 +178,14 @@ macro_rules! counted {
 macro_rules! counted_try {
     ($($name:ident ( $o:ident : $ot:ty ) as $obj:ident => $try:path, $excl:expr;)*) => {$(
         unsafe extern "C" fn $name($o: $ot, site: usize) -> c_int {
-            if stat::on() {
+            #[cold]
+            #[inline(never)]
+            fn counted($o: $ot, site: usize) -> c_int {
                 // SAFETY: the caller's object.
-                return stat::try_acquire($o as usize, site, $obj($o), $excl, || unsafe { $try($o) });
+                stat::try_acquire($o as usize, site, $obj($o), $excl, || unsafe { $try($o) })
+            }
+            if stat::on() {
+                return counted($o, site);
             }
             // SAFETY: forwarded.
             unsafe { $try($o) }

@@ -111,7 +111,7 @@ impl L {
         let w = self.at::<AtomicU32>(0).load(Ordering::Relaxed);
         match config::rwlock() {
             RwAlgo::RwSem => {
-                w & locklab::recursive_rwsem::MAX_READERS
+                w & locklab::recursive_rwsem::COUNT_MASK
                     >= locklab::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN
             }
             _ => (w >> 9) >= locklab::rwspinlock::MAX_READERS - READ_LIMIT_MARGIN,
@@ -329,6 +329,7 @@ macro_rules! entry {
         ///
         /// # Safety
         /// `l` points to a valid `pthread_rwlock_t`; a time, if any, to a `timespec`.
+        #[inline]
         pub(crate) unsafe extern "C" fn $name(l: *mut pthread_rwlock_t $(, $arg: $ty)*) -> c_int {
             if L(l).is_glibc() {
                 // SAFETY: forwarded.
@@ -341,8 +342,15 @@ macro_rules! entry {
 }
 
 entry! {
-    /// `pthread_rwlock_rdlock`.
-    pthread_rwlock_rdlock() => |l| read(l, How::Block);
+    /// `pthread_rwlock_rdlock`: the common case first (the default choice, a kind that reads
+    /// recursively, no writer holding: one `fetch_add`), else the general path.
+    pthread_rwlock_rdlock() => |l| {
+        if config::rwlock_is_default() && l.recursive_reads() && l.sem().read_once() {
+            0
+        } else {
+            read(l, How::Block)
+        }
+    };
 }
 entry! {
     /// `pthread_rwlock_tryrdlock`.
@@ -399,8 +407,10 @@ entry! {
 entry! {
     /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
     pthread_rwlock_unlock() => |l| {
-        let e = sys::errno();
-        if l.writer().load(Ordering::Relaxed) == tid() {
+        // No errno to keep: an unlock's only system call, a futex wake, does not fail. A zero
+        // writer field (no writer holds) needs no look at our TID.
+        let writer = l.writer().load(Ordering::Relaxed);
+        if writer != 0 && writer == tid() {
             l.writer().store(0, Ordering::Relaxed);
             // SAFETY: we hold it exclusively.
             unsafe {
@@ -412,7 +422,7 @@ entry! {
         } else {
             let w = l.at::<AtomicU32>(0).load(Ordering::Relaxed);
             let readers = match config::rwlock() {
-                RwAlgo::RwSem => w & locklab::recursive_rwsem::MAX_READERS,
+                RwAlgo::RwSem => w & locklab::recursive_rwsem::COUNT_MASK,
                 _ => w >> 9,
             };
             if readers == 0 {
@@ -428,7 +438,6 @@ entry! {
                 }
             }
         }
-        sys::set_errno(e);
         0
     };
 }

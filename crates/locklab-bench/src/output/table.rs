@@ -51,10 +51,13 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
         return out;
     };
     let cal = &report.calibration;
-    let read = first
+    let mut read = first
         .read_pct
         .map(|p| format!(" read={p}%"))
         .unwrap_or_default();
+    if let Some(k) = first.lock_count {
+        read += &format!(" locks={k}");
+    }
     let _ = writeln!(
         out,
         "{}  cs={}ns think={}ns{}  ({} logical CPUs, line transfer {:.0} ns, atomic RMW {:.1} ns)",
@@ -100,6 +103,9 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
                     r.noise.others_cpu_pct.max(r.noise.steal_pct)
                 );
             }
+            if r.collapsed {
+                mark += &format!(" COLLAPSED(x{:.2} of peak)", r.of_peak.unwrap_or(0.0));
+            }
             if let (Some(g), Some(c)) = (r.grace_periods, r.sync_calls) {
                 mark += &format!("  {c} calls / {g} grace periods");
             }
@@ -131,6 +137,9 @@ pub fn render_block(report: &Report, rows: &[&ResultRow]) -> String {
                 mark
             );
         }
+    }
+    for line in crate::metrics::collapse_lines(rows) {
+        let _ = writeln!(out, "{line}");
     }
     out
 }
@@ -168,6 +177,39 @@ mod tests {
         assert!(s.contains("14,300,000"), "{s}");
         assert!(s.contains("(x0.27)"), "{s}");
         assert!(s.contains("???"), "{s}");
+    }
+
+    #[test]
+    fn a_collapse_is_marked_and_named() {
+        let row = |threads, ops| {
+            let mut r = ResultRow {
+                workload: "mutex".into(),
+                lock: "spin".into(),
+                threads,
+                ..Default::default()
+            };
+            r.ops_per_sec.median = ops;
+            r
+        };
+        let mut rows = vec![row(1, 10e6), row(2, 12e6), row(8, 7e6), row(64, 1e6)];
+        crate::metrics::fill_peak(&mut rows);
+        assert_eq!(rows[1].of_peak, Some(1.0));
+        assert!(!rows[2].collapsed, "0.58 of the peak is not a collapse");
+        assert!(rows[3].collapsed);
+        let s = render(&Report {
+            results: rows,
+            ..Default::default()
+        });
+        assert!(s.contains("COLLAPSED(x0.08 of peak)"), "{s}");
+        assert!(
+            s.contains("spin collapses: below half its peak (2 threads) at 64 (x0.08) threads"),
+            "{s}"
+        );
+        // One thread count: no peak to fall from.
+        let mut one = vec![row(4, 1.0)];
+        crate::metrics::fill_peak(&mut one);
+        assert_eq!(one[0].of_peak, None);
+        assert!(!one[0].collapsed);
     }
 
     #[test]

@@ -63,6 +63,7 @@ pub fn model_spec(threads: usize, window_ms: u64, cpus: Vec<usize>) -> TrialSpec
         warmup_ns: 20_000_000,
         duration_ns: window_ms * 1_000_000,
         cpus,
+        lock_count: 1,
     }
 }
 

@@ -87,6 +87,7 @@ pub fn run(quick: bool, clock: &dyn Clock) -> anyhow::Result<(Report, Reproducti
         quiet: true,
         exporters: vec![],
         summary: false,
+        lock_count: 1,
     };
     let report = crate::suite::run(&plan, clock)?;
     let find = |lock: &str, t: usize| -> Option<&ResultRow> {

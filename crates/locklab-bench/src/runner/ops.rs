@@ -141,8 +141,48 @@ impl<L: LockUnderTest> Op for LockOp<'_, L> {
     }
 }
 
-/// A trial of the `mutex` or `rw` workload on lock `L`.
+/// Which of `k` locks op `i` of thread `t` takes: a multiply, independent of [`is_read`]'s choice.
+#[inline(always)]
+fn pick(t: usize, i: u64, k: usize) -> usize {
+    let x = (i ^ ((t as u64) << 40)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    ((x >> 32) % k as u64) as usize
+}
+
+/// The `mutex`/`rw` operation over several instances of the lock (`--lock-count`): each op takes
+/// one chosen pseudo-randomly.
+struct MultiLockOp<'a, L> {
+    locks: Box<[L]>,
+    clock: &'a dyn Clock,
+    work: Work,
+}
+
+impl<L: LockUnderTest> Op for MultiLockOp<'_, L> {
+    #[inline(always)]
+    fn run<const SAMPLE: bool>(&self, t: usize, i: u64, tally: &mut Tally) -> u64 {
+        let l = &self.locks[pick(t, i, self.locks.len())];
+        lock_op::<L, SAMPLE, MIXED>(l, self.clock, t, i, self.work, tally)
+    }
+    #[inline(always)]
+    fn batch(&self, t: usize, i: u64, n: u64, tally: &mut Tally) {
+        let mut local = Tally::default();
+        for k in 0..n {
+            let l = &self.locks[pick(t, i + k, self.locks.len())];
+            lock_op::<L, false, MIXED>(l, self.clock, t, i + k, self.work, &mut local);
+        }
+        tally.add(&local);
+    }
+}
+
+/// A trial of the `mutex` or `rw` workload on lock `L` (on `spec.lock_count` instances of it).
 pub fn run_lock<L: LockUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
+    if spec.lock_count > 1 {
+        let op = MultiLockOp {
+            locks: (0..spec.lock_count).map(|_| L::new()).collect(),
+            clock,
+            work: Work::of(spec),
+        };
+        return run_trial(spec, clock, op);
+    }
     let op = LockOp {
         lock: Box::new(L::new()),
         clock,

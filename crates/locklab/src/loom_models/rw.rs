@@ -488,3 +488,39 @@ fn recursive_rwsem_excludes_and_reads_recursively() {
         assert_eq!(cell.with(|v| unsafe { *v }), 1);
     });
 }
+
+/// `RecursiveRwSem`'s refused read add: two writers and a reader, so the reader's `fetch_add` can
+/// land while a writer holds and the other writer sleeps on the count or on WRITER. The undo must
+/// neither let a writer in beside the reader nor lose the sleeping writer's wake-up (a deadlock loom
+/// reports).
+#[test]
+fn recursive_rwsem_refused_read_add_with_two_writers() {
+    use crate::rw::recursive_rwsem::RawRecursiveRwSem;
+    model(|| {
+        let l = Arc::new(RawRecursiveRwSem::new());
+        let cell = Arc::new(UnsafeCell::new(0usize));
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let (l, cell) = (l.clone(), cell.clone());
+                thread::spawn(move || {
+                    assert!(l.write_until(None));
+                    // SAFETY: the write hold; loom checks no reader or writer overlaps.
+                    cell.with_mut(|v| unsafe { *v += 1 });
+                    l.write_unlock();
+                })
+            })
+            .collect();
+        assert!(l.read_until(None));
+        // SAFETY: a read hold.
+        let v = cell.with(|v| unsafe { *v });
+        assert!(v <= 2);
+        l.read_unlock();
+        for w in writers {
+            w.join().unwrap();
+        }
+        // SAFETY: every thread is joined.
+        assert_eq!(cell.with(|v| unsafe { *v }), 2);
+        assert!(l.try_write(), "a count or the writer bit left behind");
+        l.write_unlock();
+    });
+}

@@ -14,27 +14,35 @@
 //!  word:  | WRITER (bit 31) | WRITERS_WAITING (30) | READERS_WAITING (29) | readers (bits 0..29) |
 //! ```
 //!
-//! - **Read lock**: while WRITER is clear, CAS `readers += 1` (keeping the flags). While it is set,
-//!   CAS READERS_WAITING in (from the exact value seen) and sleep on the word with that value.
+//! - **Read lock**: one `fetch_add(1)`, as glibc's and the kernel's rwsem read lock; if it shows
+//!   no WRITER and room in the count, the hold is taken. Otherwise the add is undone (a read unlock)
+//!   and the slow path runs: while WRITER is clear, CAS `readers += 1` (keeping the flags); while it
+//!   is set, CAS READERS_WAITING in (from the exact value seen) and sleep on the word with that value.
 //! - **Write lock**: when WRITER and `readers` are both clear, CAS WRITER in (keeping the flags; a
 //!   waiting writer re-sets WRITERS_WAITING when it sleeps again). Else CAS WRITERS_WAITING in and
 //!   sleep on the word with that value.
-//! - **Read unlock**: `readers -= 1`; the last reader out, if WRITERS_WAITING is set, clears it and
-//!   wakes every sleeper (the writers race for the lock; the losers sleep again).
+//! - **Read unlock** (and the undo of a refused add): `readers -= 1`; the last reader out, if
+//!   WRITERS_WAITING is set and no writer holds the lock, clears it and wakes every sleeper (the
+//!   writers race for the lock; the losers sleep again). With WRITER set the decrement was a
+//!   refused add's undo, and the writer's own unlock wakes the sleepers.
 //! - **Write unlock**: clear WRITER and both waiting bits; if either was set, wake every sleeper.
 //! - Timed and `try` forms: the same, giving up at the deadline (nothing to undo: a waiter changes
 //!   the word only by setting a waiting bit, which at worst causes one spurious wake-up).
 //!
 //! # Invariants
-//! 1. WRITER set implies `readers == 0`; `readers > 0` implies WRITER clear (each side enters only by
-//!    a CAS from a value where the other is clear).
+//! 1. Exclusion: a writer enters only by a CAS from a value with `readers == 0` and WRITER clear; a
+//!    reader holds only if its add (or CAS) saw WRITER clear. While a writer holds, `readers` counts
+//!    only refused adds about to be undone (each thread has at most one in flight, or one per
+//!    nested signal handler).
 //! 2. A sleeper sleeps only on the exact value it saw with its waiting bit set; any change to the word
 //!    (an unlock, another waiter, a reader arriving or leaving) makes its futex wait return at once.
 //! 3. An unlock that ends the condition a sleeper waits for (WRITER cleared; `readers` reaching 0) sees
 //!    that sleeper's bit (set by CAS on a value that had WRITER or readers, so ordered before the
 //!    unlock's RMW on the same word) and wakes every sleeper: no wake-up is lost.
-//! 4. `readers` never reaches the waiting bits: a read lock at [`MAX_READERS`] panics with the count
-//!    unchanged, and `try_read` refuses.
+//! 4. `readers` never reaches the waiting bits: a read lock at [`MAX_READERS`] (2^28 - 1) panics
+//!    with the count unchanged, and `try_read` refuses. The adds in flight on top of the holds
+//!    number at most the threads (at most 2^22 on Linux) times their signal nesting, which the
+//!    2^28 of headroom below bit 29 covers, so an add never carries into READERS_WAITING.
 //!
 //! # Memory orderings
 //! The CAS that takes the lock is Acquire (pairs with the Release RMW of the unlock that let it in);
@@ -49,8 +57,13 @@ const WRITERS_WAITING: u32 = 1 << 30;
 const READERS_WAITING: u32 = 1 << 29;
 const READERS: u32 = READERS_WAITING - 1;
 
-/// Most concurrent read holds (2^29 - 1); one more panics, with the count left as it was.
-pub const MAX_READERS: u32 = READERS;
+/// Most concurrent read holds (2^28 - 1); one more panics, with the count left as it was. The
+/// count field has 2^28 more values as headroom for the refused adds in flight (invariant 4).
+pub const MAX_READERS: u32 = (1 << 28) - 1;
+
+/// The bits of the lock word that count readers (for code that reads the word itself, such as a
+/// `pthread_rwlock_t` shim deciding which hold an unlock ends).
+pub const COUNT_MASK: u32 = READERS;
 
 /// A reader-preferring sleeping rwlock (module docs).
 ///
@@ -114,8 +127,46 @@ impl RawRecursiveRwSem {
         true
     }
 
+    /// One `fetch_add`: takes a read hold if no writer holds the lock and the count has room;
+    /// otherwise undoes the add and answers `false`.
+    #[inline]
+    fn read_fast(&self) -> bool {
+        // Acquire pairs with the Release of the write unlock that cleared WRITER.
+        let prev = self.word.fetch_add(1, Ordering::Acquire);
+        if prev & WRITER == 0 && prev & READERS < MAX_READERS {
+            return true;
+        }
+        self.read_unlock();
+        false
+    }
+
+    /// One attempt at a read hold with a single `fetch_add` (undone if a writer holds the lock or
+    /// the count is full): the fast path of a read lock, for callers that handle the rest
+    /// themselves (the preload library's `pthread_rwlock_rdlock`). `true`: held, release it with
+    /// `unlock_shared`.
+    ///
+    /// ```
+    /// use lock_api::RawRwLock as _;
+    /// let l = locklab::raw::RawRecursiveRwSem::INIT;
+    /// assert!(l.read_once());
+    /// let w = l.try_lock_exclusive();
+    /// assert!(w.is_none());
+    /// unsafe { l.unlock_shared(lock_api::GuardSend::new()) };
+    /// ```
+    #[inline]
+    pub fn read_once(&self) -> bool {
+        self.read_fast()
+    }
+
     /// Read lock, giving up at `deadline`.
+    #[inline]
     pub(crate) fn read_until(&self, deadline: Option<&Deadline>) -> bool {
+        self.read_fast() || self.read_slow(deadline)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_slow(&self, deadline: Option<&Deadline>) -> bool {
         loop {
             // Relaxed: the CAS below decides.
             let s = self.word.load(Ordering::Relaxed);
@@ -162,25 +213,34 @@ impl RawRecursiveRwSem {
         }
     }
 
-    /// Takes a read hold if no writer holds the lock (and the count has room).
+    /// Takes a read hold if no writer holds the lock (and the count has room). A look first, so a
+    /// `try` loop against a held write lock makes no write to the word.
+    #[inline]
     pub(crate) fn try_read(&self) -> bool {
-        // Relaxed: the CAS decides.
+        // Relaxed: the add (or the CAS) decides.
         let s = self.word.load(Ordering::Relaxed);
-        s & WRITER == 0
-            && s & READERS < MAX_READERS
-            // Acquire as in `read_until`.
+        if s & WRITER != 0 {
+            return false;
+        }
+        if s & READERS < MAX_READERS - 1 {
+            return self.read_fast();
+        }
+        s & READERS < MAX_READERS
+            // Acquire as in `read_fast`.
             && self
                 .word
                 .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
     }
 
-    /// Ends a read hold; the last reader out wakes waiting writers.
+    /// Ends a read hold (or undoes a refused add); the last reader out wakes waiting writers.
+    #[inline]
     pub(crate) fn read_unlock(&self) {
         // Release: ends the read section (pairs with a writer's Acquire CAS).
         let prev = self.word.fetch_sub(1, Ordering::Release);
         debug_assert!(prev & READERS != 0, "unlock_shared without a read hold");
-        if prev & READERS == 1 && prev & WRITERS_WAITING != 0 {
+        // With WRITER set this was a refused add's undo: the writer's unlock wakes the sleepers.
+        if prev & READERS == 1 && prev & (WRITERS_WAITING | WRITER) == WRITERS_WAITING {
             // The last reader: let the writers race (invariant 3).
             // Relaxed: the futex wake is the signal; the writers re-read the word.
             self.word.fetch_and(!WRITERS_WAITING, Ordering::Relaxed);
@@ -234,28 +294,34 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     type SharedGuard = lock_api::GuardSend;
     type ExclusiveGuard = lock_api::GuardSend;
 
+    #[inline]
     fn lock_shared(&self) -> lock_api::GuardSend {
         self.read_until(None);
         lock_api::GuardSend::new()
     }
 
+    #[inline]
     fn try_lock_shared(&self) -> Option<lock_api::GuardSend> {
         self.try_read().then(lock_api::GuardSend::new)
     }
 
+    #[inline]
     unsafe fn unlock_shared(&self, _g: lock_api::GuardSend) {
         self.read_unlock();
     }
 
+    #[inline]
     fn lock_exclusive(&self) -> lock_api::GuardSend {
         self.write_until(None);
         lock_api::GuardSend::new()
     }
 
+    #[inline]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
         self.try_write().then(lock_api::GuardSend::new)
     }
 
+    #[inline]
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
         self.write_unlock();
     }
