@@ -79,6 +79,27 @@ pub struct Advice {
     pub cells: Vec<Cell>,
     /// Rules of thumb.
     pub rules: Vec<Rule>,
+    /// The locks that collapse somewhere in the grid: below half their own peak throughput at some
+    /// thread count (same read share and critical section), one line each.
+    #[serde(default)]
+    pub collapses: Vec<String>,
+}
+
+/// The collapse lines of every (read share, critical section) group of `rows`.
+pub fn collapses(rows: &[ResultRow], grid: &Grid) -> Vec<String> {
+    let mut out = vec![];
+    for &read in &grid.read_pct {
+        for &cs in &grid.cs_ns {
+            let group: Vec<&ResultRow> = rows
+                .iter()
+                .filter(|r| r.read_pct.unwrap_or(0) == read && r.cs_ns == cs)
+                .collect();
+            for line in crate::metrics::collapse_lines(&group) {
+                out.push(format!("{line} ({read}% reads, cs {cs} ns)"));
+            }
+        }
+    }
+    out
 }
 
 /// The grid from the flags (each `None`: the default; `quick` shrinks the defaults).
@@ -234,8 +255,8 @@ pub fn rules(cells: &[Cell], grid: &Grid) -> Vec<Rule> {
     out
 }
 
-/// The printed map: one line per cell, then the rules.
-pub fn render(cells: &[Cell], rules: &[Rule]) -> String {
+/// The printed map: one line per cell, then the rules, then the collapses.
+pub fn render(cells: &[Cell], rules: &[Rule], collapses: &[String]) -> String {
     let mut s = format!(
         "{:>6}{:>8}{:>7}  {:<24}{:>8}  {:<24}{:>11}\n",
         "reads", "cs ns", "thr", "winner", "margin", "runner-up", "ours/peer"
@@ -260,6 +281,14 @@ pub fn render(cells: &[Cell], rules: &[Rule]) -> String {
     );
     for r in rules {
         s += &format!("  {}\n", r.text);
+    }
+    if collapses.is_empty() {
+        s += "no lock collapsed (fell below half its own peak) over these thread counts\n";
+    } else {
+        s += "collapses (throughput below half the lock's own peak; avoid these locks there):\n";
+        for c in collapses {
+            s += &format!("  {c}\n");
+        }
     }
     s
 }
@@ -305,14 +334,16 @@ pub fn run(grid: &Grid, quick: bool, quiet: bool, clock: &dyn Clock) -> anyhow::
     let lab = lab.expect("the grid has at least one cell");
     let cells = cells(&lab.results, grid);
     let rules = rules(&cells, grid);
+    let collapses = collapses(&lab.results, grid);
     if !quiet {
-        print!("{}", render(&cells, &rules));
+        print!("{}", render(&cells, &rules, &collapses));
     }
     Ok(Advice {
         lab,
         grid: grid.clone(),
         cells,
         rules,
+        collapses,
     })
 }
 
@@ -421,10 +452,39 @@ mod tests {
                 .any(|x| x.lock == "mutex" && x.text.contains("at 1 thr, 0% reads")),
             "{r:?}"
         );
-        let text = render(&c, &r);
+        let text = render(&c, &r, &[]);
         assert!(
             text.contains("ours beat the best peer in 3 of 4 cells"),
             "{text}"
         );
+        assert!(text.contains("no lock collapsed"), "{text}");
+    }
+
+    #[test]
+    fn a_lock_below_half_its_peak_is_named_with_its_cell() {
+        let g = Grid {
+            threads: vec![1, 2, 64],
+            cs_ns: vec![0],
+            read_pct: vec![90],
+        };
+        let mut rows = vec![
+            row("ticket", 1, 0, 90, 10e6),
+            row("ticket", 2, 0, 90, 12e6),
+            row("ticket", 64, 0, 90, 0.5e6),
+            row("mutex", 1, 0, 90, 10e6),
+            row("mutex", 2, 0, 90, 9e6),
+            row("mutex", 64, 0, 90, 8e6),
+        ];
+        crate::metrics::fill_peak(&mut rows);
+        let c = collapses(&rows, &g);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(
+            c[0].starts_with(
+                "ticket collapses: below half its peak (2 threads) at 64 (x0.04) threads"
+            ) && c[0].ends_with("(90% reads, cs 0 ns)"),
+            "{c:?}"
+        );
+        let text = render(&cells(&rows, &g), &[], &c);
+        assert!(text.contains("collapses (throughput below half"), "{text}");
     }
 }

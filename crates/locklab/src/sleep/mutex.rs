@@ -131,6 +131,9 @@ const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
 pub const OWNER_SPIN_NS: u64 = 10_000;
 /// Overall cap on optimistic spinning per acquisition, OSQ wait included (ns).
 pub const SPIN_MAX_NS: u64 = 40_000;
+/// Looks (with `pause`s) a would-be spinner takes, waiting for the spinner slot, before it yields
+/// between looks.
+const OSQ_WAIT_SPINS: u32 = 2;
 /// Most `pause`s between two looks at the lock word while spinning (see [`Backoff`]).
 const MAX_SPIN_BACKOFF: u32 = 64;
 /// A first waiter that has waited this long asks for hand-off (ns). The kernel's rwsem uses 4 ms; we
@@ -577,11 +580,31 @@ impl RawMutex {
         if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
             return false;
         }
+        let mut budget = SpinBudget::new(SPIN_MAX_NS);
+        // While another spinner is queued, wait outside the queue (unordered: a queue of spinners
+        // convoys behind a preempted member when threads outnumber CPUs), taking the lock if it is
+        // seen free, pausing then yielding between looks.
+        let mut wait = crate::primitive::SpinWait::with_spins(OSQ_WAIT_SPINS);
+        while self.osq.is_busy() {
+            let s = self.state.load(Ordering::Relaxed);
+            if s & (HANDOFF | WAITERS) != 0 || budget.expired() {
+                return false;
+            }
+            // Acquire pairs with the Release of the unlock that freed the lock.
+            if s & LOCKED == 0
+                && self
+                    .state
+                    .compare_exchange(s, s | held_by(tag), Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return true;
+            }
+            wait.wait();
+        }
         let Some(claim) = osq_node() else {
             return false;
         };
         let node: &crate::osq::OsqNode = &claim;
-        let mut budget = SpinBudget::new(SPIN_MAX_NS);
         // SAFETY: OSQ nodes live in never-freed thread slots (or leaked boxes under loom), and the claim
         // keeps ours out of any other queue until it drops, after `osq.unlock` below.
         if !unsafe { self.osq.lock(node, &mut budget) } {

@@ -155,6 +155,12 @@ pub struct Osq {
 }
 
 impl Osq {
+    /// Whether some spinner is queued (a relaxed look: a hint for callers deciding whether to join).
+    #[inline]
+    pub fn is_busy(&self) -> bool {
+        self.tail.load(Ordering::Relaxed) != 0
+    }
+
     /// An empty queue.
     #[cfg(not(loom))]
     pub const fn new() -> Self {

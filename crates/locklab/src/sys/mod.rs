@@ -170,6 +170,25 @@ pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
     0
 }
 
+/// CPUs this process may run on (at least 1), looked up once. A sizing hint for spin policies.
+pub(crate) fn cpus() -> usize {
+    use core::sync::atomic::{AtomicUsize, Ordering as O};
+    // A plain atomic even under loom: a cache of a constant, not part of any protocol.
+    static CPUS: AtomicUsize = AtomicUsize::new(0);
+    if cfg!(loom) {
+        return 2;
+    }
+    // Relaxed: every racing first caller stores the same value.
+    match CPUS.load(O::Relaxed) {
+        0 => {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            CPUS.store(n, O::Relaxed);
+            n
+        }
+        n => n,
+    }
+}
+
 /// Gives up the CPU to another runnable thread.
 ///
 /// ```
