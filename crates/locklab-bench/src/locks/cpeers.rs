@@ -11,7 +11,9 @@
 //! allocations, as ours do in their adapters. MCS, CLH and TBB's queuing locks keep their per-thread
 //! queue node in a thread-local (the lab's threads hold one lock at a time).
 
-use super::{Kind, LockInfo, Unavailable, unavailable};
+#[cfg(any(ck, tbb, absl))]
+use super::Kind;
+use super::{LockInfo, Unavailable, unavailable};
 use crate::workload::Workload;
 
 /// One peer: its name, the workloads it runs, and its summary.
@@ -154,6 +156,7 @@ pub fn peers() -> Vec<LockInfo> {
 
 /// An adapter over a shim's lock: `new`/`free` make and free the C object, `lock`/`unlock` take
 /// it exclusively, and `read`/`read_unlock` (if given) shared.
+#[cfg(any(ck, tbb, absl))]
 macro_rules! ffi_lock {
     ($adapter:ident, new = $new:expr, free = $free:path, lock = $lock:path, unlock = $unlock:path
      $(, read = $rl:path, read_unlock = $ru:path)? $(,)?) => {
