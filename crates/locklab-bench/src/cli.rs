@@ -119,7 +119,8 @@ pub enum Command {
         /// Apps: tokyo-hash, tokyo-btree, kyoto-order, kyoto-wicked, memcached, sysbench-threads, pigz.
         #[arg(long, value_name = "LIST")]
         apps: Option<String>,
-        /// Lock choices (LOCKLAB_MUTEX values; glibc, meaning no preload, is always run first).
+        /// Lock choices (LOCKLAB_MUTEX values; glibc, meaning no preload, is always run first). Default:
+        /// glibc, glibc-adaptive, mutex, mcs, qspinlock.
         #[arg(long, value_name = "LIST")]
         locks: Option<String>,
         /// Thread counts given to each program (default: CPUs and 2 x CPUs).

@@ -353,9 +353,17 @@ impl M {
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline(always)]
 pub(crate) unsafe fn lock(m: M) -> c_int {
-    if m.kind() == 0 && config::mutex_is_default() && m.mutex().try_lock_fast() {
-        m.owner().store(tid(), Ordering::Relaxed);
-        return 0;
+    if m.kind() == 0 && config::mutex_is_default() {
+        // One thread in the process: nobody else can touch the mutex, plain accesses do.
+        let took = if sys::single_threaded() {
+            m.mutex().try_lock_unshared()
+        } else {
+            m.mutex().try_lock_fast()
+        };
+        if took {
+            m.owner().store(tid(), Ordering::Relaxed);
+            return 0;
+        }
     }
     // SAFETY: forwarded.
     unsafe { lock_general(m) }
@@ -425,6 +433,12 @@ fn lock_slow(m: M) {
 #[inline(always)]
 pub(crate) unsafe fn unlock(m: M) -> c_int {
     if m.kind() == 0 && config::mutex_is_default() && m.mutex().is_quiet() {
+        if sys::single_threaded() {
+            m.owner().store(0, Ordering::Relaxed);
+            if m.mutex().unlock_unshared() {
+                return 0;
+            }
+        }
         let owner = m.owner().load(Ordering::Relaxed);
         m.owner().store(0, Ordering::Relaxed);
         if m.mutex().unlock_quiet() {
