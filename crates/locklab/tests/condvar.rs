@@ -172,7 +172,9 @@ fn waiting_with_two_mutexes_panics() {
     let t = thread::spawn(move || {
         let mut g = m1b.lock();
         started2.store(true, Ordering::SeqCst);
-        cv2.wait_for(&mut g, Duration::from_millis(500));
+        // Long enough to be still waiting when the main thread misuses the condvar even under Miri on
+        // a loaded machine; the notify_all below ends it at once.
+        cv2.wait_for(&mut g, Duration::from_secs(20));
     });
     while !started.load(Ordering::SeqCst) {
         thread::yield_now();
