@@ -149,13 +149,6 @@ impl Adaptive {
         }
     }
 
-    /// Whether the word says held, nobody spinning, nobody asleep (a relaxed look, for the
-    /// caller's fast path).
-    #[inline(always)]
-    pub(crate) fn is_quiet(self) -> bool {
-        self.word.load(Ordering::Relaxed) == LOCKED
-    }
-
     /// Releases a lock whose word is exactly `LOCKED` with one CAS; `false` (nothing done) if the
     /// word says anything else (a spinner or a sleeper arrived: [`unlock`](Self::unlock) then).
     #[inline(always)]

@@ -377,7 +377,7 @@ pub(crate) unsafe fn lock(m: M) -> c_int {
 unsafe fn lock_general(m: M) -> c_int {
     let kind = m.kind();
     let algo = config::mutex();
-    if kind & KIND_GLIBC != 0 || config::mutex_is_glibc() {
+    if kind & KIND_GLIBC != 0 || matches!(algo, MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive) {
         m.adapt();
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_lock(m.0) };
@@ -425,27 +425,25 @@ fn lock_slow(m: M) {
 /// Releases the lock.
 ///
 /// The common case first, as in [`lock`]: the default choice, a normal mutex held with nobody
-/// asleep or spinning on it: the owner cleared and one CAS. Everything else goes to
-/// [`unlock_general`].
+/// asleep or spinning on it: the owner cleared and one CAS (a plain store while the process has one
+/// thread). Everything else goes to [`unlock_general`].
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline(always)]
 pub(crate) unsafe fn unlock(m: M) -> c_int {
-    if m.kind() == 0 && config::mutex_is_default() && m.mutex().is_quiet() {
-        if sys::single_threaded() {
-            m.owner().store(0, Ordering::Relaxed);
-            if m.mutex().unlock_unshared() {
-                return 0;
-            }
-        }
-        let owner = m.owner().load(Ordering::Relaxed);
+    if m.kind() == 0 && config::mutex_is_default() {
+        // The general path clears the owner of a normal mutex too, so a failed attempt here leaves
+        // nothing to undo.
         m.owner().store(0, Ordering::Relaxed);
-        if m.mutex().unlock_quiet() {
+        let released = if sys::single_threaded() {
+            m.mutex().unlock_unshared()
+        } else {
+            m.mutex().unlock_quiet()
+        };
+        if released {
             return 0;
         }
-        // Somebody came in between: undo and take the general path.
-        m.owner().store(owner, Ordering::Relaxed);
     }
     // SAFETY: forwarded.
     unsafe { unlock_general(m) }
@@ -459,7 +457,7 @@ pub(crate) unsafe fn unlock(m: M) -> c_int {
 unsafe fn unlock_general(m: M) -> c_int {
     let kind = m.kind();
     let algo = config::mutex();
-    if kind & KIND_GLIBC != 0 || config::mutex_is_glibc() {
+    if kind & KIND_GLIBC != 0 || matches!(algo, MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive) {
         // SAFETY: forwarded.
         return unsafe { real::pthread_mutex_unlock(m.0) };
     }

@@ -50,6 +50,9 @@ const PREFER_WRITER_NONRECURSIVE: u8 = 2;
 /// Read holds refused with `EAGAIN` beyond this (well below either lock's hard limit, so a burst of
 /// concurrent readers cannot reach it between our check and their increment).
 const READ_LIMIT_MARGIN: u32 = 1 << 16;
+/// `rwsem`: read holds refused (`EAGAIN`) from this count on; the fast path's add refuses there too,
+/// so the margin above stays free for the slow path's readers.
+const RWSEM_READ_LIMIT: u32 = locklab::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN;
 
 #[derive(Clone, Copy)]
 pub(crate) struct L(pub(crate) *mut pthread_rwlock_t);
@@ -110,10 +113,7 @@ impl L {
     fn readers_full(self) -> bool {
         let w = self.at::<AtomicU32>(0).load(Ordering::Relaxed);
         match config::rwlock() {
-            RwAlgo::RwSem => {
-                w & locklab::recursive_rwsem::COUNT_MASK
-                    >= locklab::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN
-            }
+            RwAlgo::RwSem => w & locklab::recursive_rwsem::COUNT_MASK >= RWSEM_READ_LIMIT,
             _ => (w >> 9) >= locklab::rwspinlock::MAX_READERS - READ_LIMIT_MARGIN,
         }
     }
@@ -345,7 +345,7 @@ entry! {
     /// `pthread_rwlock_rdlock`: the common case first (the default choice, a kind that reads
     /// recursively, no writer holding: one `fetch_add`), else the general path.
     pthread_rwlock_rdlock() => |l| {
-        if config::rwlock_is_default() && l.recursive_reads() && l.sem().read_once() {
+        if config::rwlock_is_default() && l.recursive_reads() && l.sem().read_once(RWSEM_READ_LIMIT) {
             0
         } else {
             read(l, How::Block)

@@ -127,35 +127,41 @@ impl RawRecursiveRwSem {
         true
     }
 
-    /// One `fetch_add`: takes a read hold if no writer holds the lock and the count has room;
-    /// otherwise undoes the add and answers `false`.
+    /// One `fetch_add`: takes a read hold if no writer holds the lock and the count is below `max`
+    /// (at most [`MAX_READERS`]); otherwise undoes the add and answers `false`.
     #[inline]
-    fn read_fast(&self) -> bool {
+    fn read_fast_below(&self, max: u32) -> bool {
         // Acquire pairs with the Release of the write unlock that cleared WRITER.
         let prev = self.word.fetch_add(1, Ordering::Acquire);
-        if prev & WRITER == 0 && prev & READERS < MAX_READERS {
+        if prev & WRITER == 0 && prev & READERS < max {
             return true;
         }
         self.read_unlock();
         false
     }
 
-    /// One attempt at a read hold with a single `fetch_add` (undone if a writer holds the lock or
-    /// the count is full): the fast path of a read lock, for callers that handle the rest
-    /// themselves (the preload library's `pthread_rwlock_rdlock`). `true`: held, release it with
-    /// `unlock_shared`.
+    #[inline]
+    fn read_fast(&self) -> bool {
+        self.read_fast_below(MAX_READERS)
+    }
+
+    /// One attempt at a read hold with a single `fetch_add`, undone if a writer holds the lock or
+    /// the count is already `max` (capped at [`MAX_READERS`]): the fast path of a read lock, for
+    /// callers that handle the rest themselves with a lower limit of their own (the preload
+    /// library's `pthread_rwlock_rdlock`, which answers `EAGAIN` below the library's limit).
+    /// `true`: held, release it with `unlock_shared`.
     ///
     /// ```
     /// use lock_api::RawRwLock as _;
     /// let l = locklab::raw::RawRecursiveRwSem::INIT;
-    /// assert!(l.read_once());
-    /// let w = l.try_lock_exclusive();
-    /// assert!(w.is_none());
+    /// assert!(l.read_once(1));
+    /// assert!(!l.read_once(1), "the count is at the limit given");
+    /// assert!(l.try_lock_exclusive().is_none());
     /// unsafe { l.unlock_shared(lock_api::GuardSend::new()) };
     /// ```
     #[inline]
-    pub fn read_once(&self) -> bool {
-        self.read_fast()
+    pub fn read_once(&self, max: u32) -> bool {
+        self.read_fast_below(max.min(MAX_READERS))
     }
 
     /// Read lock, giving up at `deadline`.
@@ -217,20 +223,9 @@ impl RawRecursiveRwSem {
     /// `try` loop against a held write lock makes no write to the word.
     #[inline]
     pub(crate) fn try_read(&self) -> bool {
-        // Relaxed: the add (or the CAS) decides.
+        // Relaxed: the add decides (and refuses a full count itself).
         let s = self.word.load(Ordering::Relaxed);
-        if s & WRITER != 0 {
-            return false;
-        }
-        if s & READERS < MAX_READERS - 1 {
-            return self.read_fast();
-        }
-        s & READERS < MAX_READERS
-            // Acquire as in `read_fast`.
-            && self
-                .word
-                .compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+        s & WRITER == 0 && s & READERS < MAX_READERS && self.read_fast()
     }
 
     /// Ends a read hold (or undoes a refused add); the last reader out wakes waiting writers.

@@ -154,18 +154,16 @@ impl RawCondvar {
         // so this only delays the sleep. At most as many watchers as CPUs: more would take the CPUs
         // from the threads that notify (64 threads on a 1-slot queue, 2 CPUs: 32-50 k messages/s
         // with every waiter watching).
-        // Relaxed (the count and its check): a sizing hint, publishing nothing.
-        if deadline.is_none()
-            && self.watchers.fetch_add(1, Ordering::Relaxed) < crate::sys::cpus() as u32
-        {
-            let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
-            let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-            // Relaxed: a hint; the loop below does the Acquire load.
-            while waiter.futex.load(Ordering::Relaxed) == SLEEPING && !budget.expired() {
-                backoff.wait();
+        if deadline.is_none() {
+            // Relaxed (the count and its check): a sizing hint, publishing nothing.
+            if self.watchers.fetch_add(1, Ordering::Relaxed) < crate::sys::cpus() as u32 {
+                let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
+                let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+                // Relaxed: a hint; the loop below does the Acquire load.
+                while waiter.futex.load(Ordering::Relaxed) == SLEEPING && !budget.expired() {
+                    backoff.wait();
+                }
             }
-            self.watchers.fetch_sub(1, Ordering::Relaxed);
-        } else if deadline.is_none() {
             self.watchers.fetch_sub(1, Ordering::Relaxed);
         }
         let mut timed_out = false;
