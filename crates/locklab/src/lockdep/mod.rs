@@ -1,0 +1,1724 @@
+//! Lockdep for userspace: potential deadlocks reported the first time the lock order that allows
+//! them is seen, not when they happen (after the kernel's `kernel/locking/lockdep.c` and
+//! `Documentation/locking/lockdep-design.rst`).
+//!
+//! One validator serves both uses: the library's locks with the `lockdep` cargo feature (each lock
+//! calls it from its lock and unlock paths), and `liblocklab_pthread.so` with `LOCKLAB_LOCKDEP` set
+//! (its pthread entry points call it, whichever lock choice runs behind them, glibc's included).
+//! Without the feature the library's lock paths contain no call at all; this module is only the
+//! validator, which does nothing until something calls it.
+//!
+//! # Classes
+//! Locks are grouped into **classes** and the rules are checked between classes, so two locks made
+//! in the same place are checked as one even if each is only ever used once. A class is keyed by:
+//! - a [`LockClass`] the program gave the lock ([`set_class`]), or
+//! - the site that created the lock (the preload library: the `pthread_*_init` call site), or
+//! - the site of the lock's first acquisition (the library's locks, which `lock_api` constructs in a
+//!   `const` without a call site; the preload library's statically initialised and zeroed objects).
+//!
+//! Nesting annotations ([`with_subclass`]) split a class into ordered subclasses, as the kernel's
+//! `mutex_lock_nested`.
+//!
+//! # What is checked, and when
+//! Each thread keeps the stack of locks it holds (the object, its class, the mode, the acquisition
+//! site). An acquisition that will block (not a trylock) makes a **dependency** from the held lock on
+//! top of the stack (and any trylocks above the first non-trylock) to the lock being taken, typed by
+//! how each is taken: the held lock exclusively (E) or shared (S), the new one non-recursively (N:
+//! a write lock, a mutex, a reader of a writer-preferring rwlock, which waits behind a queued writer)
+//! or as a recursive reader (R: a reader that never waits for a queued writer). A dependency is
+//! looked up in a lock-free hash table; only the **first** time a (held class, new class, type) is
+//! seen does the validator take its one internal lock and search the graph. So the steady state is
+//! a few reads of shared, unchanging memory and writes to the thread's own stack.
+//!
+//! The search looks for a path back from the new lock to the held one that closes a **strong
+//! cycle**: one with no two consecutive steps `-(*R)-> X -(S*)->` (a recursive reader of X cannot be
+//! blocked by another reader of X). A strong cycle is a potential deadlock; every other cycle is not
+//! (Boqun Feng's theorem, which the kernel's lockdep checks since 5.11). Each cycle is reported once:
+//! it is found when its last new dependency appears, and that dependency is then recorded.
+//!
+//! Also reported, each once per distinct problem:
+//! - **recursive locking**: a thread takes again, blocking, a lock it holds, where the lock's kind
+//!   neither allows it (a recursive mutex) nor refuses it with an error (an error-checking mutex);
+//!   a write lock taken while the thread holds a read lock of the same rwlock;
+//! - **recursive read of a non-recursive rwlock**: a reader of a writer-preferring class takes it
+//!   again, and some thread takes the class for writing (then a writer that queues between the two
+//!   reads blocks the second, and itself waits for the first): reported when both have been seen;
+//! - **RCU**: `synchronize` (or `barrier`) of a domain inside a read section of that domain (a
+//!   recursive-locking report of the domain's class), and a lock held across `synchronize` that is
+//!   also taken inside the domain's readers (a cycle through the domain's class: readers are
+//!   recursive readers of it, `synchronize` takes it for writing);
+//! - **signal handlers**: a class taken inside a handler of a signal and also held where that signal
+//!   is not blocked (the userspace form of the kernel's irq-safe/irq-unsafe rule);
+//! - **condvar waits** while another lock is held (a warning: the other lock is held for as long as
+//!   the wait lasts);
+//! - **misuse**: an unlock of a lock the thread does not hold (where the kind forbids it), the
+//!   destruction of a held lock, a thread that exits holding locks.
+//!
+//! Trylocks add no dependency (they cannot block), and a recursion the kind allows adds none.
+//!
+//! # Same-class nesting
+//! The kernel reports two locks of one class held together unless the code annotates subclasses.
+//! An unmodified C program cannot annotate (Kyoto Cabinet holds several of its slot mutexes, all
+//! created at one site, in a fixed order), so within a class this validator checks **instances**:
+//! two instances of one class taken in both orders (an AB-BA inside the class) are reported, a
+//! consistent order never is. Such nesting adds no dependency between classes.
+//!
+//! # Costs
+//! Memory: the tables are reserved once (about 100 MiB of address space, `MAP_NORESERVE`; only the
+//! touched pages are backed) and never grow; when one is full the validator says so once and stops
+//! checking what does not fit. Time: see the README's lockdep section for measured figures.
+//!
+//! ```
+//! use locklab::lockdep::{self, LockClass, Mode, Site};
+//! static A: LockClass = LockClass::new("doc-a");
+//! static B: LockClass = LockClass::new("doc-b");
+//! lockdep::set_mode(lockdep::Action::Report);
+//! let (a, b) = (A.id(), B.id());
+//! let (oa, ob) = (1usize, 2usize); // any distinct addresses name the two objects
+//! // One thread: a then b.
+//! lockdep::acquire(oa, a, Mode::Write, Site::caller(), lockdep::Flags::NONE);
+//! lockdep::acquire(ob, b, Mode::Write, Site::caller(), lockdep::Flags::NONE);
+//! lockdep::release(ob, Site::caller());
+//! lockdep::release(oa, Site::caller());
+//! // Later, b then a: never deadlocked here, but it could have.
+//! lockdep::acquire(ob, b, Mode::Write, Site::caller(), lockdep::Flags::NONE);
+//! lockdep::acquire(oa, a, Mode::Write, Site::caller(), lockdep::Flags::NONE);
+//! lockdep::release(oa, Site::caller());
+//! lockdep::release(ob, Site::caller());
+//! assert!(lockdep::reports().iter().any(|r| r.kind == lockdep::ReportKind::Cycle
+//!     && r.classes.contains(&"doc-a".to_string()) && r.classes.contains(&"doc-b".to_string())));
+//! ```
+
+mod report;
+mod table;
+
+#[cfg(unix)]
+pub use report::write_json_fd;
+pub use report::{
+    Report, ReportKind, Site, report_count, reports, reports_json, set_address_formatter,
+};
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use table::{Table, zeroed_array};
+
+// --- configuration -------------------------------------------------------------------------------------
+
+/// What the validator does when it finds a problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Validate nothing.
+    Off,
+    /// Print the report on standard error, record it ([`reports`]) and continue (the default).
+    Report,
+    /// Print the report and abort the process (`LOCKLAB_LOCKDEP=abort`).
+    Abort,
+}
+
+/// 0: not decided yet (the first call reads `LOCKLAB_LOCKDEP`); else `Action as u8 + 1`.
+static ACTION: AtomicU8 = AtomicU8::new(0);
+
+/// Sets what the validator does from now on (every thread).
+///
+/// ```
+/// locklab::lockdep::set_mode(locklab::lockdep::Action::Report);
+/// assert_eq!(locklab::lockdep::mode(), locklab::lockdep::Action::Report);
+/// ```
+pub fn set_mode(a: Action) {
+    ACTION.store(a as u8 + 1, Ordering::Relaxed);
+}
+
+/// The current [`Action`]; the first call decides it from `LOCKLAB_LOCKDEP` (`0`/`off`, `1`/`report`
+/// (the default), `abort`; anything else is reported once on standard error and the default used).
+///
+/// ```
+/// let _ = locklab::lockdep::mode();
+/// ```
+pub fn mode() -> Action {
+    match ACTION.load(Ordering::Relaxed) {
+        0 => decide(),
+        1 => Action::Off,
+        2 => Action::Report,
+        _ => Action::Abort,
+    }
+}
+
+#[cold]
+fn decide() -> Action {
+    let a = match env_lockdep() {
+        None => Action::Report,
+        Some(v) => match parse_action(&v) {
+            Some(a) => a,
+            None => {
+                report::say(format_args!(
+                    "locklab: LOCKLAB_LOCKDEP={}: expected 0, off, 1, report or abort; using report\n",
+                    report::Lossy(&v)
+                ));
+                Action::Report
+            }
+        },
+    };
+    // A racing decision reads the same variable: the same answer.
+    set_mode(a);
+    a
+}
+
+/// Parses a `LOCKLAB_LOCKDEP` value.
+///
+/// ```
+/// use locklab::lockdep::{parse_action, Action};
+/// assert_eq!(parse_action(b"abort"), Some(Action::Abort));
+/// assert_eq!(parse_action(b"1"), Some(Action::Report));
+/// assert_eq!(parse_action(b"0"), Some(Action::Off));
+/// assert_eq!(parse_action(b"maybe"), None);
+/// ```
+pub fn parse_action(v: &[u8]) -> Option<Action> {
+    match v {
+        b"0" | b"off" | b"" => Some(Action::Off),
+        b"1" | b"report" | b"on" => Some(Action::Report),
+        b"abort" => Some(Action::Abort),
+        _ => None,
+    }
+}
+
+/// `LOCKLAB_LOCKDEP`, read without allocating (the first call may come from inside an allocator).
+fn env_lockdep() -> Option<ValueBuf> {
+    #[cfg(unix)]
+    {
+        // SAFETY: a NUL-terminated name; getenv's result is read at once (no setenv races it in a
+        // program that has not started threads, which is when the first lock usually comes).
+        let p = unsafe { libc::getenv(c"LOCKLAB_LOCKDEP".as_ptr()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string from the environment.
+        let v = unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes();
+        Some(ValueBuf::from(v))
+    }
+    #[cfg(not(unix))]
+    {
+        std::env::var_os("LOCKLAB_LOCKDEP").map(|v| ValueBuf::from(v.to_string_lossy().as_bytes()))
+    }
+}
+
+/// A short copy of an environment value.
+struct ValueBuf([u8; 32], usize);
+
+impl ValueBuf {
+    fn from(v: &[u8]) -> Self {
+        let mut b = [0u8; 32];
+        let n = v.len().min(32);
+        b[..n].copy_from_slice(&v[..n]);
+        // A longer value is never a valid one: keep it longer than any keyword.
+        Self(b, if v.len() > 32 { 32 } else { n })
+    }
+}
+
+impl core::ops::Deref for ValueBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0[..self.1]
+    }
+}
+
+/// Whether the validator runs: one Relaxed load.
+#[inline]
+pub fn enabled() -> bool {
+    match ACTION.load(Ordering::Relaxed) {
+        0 => decide() != Action::Off,
+        1 => false,
+        _ => true,
+    }
+}
+
+// --- classes ---------------------------------------------------------------------------------------------
+
+/// What kind of lock a class is (names it in reports; picks the RCU messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// A mutex (any algorithm).
+    Mutex = 1,
+    /// A spinlock.
+    SpinLock = 2,
+    /// A reader-writer lock.
+    RwLock = 3,
+    /// An RCU domain (its readers are recursive readers of it; `synchronize` takes it for writing).
+    Rcu = 4,
+    /// A condition variable (only in condvar reports).
+    Condvar = 5,
+    /// A sequence lock's writer side.
+    SeqLock = 6,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            2 => Kind::SpinLock,
+            3 => Kind::RwLock,
+            4 => Kind::Rcu,
+            5 => Kind::Condvar,
+            6 => Kind::SeqLock,
+            _ => Kind::Mutex,
+        }
+    }
+
+    /// The name reports use.
+    ///
+    /// ```
+    /// assert_eq!(locklab::lockdep::Kind::RwLock.name(), "rwlock");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Mutex => "mutex",
+            Kind::SpinLock => "spinlock",
+            Kind::RwLock => "rwlock",
+            Kind::Rcu => "rcu",
+            Kind::Condvar => "condvar",
+            Kind::SeqLock => "seqlock",
+        }
+    }
+}
+
+/// How a class's key came about (said in reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Origin {
+    /// Created at the class's site (`pthread_mutex_init`).
+    Created = 1,
+    /// First acquired at the class's site.
+    FirstLocked = 2,
+    /// A named [`LockClass`].
+    Named = 3,
+    /// An object of its own (an RCU domain, a static lock).
+    Object = 4,
+}
+
+/// A named class for locks the program groups itself (the kernel's `lock_class_key`): every lock
+/// given it ([`set_class`]) is checked as one class, wherever it was created or first locked.
+///
+/// ```
+/// use locklab::lockdep::{self, LockClass};
+/// static BUCKET: LockClass = LockClass::new("hash bucket");
+/// let buckets: Vec<locklab::Mutex<u32>> = (0..4).map(locklab::Mutex::new).collect();
+/// for b in &buckets {
+///     lockdep::set_class(b, &BUCKET);
+/// }
+/// assert_ne!(BUCKET.id(), 0);
+/// ```
+pub struct LockClass {
+    name: &'static str,
+    id: AtomicU32,
+}
+
+impl LockClass {
+    /// A class named `name` (the name is what reports print).
+    ///
+    /// ```
+    /// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("cache");
+    /// assert_eq!(C.name(), "cache");
+    /// ```
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            id: AtomicU32::new(0),
+        }
+    }
+
+    /// The class's name.
+    ///
+    /// ```
+    /// assert_eq!(locklab::lockdep::LockClass::new("x").name(), "x");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The validator's id of this class (registered on first use; 0 if the validator's tables are
+    /// full or it cannot get memory).
+    ///
+    /// ```
+    /// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("ids");
+    /// assert_eq!(C.id(), C.id());
+    /// ```
+    pub fn id(&'static self) -> u32 {
+        let id = self.id.load(Ordering::Relaxed);
+        if id != 0 {
+            return id;
+        }
+        let id = class_for_named(self);
+        self.id.store(id, Ordering::Relaxed);
+        id
+    }
+}
+
+/// A lock the validator can be told the class of: the library's lock types (with the `lockdep`
+/// feature, each carries its class).
+pub trait Classed {
+    /// Gives the lock `class` (before its first acquisition, or the change applies from the next).
+    fn set_lockdep_class(&self, class: &'static LockClass);
+}
+
+/// Gives `lock` the class `class` (see [`LockClass`]). Without the `lockdep` feature the library's
+/// locks carry no class, and this does nothing.
+///
+/// ```
+/// static Q: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("queue");
+/// let m = locklab::Mutex::new(());
+/// locklab::lockdep::set_class(&m, &Q);
+/// ```
+pub fn set_class<L: Classed + ?Sized>(lock: &L, class: &'static LockClass) {
+    lock.set_lockdep_class(class);
+}
+
+/// One class: written once by its creator before its id is published (Release in the table), read
+/// by anyone after.
+struct ClassInfo {
+    key: AtomicU64,
+    /// `Kind` in bits 0-7, `Origin` in 8-15, subclass in 16-23.
+    meta: AtomicU32,
+    /// The class's site (creation or first acquisition; a [`Site`]'s value).
+    site: AtomicU64,
+    /// The [`LockClass`]'s address, for a named class (0 otherwise).
+    named: AtomicU64,
+    /// [`FLAG_WRITTEN`], ...
+    flags: AtomicU32,
+    /// Head of the list of dependencies from this class (an edge index + 1; graph lock).
+    first_edge: AtomicU32,
+    /// The first recursive read of a writer-preferring instance: (held site, acquisition site).
+    rr_held: AtomicU64,
+    rr_site: AtomicU64,
+    /// The first write acquisition's site.
+    write_site: AtomicU64,
+    /// Signals whose handlers took the class (bit n-1 for signal n), and the first such site.
+    sig_in: AtomicU64,
+    sig_in_site: AtomicU64,
+    /// Signals unblocked where the class was first held outside a handler, and that site.
+    sig_out: AtomicU64,
+    sig_out_site: AtomicU64,
+}
+
+/// Some thread took the class for writing.
+const FLAG_WRITTEN: u32 = 1;
+/// A recursive read of a writer-preferring instance was seen.
+const FLAG_RR: u32 = 2;
+/// The recursive-read problem of the class was reported.
+const FLAG_RR_REPORTED: u32 = 4;
+/// Two instances of the class were held together.
+const FLAG_NESTS_SELF: u32 = 8;
+/// Held outside a signal handler (`sig_out` is set).
+const FLAG_SIG_OUT: u32 = 16;
+/// The signal rule was reported.
+const FLAG_SIG_REPORTED: u32 = 32;
+
+impl ClassInfo {
+    fn kind(&self) -> Kind {
+        Kind::from_u8(self.meta.load(Ordering::Relaxed) as u8)
+    }
+    fn origin(&self) -> u8 {
+        (self.meta.load(Ordering::Relaxed) >> 8) as u8
+    }
+    fn subclass(&self) -> u8 {
+        (self.meta.load(Ordering::Relaxed) >> 16) as u8
+    }
+}
+
+/// One dependency `from -> to` (all the types seen for the pair), and where each type was first
+/// seen.
+struct Edge {
+    from: AtomicU32,
+    to: AtomicU32,
+    /// Bit `t` for each dependency type `t` seen (see [`dep_type`]); set with Release after `sites[t]`.
+    types: AtomicU32,
+    /// Next edge from the same class (index + 1; graph lock).
+    next: AtomicU32,
+    sites: [EdgeSite; 4],
+}
+
+/// Where a dependency type was first seen.
+struct EdgeSite {
+    held_site: AtomicU64,
+    acq_site: AtomicU64,
+    tid: AtomicU32,
+}
+
+/// A dependency's type: bit 1 set if the held lock was held shared (S, else E), bit 0 set if the new
+/// lock is taken as a recursive reader (R, else N).
+fn dep_type(held: Mode, taken: Mode) -> usize {
+    (usize::from(held != Mode::Write) << 1) | usize::from(taken == Mode::RecursiveRead)
+}
+
+/// A same-class instance pair `a` held while `b` was taken.
+struct Pair {
+    a: AtomicU64,
+    b: AtomicU64,
+    held_site: AtomicU64,
+    acq_site: AtomicU64,
+    tid: AtomicU32,
+}
+
+const MAX_CLASSES: usize = 1 << 16;
+const MAX_EDGES: usize = 1 << 18;
+const MAX_PAIRS: usize = 1 << 16;
+const MAX_OBJECTS: usize = 1 << 22;
+
+/// The validator's shared state, created on first use.
+struct Graph {
+    class_keys: Table,
+    classes: &'static [ClassInfo],
+    n_classes: AtomicU32,
+    edge_keys: Table,
+    edges: &'static [Edge],
+    n_edges: AtomicU32,
+    pair_keys: Table,
+    pairs: &'static [Pair],
+    n_pairs: AtomicU32,
+    /// Object address -> class id, for users without room in their objects (the preload library).
+    objects: Table,
+    /// Problems already reported (a key per problem).
+    reported: Table,
+    /// The search's scratch, per (class, arrived by a recursive read): visit stamp, parent link,
+    /// queue (graph lock).
+    stamp: AtomicU32,
+    visited: &'static [AtomicU32],
+    parent: &'static [AtomicU64],
+    queue: &'static [AtomicU32],
+    /// The one internal lock: taken only for a new dependency or a report.
+    lock: AtomicBool,
+    /// The reports.
+    store: report::Store,
+}
+
+static GRAPH: AtomicPtr<Graph> = AtomicPtr::new(core::ptr::null_mut());
+/// 0: not created; 1: being created; 2: created; 3: could not be created.
+static GRAPH_STATE: AtomicU8 = AtomicU8::new(0);
+
+#[inline]
+fn graph() -> Option<&'static Graph> {
+    // Acquire pairs with the Release store in `create_graph`: the tables are set up.
+    let g = GRAPH.load(Ordering::Acquire);
+    if g.is_null() {
+        return create_graph();
+    }
+    // SAFETY: published once, never freed.
+    Some(unsafe { &*g })
+}
+
+#[cold]
+fn create_graph() -> Option<&'static Graph> {
+    loop {
+        match GRAPH_STATE.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(2) => {
+                // SAFETY: published before state 2 (Release below; Acquire above).
+                return Some(unsafe { &*GRAPH.load(Ordering::Acquire) });
+            }
+            Err(3) => return None,
+            Err(_) => {
+                // Another thread is creating it (a few mmaps).
+                crate::sys::sched_yield();
+            }
+        }
+    }
+    let made = (|| {
+        Some(Graph {
+            class_keys: Table::new(MAX_CLASSES * 2)?,
+            classes: zeroed_array(MAX_CLASSES)?,
+            n_classes: AtomicU32::new(0),
+            edge_keys: Table::new(MAX_EDGES * 2)?,
+            edges: zeroed_array(MAX_EDGES)?,
+            n_edges: AtomicU32::new(0),
+            pair_keys: Table::new(MAX_PAIRS * 2)?,
+            pairs: zeroed_array(MAX_PAIRS)?,
+            n_pairs: AtomicU32::new(0),
+            objects: Table::new(MAX_OBJECTS)?,
+            reported: Table::new(1 << 14)?,
+            stamp: AtomicU32::new(0),
+            visited: zeroed_array(MAX_CLASSES * 2)?,
+            parent: zeroed_array(MAX_CLASSES * 2)?,
+            queue: zeroed_array(MAX_CLASSES * 2)?,
+            lock: AtomicBool::new(false),
+            store: report::Store::new()?,
+        })
+    })();
+    let Some(made) = made else {
+        GRAPH_STATE.store(3, Ordering::Release);
+        report::say(format_args!(
+            "locklab lockdep: could not reserve the validator's tables: validation is off\n"
+        ));
+        return None;
+    };
+    let Some(slot) = zeroed_array::<core::mem::MaybeUninit<Graph>>(1) else {
+        GRAPH_STATE.store(3, Ordering::Release);
+        return None;
+    };
+    let p = slot.as_ptr() as *mut Graph;
+    // SAFETY: fresh, writable, aligned memory for one Graph that nobody else can see yet.
+    unsafe { p.write(made) };
+    // Release pairs with the Acquire loads in `graph`: the tables are written before the pointer.
+    GRAPH.store(p, Ordering::Release);
+    GRAPH_STATE.store(2, Ordering::Release);
+    // SAFETY: just written.
+    Some(unsafe { &*p })
+}
+
+impl Graph {
+    fn lock(&self) {
+        // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            while self.lock.load(Ordering::Relaxed) {
+                crate::sys::sched_yield();
+            }
+        }
+    }
+    fn unlock(&self) {
+        // Release pairs with the Acquire in `lock`.
+        self.lock.store(false, Ordering::Release);
+    }
+    fn class(&self, id: u32) -> &ClassInfo {
+        &self.classes[id as usize]
+    }
+    fn edge(&self, idx1: u32) -> &Edge {
+        &self.edges[idx1 as usize - 1]
+    }
+    /// `true` the first time `key` is offered (a problem not yet reported).
+    fn first_report(&self, key: u64) -> bool {
+        matches!(self.reported.get_or_insert(key | 1, || 1), Some((_, true)))
+    }
+}
+
+static FULL_SAID: AtomicBool = AtomicBool::new(false);
+
+#[cold]
+fn say_full(what: &str) {
+    if !FULL_SAID.swap(true, Ordering::Relaxed) {
+        report::say(format_args!(
+            "locklab lockdep: the {what} table is full: what does not fit is not checked\n"
+        ));
+    }
+}
+
+/// The class of `key` (non-zero; a site, a [`LockClass`]'s or an object's address), created with
+/// `kind`, `origin` and `site` if new. 0 if the validator is off or out of room.
+///
+/// ```
+/// use locklab::lockdep::{self, Kind, Origin, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let c = lockdep::class_for(0x1234_5678, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
+/// assert_eq!(c, lockdep::class_for(0x1234_5678, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0));
+/// assert_ne!(c, lockdep::class_for(0x1234_5678, Kind::Mutex, Origin::Created, Site::UNKNOWN, 1));
+/// ```
+pub fn class_for(key: usize, kind: Kind, origin: Origin, site: Site, subclass: u8) -> u32 {
+    class_with(key, kind, origin, site.0, 0, subclass)
+}
+
+fn class_with(key: usize, kind: Kind, origin: Origin, site: usize, named: usize, subclass: u8) -> u32 {
+    if !enabled() || key == 0 {
+        return 0;
+    }
+    let Some(g) = graph() else { return 0 };
+    let full = (key as u64) ^ (u64::from(subclass) << 56);
+    match g.class_keys.get_or_insert(full, || {
+        let id = g.n_classes.fetch_add(1, Ordering::Relaxed) + 1;
+        if id as usize >= MAX_CLASSES {
+            return u64::MAX;
+        }
+        let c = g.class(id);
+        c.key.store(full, Ordering::Relaxed);
+        c.meta.store(
+            kind as u32 | (origin as u32) << 8 | u32::from(subclass) << 16,
+            Ordering::Relaxed,
+        );
+        c.site.store(site as u64, Ordering::Relaxed);
+        c.named.store(named as u64, Ordering::Relaxed);
+        u64::from(id)
+    }) {
+        Some((id, _)) if id != u64::MAX => id as u32,
+        _ => {
+            say_full("class");
+            0
+        }
+    }
+}
+
+fn class_for_named(c: &'static LockClass) -> u32 {
+    let a = c as *const LockClass as usize;
+    class_with(a, Kind::Mutex, Origin::Named, 0, a, 0)
+}
+
+/// The class of a subclass of `class` (the kernel's nesting annotation; 0 stays 0).
+///
+/// ```
+/// use locklab::lockdep::{self, Kind, Origin, Site};
+/// let c = lockdep::class_for(0x42_0000, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
+/// assert_ne!(lockdep::subclass_of(c, 1), c);
+/// assert_eq!(lockdep::subclass_of(c, 0), c);
+/// ```
+pub fn subclass_of(class: u32, subclass: u8) -> u32 {
+    if class == 0 || subclass == 0 {
+        return class;
+    }
+    let Some(g) = graph() else { return 0 };
+    let c = g.class(class);
+    let key = c.key.load(Ordering::Relaxed) & !(0xff << 56);
+    class_with(
+        key as usize,
+        c.kind(),
+        match c.origin() {
+            1 => Origin::Created,
+            2 => Origin::FirstLocked,
+            3 => Origin::Named,
+            _ => Origin::Object,
+        },
+        c.site.load(Ordering::Relaxed) as usize,
+        c.named.load(Ordering::Relaxed) as usize,
+        subclass,
+    )
+}
+
+// --- the object table (for users without room in their objects) ---------------------------------------
+
+/// The class recorded for the object at `obj`, if any ([`set_object_class`]).
+///
+/// ```
+/// use locklab::lockdep::{self, Kind, Origin, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let c = lockdep::class_for(0x77_0000, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
+/// lockdep::set_object_class(0x1000, c);
+/// assert_eq!(lockdep::object_class(0x1000), Some(c));
+/// lockdep::forget_object(0x1000);
+/// assert_eq!(lockdep::object_class(0x1000), None);
+/// ```
+#[inline]
+pub fn object_class(obj: usize) -> Option<u32> {
+    let g = graph()?;
+    match g.objects.get(obj as u64)? {
+        u64::MAX => None,
+        c => Some(c as u32),
+    }
+}
+
+/// Records `class` as the class of the object at `obj` (an init call, or a first acquisition).
+pub fn set_object_class(obj: usize, class: u32) {
+    if class == 0 || obj == 0 {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    match g.objects.get_or_insert(obj as u64, || u64::from(class)) {
+        Some((_, true)) => {}
+        Some(_) => {
+            g.objects.set(obj as u64, u64::from(class));
+        }
+        None => say_full("object"),
+    }
+}
+
+/// Forgets the object at `obj` (destroyed: a later object at that address gets a class of its own).
+pub fn forget_object(obj: usize) {
+    if obj == 0 {
+        return;
+    }
+    if let Some(g) = graph() {
+        g.objects.set(obj as u64, u64::MAX);
+        forget_pairs(g, obj);
+    }
+}
+
+// --- the per-thread stack ----------------------------------------------------------------------------------
+
+/// How a lock is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mode {
+    /// Exclusively: a mutex, a spinlock, a write lock, `synchronize`.
+    Write = 0,
+    /// A reader that waits behind a queued writer (a writer-preferring rwlock: `RwSem`, glibc's
+    /// `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP`).
+    Read = 1,
+    /// A reader that never waits for a queued writer (glibc's default rwlock, `RecursiveRwSem`, an
+    /// RCU read section).
+    RecursiveRead = 2,
+}
+
+impl Mode {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Mode::Read,
+            2 => Mode::RecursiveRead,
+            _ => Mode::Write,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Write => "write",
+            Mode::Read => "read",
+            Mode::RecursiveRead => "recursive read",
+        }
+    }
+}
+
+/// Properties of one acquisition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags(u8);
+
+impl Flags {
+    /// A blocking acquisition of a lock without special rules.
+    pub const NONE: Flags = Flags(0);
+    /// A trylock that succeeded: pushed, adds no dependency.
+    pub const TRY: Flags = Flags(1);
+    /// The kind allows the holder to take it again (a recursive mutex).
+    pub const RECURSIVE: Flags = Flags(2);
+    /// Taking again what the thread holds for writing returns an error instead of deadlocking (an
+    /// error-checking mutex, a pthread rwlock): the caller will [`forget`] it.
+    pub const RELOCK_ERRORS: Flags = Flags(4);
+
+    /// Both sets of flags.
+    ///
+    /// ```
+    /// use locklab::lockdep::Flags;
+    /// assert!(Flags::TRY.with(Flags::RECURSIVE).has(Flags::TRY));
+    /// ```
+    pub const fn with(self, o: Flags) -> Flags {
+        Flags(self.0 | o.0)
+    }
+    /// Whether every flag of `o` is set.
+    ///
+    /// ```
+    /// assert!(!locklab::lockdep::Flags::NONE.has(locklab::lockdep::Flags::TRY));
+    /// ```
+    pub const fn has(self, o: Flags) -> bool {
+        self.0 & o.0 == o.0
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Held {
+    obj: usize,
+    site: usize,
+    /// [`ELSEWHERE_GEN`] when acquired.
+    epoch: u64,
+    class: u32,
+    depth: u32,
+    mode: u8,
+    flags: u8,
+}
+
+const EMPTY: Held = Held {
+    obj: 0,
+    site: 0,
+    epoch: 0,
+    class: 0,
+    depth: 0,
+    mode: 0,
+    flags: 0,
+};
+
+/// Locks one thread may hold at once and still be checked (the kernel's MAX_LOCK_DEPTH is 48).
+const MAX_HELD: usize = 48;
+
+struct ThreadState {
+    held: [Held; MAX_HELD],
+    n: usize,
+    /// Acquisitions that did not fit in `held` (their releases are not looked for).
+    lost: usize,
+    /// The validator is running on this thread (a signal handler that locks, or an allocator the
+    /// validator's report calls into, is not validated meanwhile).
+    busy: bool,
+    /// The subclass of this thread's acquisitions inside [`with_subclass`].
+    subclass: u8,
+    /// Signal handler nesting (the preload library's wrapped handlers, [`signal_handler`]).
+    sig: u32,
+    /// The signal of the innermost handler, and the stack pointer at its entry.
+    sig_no: i32,
+    sig_sp: usize,
+    /// The exit check is armed for this thread.
+    exit_armed: bool,
+}
+
+std::thread_local! {
+    // No destructor: usable in every thread-local destructor, and no registration on first use.
+    static THREAD: UnsafeCell<ThreadState> = const { UnsafeCell::new(ThreadState {
+        held: [EMPTY; MAX_HELD],
+        n: 0,
+        lost: 0,
+        busy: false,
+        subclass: 0,
+        sig: 0,
+        sig_no: 0,
+        sig_sp: 0,
+        exit_armed: false,
+    }) };
+}
+
+/// Runs `f` on this thread's state unless the validator is already running on this thread.
+#[inline]
+fn with_thread<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
+    THREAD
+        .try_with(|t| {
+            let p = t.get();
+            // SAFETY: the state is this thread's; `busy` keeps a nested call (a signal handler that
+            // interrupts the validator, or an allocator the report calls) from touching it.
+            let t = unsafe { &mut *p };
+            if t.busy {
+                return None;
+            }
+            t.busy = true;
+            let r = f(t);
+            t.busy = false;
+            Some(r)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Called once per thread on its first acquisition (to arm a thread-exit check), if set.
+static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Sets the function called on a thread's first checked acquisition (the preload library sets a
+/// pthread key there, whose destructor calls [`thread_exit`]).
+///
+/// ```
+/// fn arm() {}
+/// locklab::lockdep::set_exit_hook(arm);
+/// ```
+pub fn set_exit_hook(f: fn()) {
+    EXIT_HOOK.store(f as *mut (), Ordering::Release);
+}
+
+/// Released-elsewhere bookkeeping: a release of a lock the releasing thread does not hold (a guard
+/// sent to another thread, a normal pthread mutex unlocked by another thread) is recorded here, so
+/// that the acquiring thread's stack does not keep it as held.
+static ELSEWHERE_GEN: AtomicU64 = AtomicU64::new(0);
+const RING: usize = 256;
+static ELSEWHERE: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
+static ELSEWHERE_AT: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
+
+fn released_elsewhere(obj: usize) {
+    let g = ELSEWHERE_GEN.fetch_add(1, Ordering::AcqRel) + 1;
+    let i = g as usize % RING;
+    ELSEWHERE[i].store(obj as u64, Ordering::Relaxed);
+    // Release pairs with the Acquire in `stale`: the object is written before its generation.
+    ELSEWHERE_AT[i].store(g, Ordering::Release);
+}
+
+/// Whether `h` was released by another thread since it was taken.
+fn stale(h: &Held) -> bool {
+    let now = ELSEWHERE_GEN.load(Ordering::Acquire);
+    if now == h.epoch {
+        return false;
+    }
+    let first = h.epoch.max(now.saturating_sub(RING as u64 - 1)) + 1;
+    (first..=now).any(|e| {
+        let i = e as usize % RING;
+        ELSEWHERE_AT[i].load(Ordering::Acquire) == e
+            && ELSEWHERE[i].load(Ordering::Relaxed) == h.obj as u64
+    })
+}
+
+fn drop_stale(t: &mut ThreadState) {
+    let mut i = 0;
+    while i < t.n {
+        if stale(&t.held[i]) {
+            t.held.copy_within(i + 1..t.n, i);
+            t.n -= 1;
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Runs `f` with this thread's acquisitions in subclass `sub` (the kernel's `*_nested` calls), for
+/// locks of one class taken in a fixed order.
+///
+/// ```
+/// let (parent, child) = (locklab::Mutex::new(()), locklab::Mutex::new(()));
+/// let _p = parent.lock();
+/// let _c = locklab::lockdep::with_subclass(1, || child.lock());
+/// ```
+pub fn with_subclass<R>(sub: u8, f: impl FnOnce() -> R) -> R {
+    let old = THREAD
+        .try_with(|t| {
+            // SAFETY: this thread's state; only the subclass byte, outside any validator call.
+            let t = unsafe { &mut *t.get() };
+            core::mem::replace(&mut t.subclass, sub)
+        })
+        .unwrap_or(0);
+    struct Restore(u8);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = THREAD.try_with(|t| {
+                // SAFETY: as above.
+                unsafe { (*t.get()).subclass = self.0 };
+            });
+        }
+    }
+    let _r = Restore(old);
+    f()
+}
+
+/// The subclass set by [`with_subclass`] on this thread (0 outside it).
+#[inline]
+pub fn current_subclass() -> u8 {
+    THREAD
+        .try_with(|t| {
+            // SAFETY: a byte read of this thread's state.
+            unsafe { (*t.get()).subclass }
+        })
+        .unwrap_or(0)
+}
+
+// --- the checks --------------------------------------------------------------------------------------------
+
+/// Records that this thread takes (or, with [`Flags::TRY`], has taken) the lock at `obj` of class
+/// `class` in `mode` at `site`, after checking the acquisition against everything seen before.
+/// Call it before a blocking acquisition blocks (a deadlock is reported before it happens), and
+/// after a trylock succeeds. A class of 0 (the validator could not classify) is not checked.
+///
+/// ```
+/// use locklab::lockdep::{self, Flags, Mode, Site};
+/// static C: lockdep::LockClass = lockdep::LockClass::new("acquire-doc");
+/// lockdep::acquire(0x10, C.id(), Mode::Write, Site::caller(), Flags::NONE);
+/// assert!(lockdep::holds(0x10));
+/// assert!(lockdep::release(0x10, Site::caller()));
+/// ```
+#[inline]
+pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
+    if class == 0 || !enabled() {
+        return;
+    }
+    let first = with_thread(|t| {
+        let first = !t.exit_armed;
+        t.exit_armed = true;
+        acquire_in(t, obj, class, mode, site.0, flags);
+        first
+    });
+    if first == Some(true) {
+        let f = EXIT_HOOK.load(Ordering::Acquire);
+        if !f.is_null() {
+            // SAFETY: set only by `set_exit_hook` from a `fn()`.
+            let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(f) };
+            f();
+        }
+    }
+}
+
+fn acquire_in(t: &mut ThreadState, obj: usize, class: u32, mode: Mode, site: usize, flags: Flags) {
+    let Some(g) = graph() else { return };
+    // Taken again?
+    if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
+        let h = t.held[i];
+        let held = Mode::from_u8(h.mode);
+        let ok = if held != Mode::Write && mode != Mode::Write {
+            if mode == Mode::Read && !flags.has(Flags::TRY) {
+                recursive_read(g, class, h.site, site);
+            }
+            true
+        } else if held == Mode::Write && flags.has(Flags::RELOCK_ERRORS) {
+            true
+        } else {
+            flags.has(Flags::RECURSIVE) || flags.has(Flags::TRY)
+        };
+        if !ok {
+            report::recursion(g, class, h, mode, site);
+        }
+        t.held[i].depth += 1;
+        note_mode(g, class, mode, site, t);
+        return;
+    }
+    if !flags.has(Flags::TRY) {
+        // Dependencies from the top of the stack down to (and including) the first non-trylock.
+        let mut i = t.n;
+        let mut dropped = false;
+        while i > 0 {
+            i -= 1;
+            let h = t.held[i];
+            if h.class == class {
+                same_class(g, class, &h, obj, site);
+            } else if !add_dep(g, &h, class, mode, site) {
+                dropped = true;
+            }
+            if h.flags & Flags::TRY.0 == 0 {
+                break;
+            }
+        }
+        if dropped {
+            drop_stale(t);
+        }
+    }
+    note_mode(g, class, mode, site, t);
+    if t.n < MAX_HELD {
+        t.held[t.n] = Held {
+            obj,
+            site,
+            epoch: ELSEWHERE_GEN.load(Ordering::Relaxed),
+            class,
+            depth: 1,
+            mode: mode as u8,
+            flags: flags.0,
+        };
+        t.n += 1;
+    } else {
+        t.lost += 1;
+    }
+}
+
+/// Class-wide facts of one acquisition: written (for the recursive-read rule) and signal context.
+#[inline]
+fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, t: &ThreadState) {
+    let c = g.class(class);
+    let f = c.flags.load(Ordering::Relaxed);
+    if mode == Mode::Write && f & FLAG_WRITTEN == 0 {
+        c.write_site.store(site as u64, Ordering::Relaxed);
+        let old = c.flags.fetch_or(FLAG_WRITTEN, Ordering::AcqRel);
+        if old & FLAG_RR != 0 && old & FLAG_WRITTEN == 0 {
+            report_rr(g, class);
+        }
+    }
+    if t.sig > 0 {
+        in_signal(g, class, t, site);
+    } else if f & FLAG_SIG_OUT == 0 {
+        held_outside_signal(g, class, site);
+    }
+}
+
+fn recursive_read(g: &Graph, class: u32, held_site: usize, site: usize) {
+    let c = g.class(class);
+    if c.flags.load(Ordering::Relaxed) & FLAG_RR == 0 {
+        c.rr_held.store(held_site as u64, Ordering::Relaxed);
+        c.rr_site.store(site as u64, Ordering::Relaxed);
+        // AcqRel: the sites are written before the flag (Release), and the written flag seen
+        // (Acquire) pairs with `note_mode`'s fetch_or.
+        let old = c.flags.fetch_or(FLAG_RR, Ordering::AcqRel);
+        if old & FLAG_WRITTEN != 0 && old & FLAG_RR == 0 {
+            report_rr(g, class);
+        }
+    }
+}
+
+fn report_rr(g: &Graph, class: u32) {
+    let c = g.class(class);
+    if c.flags.fetch_or(FLAG_RR_REPORTED, Ordering::AcqRel) & FLAG_RR_REPORTED == 0 {
+        report::recursive_read(g, class);
+    }
+}
+
+/// Checks (and, the first time, records) the dependency `h -> class`. `false` if `h` turned out to
+/// have been released by another thread (the caller drops it from the stack).
+#[inline]
+fn add_dep(g: &Graph, h: &Held, class: u32, mode: Mode, site: usize) -> bool {
+    let t = dep_type(Mode::from_u8(h.mode), mode);
+    let key = u64::from(h.class) << 32 | u64::from(class);
+    if let Some(e) = g.edge_keys.get(key) {
+        // Acquire pairs with the Release fetch_or in `add_dep_slow`: the type's sites are written.
+        if g.edge(e as u32).types.load(Ordering::Acquire) & (1 << t) != 0 {
+            return true;
+        }
+    }
+    add_dep_slow(g, h, class, mode, t, site)
+}
+
+#[cold]
+#[inline(never)]
+fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usize) -> bool {
+    if stale(h) {
+        return false;
+    }
+    g.lock();
+    let key = u64::from(h.class) << 32 | u64::from(class);
+    let known = g
+        .edge_keys
+        .get(key)
+        .is_some_and(|e| g.edge(e as u32).types.load(Ordering::Relaxed) & (1 << t) != 0);
+    if !known {
+        if let Some(path) = search(g, h.class, class, t) {
+            report::cycle(g, h, class, mode, t, site, &path);
+        }
+        record_edge(g, key, h.class, class, t, h.site, site);
+    }
+    g.unlock();
+    true
+}
+
+/// Adds type `t` of `from -> to` to the graph (graph lock held).
+fn record_edge(g: &Graph, key: u64, from: u32, to: u32, t: usize, held_site: usize, site: usize) {
+    let r = g.edge_keys.get_or_insert(key, || {
+        let idx = g.n_edges.fetch_add(1, Ordering::Relaxed) + 1;
+        if idx as usize > MAX_EDGES {
+            return u64::MAX;
+        }
+        let e = g.edge(idx);
+        e.from.store(from, Ordering::Relaxed);
+        e.to.store(to, Ordering::Relaxed);
+        let c = g.class(from);
+        e.next
+            .store(c.first_edge.load(Ordering::Relaxed), Ordering::Relaxed);
+        c.first_edge.store(idx, Ordering::Relaxed);
+        u64::from(idx)
+    });
+    let Some((idx, _)) = r.filter(|&(i, _)| i != u64::MAX) else {
+        say_full("dependency");
+        return;
+    };
+    let e = g.edge(idx as u32);
+    let s = &e.sites[t];
+    s.held_site.store(held_site as u64, Ordering::Relaxed);
+    s.acq_site.store(site as u64, Ordering::Relaxed);
+    s.tid.store(report::tid(), Ordering::Relaxed);
+    // Release pairs with the Acquire load in `add_dep`: the sites are written first.
+    e.types.fetch_or(1 << t, Ordering::Release);
+}
+
+/// One step of a path: an edge index (+1) and the dependency type taken.
+#[derive(Clone, Copy)]
+struct Step {
+    edge: u32,
+    t: usize,
+}
+
+/// Searches (breadth first) for a path `to ~> from` that makes the new dependency `from -(t)-> to`
+/// close a strong cycle. Graph lock held.
+fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
+    let stamp = g.stamp.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    let stamp = if stamp == 0 {
+        // Wrapped: clear the stamps once every 4 billion searches.
+        for v in g.visited {
+            v.store(0, Ordering::Relaxed);
+        }
+        g.stamp.store(1, Ordering::Relaxed);
+        1
+    } else {
+        stamp
+    };
+    let new_from_shared = t & 2 != 0;
+    let state = |class: u32, r: bool| class as usize * 2 + usize::from(r);
+    let start = state(to, t & 1 != 0);
+    g.visited[start].store(stamp, Ordering::Relaxed);
+    g.parent[start].store(0, Ordering::Relaxed);
+    g.queue[0].store(start as u32, Ordering::Relaxed);
+    let (mut head, mut tail) = (0usize, 1usize);
+    while head < tail {
+        let s = g.queue[head].load(Ordering::Relaxed) as usize;
+        head += 1;
+        let (c, r) = ((s / 2) as u32, s % 2 == 1);
+        let mut ei = g.class(c).first_edge.load(Ordering::Relaxed);
+        while ei != 0 {
+            let e = g.edge(ei);
+            let types = e.types.load(Ordering::Relaxed);
+            let d = e.to.load(Ordering::Relaxed);
+            for et in 0..4 {
+                if types & (1 << et) == 0 {
+                    continue;
+                }
+                // Not strong: a recursive read of `c` followed by `c` held shared.
+                if r && et & 2 != 0 {
+                    continue;
+                }
+                let nr = et & 1 != 0;
+                let ns = state(d, nr);
+                if d == from && !(nr && new_from_shared) {
+                    g.parent[ns].store(
+                        (s as u64) << 32 | u64::from(ei) << 2 | et as u64,
+                        Ordering::Relaxed,
+                    );
+                    return Some(Path::from_parents(g, ns, start));
+                }
+                if g.visited[ns].load(Ordering::Relaxed) != stamp && tail < g.queue.len() {
+                    g.visited[ns].store(stamp, Ordering::Relaxed);
+                    g.parent[ns].store(
+                        (s as u64) << 32 | u64::from(ei) << 2 | et as u64,
+                        Ordering::Relaxed,
+                    );
+                    g.queue[tail].store(ns as u32, Ordering::Relaxed);
+                    tail += 1;
+                }
+            }
+            ei = e.next.load(Ordering::Relaxed);
+        }
+    }
+    None
+}
+
+/// A path of existing dependencies, in order from the new lock back to the held one.
+struct Path {
+    steps: [Step; 32],
+    n: usize,
+    /// Steps left out of a longer path.
+    more: usize,
+}
+
+impl Path {
+    fn from_parents(g: &Graph, end: usize, start: usize) -> Path {
+        let mut rev = [Step { edge: 0, t: 0 }; 32];
+        let (mut n, mut total) = (0, 0);
+        let mut s = end;
+        while s != start {
+            let p = g.parent[s].load(Ordering::Relaxed);
+            let step = Step {
+                edge: ((p as u32) >> 2),
+                t: (p & 3) as usize,
+            };
+            if n < 32 {
+                rev[n] = step;
+                n += 1;
+            }
+            total += 1;
+            s = (p >> 32) as usize;
+            if total > MAX_CLASSES * 2 {
+                break;
+            }
+        }
+        let mut steps = [Step { edge: 0, t: 0 }; 32];
+        for i in 0..n {
+            steps[i] = rev[n - 1 - i];
+        }
+        Path {
+            steps,
+            n,
+            more: total - n,
+        }
+    }
+}
+
+/// Two instances of one class held together: record the order, report the opposite order.
+fn same_class(g: &Graph, class: u32, h: &Held, obj: usize, site: usize) {
+    let key = pair_key(h.obj, obj);
+    if g.pair_keys.get(key).is_some() {
+        return;
+    }
+    same_class_slow(g, class, h, obj, site, key);
+}
+
+fn pair_key(a: usize, b: usize) -> u64 {
+    table::mix(a as u64 ^ table::mix(b as u64).rotate_left(17)) | 1
+}
+
+#[cold]
+#[inline(never)]
+fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key: u64) {
+    if stale(h) {
+        return;
+    }
+    g.lock();
+    g.class(class)
+        .flags
+        .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
+    if let Some(back) = g.pair_keys.get(pair_key(obj, h.obj)) {
+        if back != u64::MAX {
+            let p = &g.pairs[back as usize - 1];
+            if p.a.load(Ordering::Relaxed) == obj as u64 && g.first_report(key ^ 0x5ca1e) {
+                report::same_class(g, class, h, obj, site, p);
+            }
+        }
+    }
+    let r = g.pair_keys.get_or_insert(key, || {
+        let i = g.n_pairs.fetch_add(1, Ordering::Relaxed) + 1;
+        if i as usize > MAX_PAIRS {
+            return u64::MAX;
+        }
+        let p = &g.pairs[i as usize - 1];
+        p.a.store(h.obj as u64, Ordering::Relaxed);
+        p.b.store(obj as u64, Ordering::Relaxed);
+        p.held_site.store(h.site as u64, Ordering::Relaxed);
+        p.acq_site.store(site as u64, Ordering::Relaxed);
+        p.tid.store(report::tid(), Ordering::Relaxed);
+        u64::from(i)
+    });
+    if matches!(r, None | Some((u64::MAX, _))) {
+        say_full("instance-pair");
+    }
+    g.unlock();
+}
+
+/// Forgets the instance pairs of a destroyed object (a later lock at its address is another lock).
+fn forget_pairs(g: &Graph, obj: usize) {
+    let n = (g.n_pairs.load(Ordering::Relaxed) as usize).min(MAX_PAIRS);
+    if n == 0 {
+        return;
+    }
+    g.lock();
+    for p in &g.pairs[..n] {
+        if p.a.load(Ordering::Relaxed) == obj as u64 || p.b.load(Ordering::Relaxed) == obj as u64 {
+            // A pair of addresses never used again as such (the key is left: tables only grow).
+            p.a.store(0, Ordering::Relaxed);
+            p.b.store(0, Ordering::Relaxed);
+        }
+    }
+    g.unlock();
+}
+
+/// Records that this thread releases the lock at `obj` at `site`. Returns `false` if the thread
+/// did not hold it (the caller decides whether that is misuse: [`unlock_not_held`]).
+///
+/// ```
+/// assert!(!locklab::lockdep::release(0x9999, locklab::lockdep::Site::UNKNOWN), "not held by this thread");
+/// ```
+#[inline]
+pub fn release(obj: usize, site: Site) -> bool {
+    let _ = site;
+    if !enabled() {
+        return true;
+    }
+    with_thread(|t| pop(t, obj)).unwrap_or(true)
+}
+
+fn pop(t: &mut ThreadState, obj: usize) -> bool {
+    if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
+        if t.held[i].depth > 1 {
+            t.held[i].depth -= 1;
+        } else {
+            t.held.copy_within(i + 1..t.n, i);
+            t.n -= 1;
+        }
+        true
+    } else if t.lost > 0 {
+        t.lost -= 1;
+        true
+    } else {
+        released_elsewhere(obj);
+        false
+    }
+}
+
+/// Undoes an [`acquire`] that did not take the lock (a timed-out or refused acquisition).
+///
+/// ```
+/// use locklab::lockdep::{self, Flags, Mode, Site};
+/// static C: lockdep::LockClass = lockdep::LockClass::new("forget-doc");
+/// lockdep::acquire(0x20, C.id(), Mode::Write, Site::caller(), Flags::NONE);
+/// lockdep::forget(0x20);
+/// assert!(!lockdep::holds(0x20));
+/// ```
+pub fn forget(obj: usize) {
+    if !enabled() {
+        return;
+    }
+    let _ = with_thread(|t| {
+        if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
+            if t.held[i].depth > 1 {
+                t.held[i].depth -= 1;
+            } else {
+                t.held.copy_within(i + 1..t.n, i);
+                t.n -= 1;
+            }
+        } else if t.lost > 0 {
+            t.lost -= 1;
+        }
+    });
+}
+
+/// Whether this thread holds the lock at `obj` (as far as the validator knows).
+///
+/// ```
+/// assert!(!locklab::lockdep::holds(0x30));
+/// ```
+pub fn holds(obj: usize) -> bool {
+    with_thread(|t| t.held[..t.n].iter().any(|h| h.obj == obj)).unwrap_or(false)
+}
+
+/// How many locks this thread holds (as far as the validator knows).
+///
+/// ```
+/// assert_eq!(locklab::lockdep::held_count(), 0);
+/// ```
+pub fn held_count() -> usize {
+    with_thread(|t| t.n + t.lost).unwrap_or(0)
+}
+
+/// Reports an unlock, at `site`, of the lock at `obj` of class `class` that this thread does not
+/// hold, where its kind forbids that (an error-checking or recursive mutex: glibc answers `EPERM`).
+///
+/// ```
+/// // Misuse is reported, and the program goes on (the default action).
+/// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("unlock-doc");
+/// locklab::lockdep::unlock_not_held(0x40, C.id(), locklab::lockdep::Site::caller());
+/// ```
+pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
+    let site = site.0;
+    if class == 0 || !enabled() {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let _ = with_thread(|_| {
+        if g.first_report(table::mix(site as u64 ^ 0x0dd) ^ u64::from(class)) {
+            report::misuse(
+                g,
+                ReportKind::UnlockNotHeld,
+                "unlock of a lock this thread does not hold",
+                class,
+                obj,
+                site,
+                None,
+            );
+        }
+    });
+}
+
+/// Checks the destruction, at `site`, of the lock at `obj`: reported if this thread holds it. The
+/// object is forgotten (its instance pairs, its recorded class).
+///
+/// ```
+/// locklab::lockdep::destroyed(0x50, locklab::lockdep::Site::UNKNOWN);
+/// ```
+pub fn destroyed(obj: usize, site: Site) {
+    let site = site.0;
+    if !enabled() {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let _ = with_thread(|t| {
+        if let Some(h) = t.held[..t.n].iter().find(|h| h.obj == obj).copied() {
+            if g.first_report(table::mix(site as u64 ^ 0xde5) ^ u64::from(h.class)) {
+                report::misuse(
+                    g,
+                    ReportKind::DestroyHeld,
+                    "destruction of a lock this thread holds",
+                    h.class,
+                    obj,
+                    site,
+                    Some(&h),
+                );
+            }
+            if let Some(i) = t.held[..t.n].iter().position(|x| x.obj == obj) {
+                t.held.copy_within(i + 1..t.n, i);
+                t.n -= 1;
+            }
+        }
+        if g.objects.get(obj as u64).is_some() {
+            g.objects.set(obj as u64, u64::MAX);
+        }
+        if g.n_pairs.load(Ordering::Relaxed) > 0 {
+            forget_pairs(g, obj);
+        }
+    });
+}
+
+/// Checks a condition-variable wait at `site` on the condvar at `cond`, releasing the mutex at
+/// `mutex`: a warning (once per pair of classes) if this thread holds any other lock meanwhile.
+///
+/// ```
+/// locklab::lockdep::cond_wait(0x60, 0x61, locklab::lockdep::Site::UNKNOWN);
+/// ```
+pub fn cond_wait(cond: usize, mutex: usize, site: Site) {
+    let site = site.0;
+    if !enabled() {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let _ = with_thread(|t| {
+        drop_stale(t);
+        let mclass = t.held[..t.n]
+            .iter()
+            .find(|h| h.obj == mutex)
+            .map_or(0, |h| h.class);
+        if let Some(other) = t.held[..t.n].iter().rev().find(|h| h.obj != mutex).copied() {
+            let key = u64::from(other.class) << 32 | u64::from(mclass);
+            if g.first_report(table::mix(key ^ 0xc0d)) {
+                report::cond_wait(g, &other, mclass, cond, site);
+            }
+        }
+    });
+}
+
+/// Checks, at a thread's exit, that it holds no lock (reported once per class and site).
+///
+/// ```
+/// locklab::lockdep::thread_exit();
+/// ```
+pub fn thread_exit() {
+    if !enabled() {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let _ = with_thread(|t| {
+        drop_stale(t);
+        if let Some(h) = t.held[..t.n].last().copied() {
+            if g.first_report(table::mix(h.site as u64 ^ 0xe417) ^ u64::from(h.class)) {
+                report::misuse(
+                    g,
+                    ReportKind::ExitHolding,
+                    "thread exiting with locks held",
+                    h.class,
+                    h.obj,
+                    h.site,
+                    Some(&h),
+                );
+            }
+        }
+        t.n = 0;
+        t.lost = 0;
+        t.exit_armed = false;
+    });
+}
+
+// --- signal handlers -----------------------------------------------------------------------------------
+
+/// Runs `f` as the handler of signal `sig`: the locks it takes are checked against the places the
+/// same classes are held with `sig` unblocked (a lock taken in a handler and held where the handler
+/// can interrupt its holder deadlocks). The preload library wraps a program's handlers in this.
+///
+/// ```
+/// locklab::lockdep::signal_handler(10, || {});
+/// ```
+pub fn signal_handler<R>(sig: i32, f: impl FnOnce() -> R) -> R {
+    let marker = 0u8;
+    let sp = &marker as *const u8 as usize;
+    let saved = THREAD
+        .try_with(|t| {
+            // SAFETY: this thread's state; the fields below are written only outside validator
+            // calls (a handler runs on top of whatever it interrupted, which `busy` guards).
+            let t = unsafe { &mut *t.get() };
+            let saved = (t.sig, t.sig_no, t.sig_sp);
+            t.sig += 1;
+            t.sig_no = sig;
+            t.sig_sp = sp;
+            saved
+        })
+        .ok();
+    struct Restore(Option<(u32, i32, usize)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some((n, no, sp)) = self.0 {
+                let _ = THREAD.try_with(|t| {
+                    // SAFETY: as above.
+                    let t = unsafe { &mut *t.get() };
+                    (t.sig, t.sig_no, t.sig_sp) = (n, no, sp);
+                });
+            }
+        }
+    }
+    let _r = Restore(saved);
+    f()
+}
+
+/// Enters a signal handler for `sig` (the preload library's wrapper, which cannot use a closure
+/// across `siglongjmp`): returns the state to give back to [`signal_leave`]. A handler left by
+/// `siglongjmp` is noticed at the next acquisition (its stack frame is gone).
+///
+/// ```
+/// let s = locklab::lockdep::signal_enter(12);
+/// locklab::lockdep::signal_leave(s);
+/// ```
+pub fn signal_enter(sig: i32) -> u64 {
+    let marker = 0u8;
+    let sp = &marker as *const u8 as usize;
+    THREAD
+        .try_with(|t| {
+            // SAFETY: as in `signal_handler`.
+            let t = unsafe { &mut *t.get() };
+            let saved = u64::from(t.sig) << 32 | t.sig_no as u32 as u64;
+            t.sig += 1;
+            t.sig_no = sig;
+            t.sig_sp = sp;
+            saved
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// Leaves a handler entered with [`signal_enter`].
+pub fn signal_leave(saved: u64) {
+    if saved == u64::MAX {
+        return;
+    }
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: as in `signal_handler`.
+        let t = unsafe { &mut *t.get() };
+        t.sig = (saved >> 32) as u32;
+        t.sig_no = saved as u32 as i32;
+        if t.sig == 0 {
+            t.sig_sp = 0;
+        }
+    });
+}
+
+fn in_signal(g: &Graph, class: u32, t: &ThreadState, site: usize) {
+    // A handler left by siglongjmp: the stack is back above its frame.
+    let marker = 0u8;
+    if (&marker as *const u8 as usize) > t.sig_sp {
+        return;
+    }
+    let sig = t.sig_no;
+    if !(1..=64).contains(&sig) {
+        return;
+    }
+    let bit = 1u64 << (sig - 1);
+    let c = g.class(class);
+    if c.sig_in.load(Ordering::Relaxed) & bit == 0 {
+        c.sig_in_site.store(site as u64, Ordering::Relaxed);
+        c.sig_in.fetch_or(bit, Ordering::AcqRel);
+    }
+    if c.flags.load(Ordering::Acquire) & FLAG_SIG_OUT != 0
+        && c.sig_out.load(Ordering::Relaxed) & bit != 0
+    {
+        report_signal(g, class, sig);
+    }
+}
+
+fn held_outside_signal(g: &Graph, class: u32, site: usize) {
+    let c = g.class(class);
+    let unblocked = !blocked_signals();
+    c.sig_out.store(unblocked, Ordering::Relaxed);
+    c.sig_out_site.store(site as u64, Ordering::Relaxed);
+    // Release: the mask and site are written before the flag.
+    let old = c.flags.fetch_or(FLAG_SIG_OUT, Ordering::AcqRel);
+    if old & FLAG_SIG_OUT != 0 {
+        return;
+    }
+    let inside = c.sig_in.load(Ordering::Acquire) & unblocked;
+    if inside != 0 {
+        report_signal(g, class, inside.trailing_zeros() as i32 + 1);
+    }
+}
+
+fn report_signal(g: &Graph, class: u32, sig: i32) {
+    let c = g.class(class);
+    if c.flags.fetch_or(FLAG_SIG_REPORTED, Ordering::AcqRel) & FLAG_SIG_REPORTED == 0 {
+        report::signal(g, class, sig);
+    }
+}
+
+/// The calling thread's blocked signals (bit n-1 for signal n); 0 where unknown.
+fn blocked_signals() -> u64 {
+    #[cfg(all(unix, not(miri)))]
+    {
+        // SAFETY: an out-pointer to a sigset_t; querying (a null new set) changes nothing.
+        let mut set: libc::sigset_t = unsafe { core::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut set) } != 0 {
+            return 0;
+        }
+        let mut m = 0u64;
+        for s in 1..=64 {
+            // SAFETY: a valid set; out-of-range signals answer -1.
+            if unsafe { libc::sigismember(&set, s) } == 1 {
+                m |= 1 << (s - 1);
+            }
+        }
+        m
+    }
+    #[cfg(not(all(unix, not(miri))))]
+    {
+        0
+    }
+}
+
+// --- fork ------------------------------------------------------------------------------------------------
+
+/// Call in the child of `fork`: the validator's lock may have been held by a thread that does not
+/// exist in the child, and its held stacks are gone with them (the forking thread's stays).
+///
+/// ```
+/// locklab::lockdep::after_fork_child();
+/// ```
+pub fn after_fork_child() {
+    if let Some(g) = (!GRAPH.load(Ordering::Acquire).is_null()).then(graph).flatten() {
+        g.lock.store(false, Ordering::Release);
+    }
+    report::after_fork_child();
+}
+
+#[cfg(test)]
+mod tests;

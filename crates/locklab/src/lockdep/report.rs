@@ -1,0 +1,894 @@
+//! The validator's reports: printed on standard error (a `write` to descriptor 2 that ignores
+//! errors: a closed stderr loses the text, never panics), kept for [`reports`] and as JSON for
+//! [`reports_json`], and the process aborted after printing under [`Action::Abort`].
+//!
+//! Reports are composed under the graph lock into memory the validator reserved for them (no
+//! allocation: the preload library reports from inside `pthread_mutex_lock`).
+
+use super::{Action, ClassInfo, Graph, Held, Kind, Mode, Pair, Path, graph, mode, table};
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
+
+// --- sites -----------------------------------------------------------------------------------------------
+
+/// Where something happened: a source location (the library's locks, through `#[track_caller]`), a
+/// code address (the preload library: its caller's return address), or unknown.
+///
+/// ```
+/// use locklab::lockdep::Site;
+/// let s = Site::caller();
+/// assert_ne!(s, Site::UNKNOWN);
+/// assert_eq!(Site::address(0), Site::UNKNOWN);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site(pub(super) usize);
+
+impl Site {
+    /// An unknown site.
+    pub const UNKNOWN: Site = Site(0);
+
+    /// A source location.
+    ///
+    /// ```
+    /// let _ = locklab::lockdep::Site::location(std::panic::Location::caller());
+    /// ```
+    pub fn location(l: &'static core::panic::Location<'static>) -> Site {
+        // Even: a Location is at least 4-aligned (it holds a reference).
+        Site(l as *const core::panic::Location<'static> as usize)
+    }
+
+    /// The caller's source location.
+    ///
+    /// ```
+    /// let _ = locklab::lockdep::Site::caller();
+    /// ```
+    #[track_caller]
+    #[inline]
+    pub fn caller() -> Site {
+        Site::location(core::panic::Location::caller())
+    }
+
+    /// A code address (0: unknown).
+    ///
+    /// ```
+    /// assert_ne!(locklab::lockdep::Site::address(0x401000), locklab::lockdep::Site::UNKNOWN);
+    /// ```
+    pub fn address(a: usize) -> Site {
+        if a == 0 { Site::UNKNOWN } else { Site(a << 1 | 1) }
+    }
+}
+
+/// Formats a code address (the preload library names it as its lock statistics do).
+type AddrFmt = fn(usize, &mut dyn Write) -> fmt::Result;
+static ADDR_FMT: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Sets how code-address sites ([`Site::address`]) are printed (default: `0x` and the address).
+///
+/// ```
+/// fn name(a: usize, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+///     write!(w, "code@{a:#x}")
+/// }
+/// locklab::lockdep::set_address_formatter(name);
+/// ```
+pub fn set_address_formatter(f: fn(usize, &mut dyn Write) -> fmt::Result) {
+    ADDR_FMT.store(f as *mut (), Ordering::Release);
+}
+
+/// Writes a stored site value.
+fn site(w: &mut dyn Write, v: u64) -> fmt::Result {
+    let v = v as usize;
+    if v == 0 {
+        return w.write_str("an unknown site");
+    }
+    if v & 1 == 1 {
+        let f = ADDR_FMT.load(Ordering::Acquire);
+        if f.is_null() {
+            return write!(w, "{:#x}", v >> 1);
+        }
+        // SAFETY: set only by `set_address_formatter` from an `AddrFmt`.
+        let f: AddrFmt = unsafe { core::mem::transmute::<*mut (), AddrFmt>(f) };
+        return f(v >> 1, w);
+    }
+    // SAFETY: even non-zero site values are made only by `Site::location` from a
+    // `&'static Location` (the validator stores nothing else there).
+    let l = unsafe { &*(v as *const core::panic::Location<'static>) };
+    write!(w, "{}:{}:{}", l.file(), l.line(), l.column())
+}
+
+// --- plain output ------------------------------------------------------------------------------------------
+
+/// Writes bytes to standard error, ignoring errors (a closed stderr must not panic a lock path).
+fn to_stderr(b: &[u8]) {
+    #[cfg(unix)]
+    {
+        let mut b = b;
+        while !b.is_empty() {
+            // SAFETY: a valid buffer; descriptor 2 may be closed (then the write fails).
+            let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+            if n <= 0 {
+                return;
+            }
+            b = &b[n as usize..];
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(b);
+    }
+}
+
+/// A fixed buffer for one line.
+struct Line {
+    b: [u8; 512],
+    n: usize,
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let k = s.len().min(self.b.len() - self.n);
+        self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
+        self.n += k;
+        Ok(())
+    }
+}
+
+/// Prints one short message on standard error.
+pub(super) fn say(args: fmt::Arguments<'_>) {
+    let mut l = Line { b: [0; 512], n: 0 };
+    let _ = l.write_fmt(args);
+    to_stderr(&l.b[..l.n]);
+}
+
+/// Bytes shown as text (invalid UTF-8 replaced).
+pub(super) struct Lossy<'a>(pub(super) &'a [u8]);
+
+impl fmt::Display for Lossy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.utf8_chunks() {
+            f.write_str(c.valid())?;
+            if !c.invalid().is_empty() {
+                f.write_str("\u{fffd}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The calling thread's id (the kernel's, on Linux).
+pub(super) fn tid() -> u32 {
+    crate::sys::thread_id()
+}
+
+fn pid() -> u32 {
+    std::process::id()
+}
+
+// --- the store -------------------------------------------------------------------------------------------
+
+/// What kind of problem a report is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReportKind {
+    /// A circular dependency between classes (a potential deadlock).
+    Cycle = 1,
+    /// Two instances of one class taken in both orders.
+    SameClassOrder = 2,
+    /// A lock taken again by its holder (a self-deadlock).
+    Recursion = 3,
+    /// A recursive read of a writer-preferring rwlock class that writers also take.
+    RecursiveRead = 4,
+    /// `synchronize` or `barrier` of an RCU domain inside one of its read sections.
+    RcuSyncInReader = 5,
+    /// A class taken in a signal handler and held where that signal can arrive.
+    SignalUnsafe = 6,
+    /// A condvar wait while another lock is held (a warning).
+    CondWaitHolding = 7,
+    /// An unlock of a lock the thread does not hold, where the kind forbids it.
+    UnlockNotHeld = 8,
+    /// The destruction of a held lock.
+    DestroyHeld = 9,
+    /// A thread exiting with locks held.
+    ExitHolding = 10,
+}
+
+impl ReportKind {
+    fn from_u8(v: u8) -> Self {
+        use ReportKind::*;
+        [
+            Cycle,
+            SameClassOrder,
+            Recursion,
+            RecursiveRead,
+            RcuSyncInReader,
+            SignalUnsafe,
+            CondWaitHolding,
+            UnlockNotHeld,
+            DestroyHeld,
+            ExitHolding,
+        ][(v as usize).clamp(1, 10) - 1]
+    }
+
+    /// The name used in the JSON (`"kind"`).
+    ///
+    /// ```
+    /// assert_eq!(locklab::lockdep::ReportKind::Cycle.name(), "circular-dependency");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportKind::Cycle => "circular-dependency",
+            ReportKind::SameClassOrder => "same-class-order",
+            ReportKind::Recursion => "recursive-locking",
+            ReportKind::RecursiveRead => "recursive-read",
+            ReportKind::RcuSyncInReader => "rcu-synchronize-in-reader",
+            ReportKind::SignalUnsafe => "signal-unsafe",
+            ReportKind::CondWaitHolding => "cond-wait-holding",
+            ReportKind::UnlockNotHeld => "unlock-not-held",
+            ReportKind::DestroyHeld => "destroy-held",
+            ReportKind::ExitHolding => "exit-holding",
+        }
+    }
+}
+
+/// One report, as [`reports`] returns it.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The problem.
+    pub kind: ReportKind,
+    /// The classes involved, as the report names them (a [`super::LockClass`]'s name, or the kind
+    /// and site).
+    pub classes: Vec<String>,
+    /// The printed text.
+    pub text: String,
+}
+
+const TEXT_CAP: usize = 4 << 20;
+const JSON_CAP: usize = 4 << 20;
+const MAX_RECORDS: usize = 1 << 14;
+const MAX_NAMES: usize = 8;
+
+struct Record {
+    kind: AtomicU8,
+    text: [AtomicU32; 2],
+    names: [[AtomicU32; 2]; MAX_NAMES],
+    n_names: AtomicU8,
+}
+
+/// The reports so far (graph lock for writes; the lengths are published with Release).
+pub(super) struct Store {
+    text: &'static [AtomicU8],
+    text_len: AtomicUsize,
+    json: &'static [AtomicU8],
+    json_len: AtomicUsize,
+    records: &'static [Record],
+    n_records: AtomicUsize,
+}
+
+impl Store {
+    pub(super) fn new() -> Option<Store> {
+        Some(Store {
+            text: table::zeroed_array(TEXT_CAP)?,
+            text_len: AtomicUsize::new(0),
+            json: table::zeroed_array(JSON_CAP)?,
+            json_len: AtomicUsize::new(0),
+            records: table::zeroed_array(MAX_RECORDS)?,
+            n_records: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// Appends to one of the store's arenas (graph lock held); stops quietly when full.
+struct Arena<'a> {
+    buf: &'static [AtomicU8],
+    len: &'a AtomicUsize,
+    /// Also escape as a JSON string body.
+    json: bool,
+}
+
+impl Write for Arena<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut n = self.len.load(Ordering::Relaxed);
+        let mut put = |b: u8| {
+            if n < self.buf.len() {
+                self.buf[n].store(b, Ordering::Relaxed);
+                n += 1;
+            }
+        };
+        for &b in s.as_bytes() {
+            if self.json {
+                match b {
+                    b'"' | b'\\' => {
+                        put(b'\\');
+                        put(b);
+                    }
+                    b'\n' => {
+                        put(b'\\');
+                        put(b'n');
+                    }
+                    0..=0x1f => {
+                        for x in [b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]] {
+                            put(x);
+                        }
+                    }
+                    _ => put(b),
+                }
+            } else {
+                put(b);
+            }
+        }
+        self.len.store(n, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn read(buf: &[AtomicU8], from: usize, to: usize) -> Vec<u8> {
+    buf[from..to]
+        .iter()
+        .map(|b| b.load(Ordering::Relaxed))
+        .collect()
+}
+
+/// Every report so far, oldest first.
+///
+/// ```
+/// let n = locklab::lockdep::reports().len();
+/// assert!(locklab::lockdep::reports().len() >= n);
+/// ```
+pub fn reports() -> Vec<Report> {
+    let Some(g) = graph() else { return Vec::new() };
+    g.lock();
+    let s = &g.store;
+    let n = s.n_records.load(Ordering::Relaxed).min(MAX_RECORDS);
+    let out = s.records[..n]
+        .iter()
+        .map(|r| {
+            let range = |x: &[AtomicU32; 2]| {
+                (
+                    x[0].load(Ordering::Relaxed) as usize,
+                    x[1].load(Ordering::Relaxed) as usize,
+                )
+            };
+            let (a, b) = range(&r.text);
+            let text = String::from_utf8_lossy(&read(s.text, a, b)).into_owned();
+            let classes = r.names[..r.n_names.load(Ordering::Relaxed) as usize]
+                .iter()
+                .map(|x| {
+                    let (a, b) = range(x);
+                    String::from_utf8_lossy(&read(s.text, a, b)).into_owned()
+                })
+                .collect();
+            Report {
+                kind: ReportKind::from_u8(r.kind.load(Ordering::Relaxed)),
+                classes,
+                text,
+            }
+        })
+        .collect();
+    g.unlock();
+    out
+}
+
+/// Every report so far as a JSON array (`[]` if none): one object per report with `kind`,
+/// `message`, `pid`, `tid`, `classes` and `chain` (each step `held` -> `acquired`, each with its
+/// class, mode and site, and the thread that made it).
+///
+/// ```
+/// let j = locklab::lockdep::reports_json();
+/// assert!(j.starts_with('[') && j.ends_with(']'));
+/// ```
+pub fn reports_json() -> String {
+    let Some(g) = graph() else {
+        return "[]".into();
+    };
+    g.lock();
+    let n = g.store.json_len.load(Ordering::Relaxed);
+    let body = read(g.store.json, 0, n);
+    g.unlock();
+    let mut s = String::with_capacity(body.len() + 4);
+    s.push('[');
+    s.push_str(&String::from_utf8_lossy(&body));
+    s.push(']');
+    s
+}
+
+/// Writes every report so far as a JSON array to `fd` (the preload library at exit); no
+/// allocation.
+///
+/// ```
+/// # #[cfg(unix)]
+/// locklab::lockdep::write_json_fd(-1); // a bad descriptor: nothing written, no error
+/// ```
+#[cfg(unix)]
+pub fn write_json_fd(fd: i32) {
+    let Some(g) = graph() else { return };
+    g.lock();
+    let n = g.store.json_len.load(Ordering::Relaxed);
+    let mut chunk = [0u8; 4096];
+    let put = |b: &[u8]| {
+        let mut b = b;
+        while !b.is_empty() {
+            // SAFETY: a valid buffer; a bad descriptor fails.
+            let k = unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+            if k <= 0 {
+                return;
+            }
+            b = &b[k as usize..];
+        }
+    };
+    put(b"[");
+    let mut i = 0;
+    while i < n {
+        let k = (n - i).min(chunk.len());
+        for (j, c) in chunk[..k].iter_mut().enumerate() {
+            *c = g.store.json[i + j].load(Ordering::Relaxed);
+        }
+        put(&chunk[..k]);
+        i += k;
+    }
+    put(b"]\n");
+    g.unlock();
+}
+
+/// How many reports so far.
+///
+/// ```
+/// let _ = locklab::lockdep::report_count();
+/// ```
+pub fn report_count() -> usize {
+    graph().map_or(0, |g| g.store.n_records.load(Ordering::Relaxed))
+}
+
+pub(super) fn after_fork_child() {}
+
+// --- composing a report ------------------------------------------------------------------------------------
+
+/// A report being composed (graph lock held by the caller or taken here).
+struct Rep<'g> {
+    g: &'g Graph,
+    rec: Option<&'g Record>,
+    text_start: usize,
+    json_first_step: bool,
+}
+
+impl<'g> Rep<'g> {
+    fn begin(g: &'g Graph, kind: ReportKind, title: &str, warning: bool) -> Rep<'g> {
+        let s = &g.store;
+        let i = s.n_records.load(Ordering::Relaxed);
+        let rec = (i < MAX_RECORDS).then(|| &s.records[i]);
+        if let Some(r) = rec {
+            r.kind.store(kind as u8, Ordering::Relaxed);
+            r.n_names.store(0, Ordering::Relaxed);
+        }
+        let text_start = s.text_len.load(Ordering::Relaxed);
+        let rep = Rep {
+            g,
+            rec,
+            text_start,
+            json_first_step: true,
+        };
+        let _ = write!(
+            rep.t(),
+            "\n==== locklab lockdep: {}{} (pid {}, thread {}) ====\n",
+            if warning { "warning: " } else { "" },
+            title,
+            pid(),
+            tid()
+        );
+        let mut j = rep.j(false);
+        let sep = if s.json_len.load(Ordering::Relaxed) == 0 { "" } else { ",\n" };
+        let _ = write!(
+            j,
+            "{sep}{{\"kind\":\"{}\",\"pid\":{},\"tid\":{},\"message\":\"",
+            kind.name(),
+            pid(),
+            tid()
+        );
+        let _ = rep.j(true).write_str(title);
+        let _ = rep.j(false).write_str("\",\"chain\":[");
+        rep
+    }
+
+    fn t(&self) -> Arena<'_> {
+        Arena {
+            buf: self.g.store.text,
+            len: &self.g.store.text_len,
+            json: false,
+        }
+    }
+
+    fn j(&self, escape: bool) -> Arena<'_> {
+        Arena {
+            buf: self.g.store.json,
+            len: &self.g.store.json_len,
+            json: escape,
+        }
+    }
+
+    /// Names class `id` in the text, and records it among the report's classes.
+    fn class(&mut self, id: u32) {
+        let start = self.g.store.text_len.load(Ordering::Relaxed);
+        let _ = describe(&mut self.t(), self.g, id);
+        let end = self.g.store.text_len.load(Ordering::Relaxed);
+        if let Some(r) = self.rec {
+            let k = r.n_names.load(Ordering::Relaxed) as usize;
+            let dup = r.names[..k].iter().any(|x| {
+                let (a, b) = (
+                    x[0].load(Ordering::Relaxed) as usize,
+                    x[1].load(Ordering::Relaxed) as usize,
+                );
+                read(self.g.store.text, a, b) == read(self.g.store.text, start, end)
+            });
+            if k < MAX_NAMES && !dup {
+                r.names[k][0].store(start as u32, Ordering::Relaxed);
+                r.names[k][1].store(end as u32, Ordering::Relaxed);
+                r.n_names.store(k as u8 + 1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One step of a chain in the JSON: `held` (if any) then `acquired`.
+    fn json_step(&mut self, held: Option<(u32, Mode, u64)>, acq: (u32, Mode, u64), tid: u32) {
+        let sep = if self.json_first_step { "" } else { "," };
+        self.json_first_step = false;
+        let _ = write!(self.j(false), "{sep}{{");
+        let part = |rep: &mut Self, name: &str, (c, m, s): (u32, Mode, u64)| {
+            let _ = write!(rep.j(false), "\"{name}\":{{\"class\":{c},\"name\":\"");
+            let _ = describe(&mut rep.j(true), rep.g, c);
+            let _ = write!(rep.j(false), "\",\"mode\":\"{}\",\"site\":\"", m.name());
+            let _ = site(&mut rep.j(true), s);
+            let _ = rep.j(false).write_str("\"},");
+        };
+        if let Some(h) = held {
+            part(self, "held", h);
+        }
+        part(self, "acquired", acq);
+        let _ = write!(self.j(false), "\"tid\":{tid}}}");
+    }
+
+    fn end(self) {
+        let s = &self.g.store;
+        let _ = write!(self.j(false), "],\"classes\":[");
+        if let Some(r) = self.rec {
+            let k = r.n_names.load(Ordering::Relaxed) as usize;
+            for (i, x) in r.names[..k].iter().enumerate() {
+                let (a, b) = (
+                    x[0].load(Ordering::Relaxed) as usize,
+                    x[1].load(Ordering::Relaxed) as usize,
+                );
+                let name = read(s.text, a, b);
+                let _ = self.j(false).write_str(if i == 0 { "\"" } else { ",\"" });
+                let _ = write!(self.j(true), "{}", Lossy(&name));
+                let _ = self.j(false).write_str("\"");
+            }
+        }
+        let _ = self.j(false).write_str("]}");
+        let end = s.text_len.load(Ordering::Relaxed);
+        if let Some(r) = self.rec {
+            r.text[0].store(self.text_start as u32, Ordering::Relaxed);
+            r.text[1].store(end as u32, Ordering::Relaxed);
+            s.n_records.fetch_add(1, Ordering::Release);
+        }
+        // Print what was composed (a full arena prints nothing more, but still counts).
+        let text = read(s.text, self.text_start, end);
+        to_stderr(&text);
+        if mode() == Action::Abort {
+            to_stderr(b"locklab lockdep: aborting (LOCKLAB_LOCKDEP=abort)\n");
+            std::process::abort();
+        }
+    }
+}
+
+/// `rwlock #3 "created at f+0x1c (prog)"`.
+fn describe(w: &mut dyn Write, g: &Graph, id: u32) -> fmt::Result {
+    let c: &ClassInfo = g.class(id);
+    let named = c.named.load(Ordering::Relaxed) as usize;
+    if named != 0 {
+        // SAFETY: a named class's `named` is the address of a `&'static LockClass`.
+        let lc = unsafe { &*(named as *const super::LockClass) };
+        write!(w, "{} #{id} \"{}\"", c.kind().name(), lc.name())?;
+    } else {
+        write!(w, "{} #{id} (", c.kind().name())?;
+        match c.origin() {
+            1 => w.write_str("created at ")?,
+            2 => w.write_str("first locked at ")?,
+            _ => w.write_str("the object at ")?,
+        }
+        site(w, c.site.load(Ordering::Relaxed))?;
+        w.write_str(")")?;
+    }
+    if c.subclass() != 0 {
+        write!(w, "/{}", c.subclass())?;
+    }
+    Ok(())
+}
+
+fn with_lock(g: &Graph, held: bool, f: impl FnOnce()) {
+    if !held {
+        g.lock();
+    }
+    f();
+    if !held {
+        g.unlock();
+    }
+}
+
+/// A circular dependency: the new `h -(t)-> class` closes `path` (graph lock held).
+pub(super) fn cycle(
+    g: &Graph,
+    h: &Held,
+    class: u32,
+    acq_mode: Mode,
+    t: usize,
+    acq_site: usize,
+    path: &Path,
+) {
+    let rcu = g.class(class).kind() == Kind::Rcu || g.class(h.class).kind() == Kind::Rcu
+        || path.steps[..path.n].iter().any(|s| {
+            g.class(g.edge(s.edge).to.load(Ordering::Relaxed)).kind() == Kind::Rcu
+        });
+    let title = if rcu {
+        "possible deadlock through an RCU grace period (a lock held across synchronize is taken in a reader)"
+    } else {
+        "possible circular locking dependency (a deadlock that did not happen this time)"
+    };
+    let mut r = Rep::begin(g, ReportKind::Cycle, title, false);
+    let held_mode = Mode::from_u8(h.mode);
+    let _ = r.t().write_str("thread is taking     ");
+    r.class(class);
+    let _ = write!(r.t(), " ({})\n  at ", acq_mode.name());
+    let _ = site(&mut r.t(), acq_site as u64);
+    let _ = r.t().write_str("\nwhile holding        ");
+    r.class(h.class);
+    let _ = write!(r.t(), " ({}), taken at ", held_mode.name());
+    let _ = site(&mut r.t(), h.site as u64);
+    let _ = write!(
+        r.t(),
+        "\nand the opposite order was seen before. The cycle, each step \"held -> taken\" with \
+         where each lock was taken:\n  [now]  "
+    );
+    r.class(h.class);
+    let _ = r.t().write_str(" -> ");
+    r.class(class);
+    let _ = r.t().write_str("\n         held since ");
+    let _ = site(&mut r.t(), h.site as u64);
+    let _ = r.t().write_str(", taking at ");
+    let _ = site(&mut r.t(), acq_site as u64);
+    let _ = writeln!(r.t(), " (thread {})", tid());
+    r.json_step(
+        Some((h.class, held_mode, h.site as u64)),
+        (class, acq_mode, acq_site as u64),
+        tid(),
+    );
+    for s in &path.steps[..path.n] {
+        let e = g.edge(s.edge);
+        let (from, to) = (e.from.load(Ordering::Relaxed), e.to.load(Ordering::Relaxed));
+        let es = &e.sites[s.t];
+        let (hs, as_, et) = (
+            es.held_site.load(Ordering::Relaxed),
+            es.acq_site.load(Ordering::Relaxed),
+            es.tid.load(Ordering::Relaxed),
+        );
+        let _ = r.t().write_str("  [seen] ");
+        r.class(from);
+        let _ = r.t().write_str(" -> ");
+        r.class(to);
+        let fm = if s.t & 2 != 0 { Mode::Read } else { Mode::Write };
+        let tm = mode_of(s.t & 1, Mode::Write);
+        let _ = write!(r.t(), "\n         held ({}) since ", fm.name());
+        let _ = site(&mut r.t(), hs);
+        let _ = write!(r.t(), ", took ({}) at ", tm.name());
+        let _ = site(&mut r.t(), as_);
+        let _ = writeln!(r.t(), " (thread {et})");
+        r.json_step(Some((from, fm, hs)), (to, tm, as_), et);
+    }
+    if path.more > 0 {
+        let _ = writeln!(r.t(), "  ... and {} more steps", path.more);
+    }
+    let _ = r.t().write_str(
+        "Threads taking these locks in these orders at the same time can each wait for the next, \
+         for ever.\n",
+    );
+    r.end();
+}
+
+fn mode_of(recursive_read: usize, otherwise: Mode) -> Mode {
+    if recursive_read != 0 {
+        Mode::RecursiveRead
+    } else {
+        otherwise
+    }
+}
+
+/// A lock taken again by its holder (graph lock not held).
+pub(super) fn recursion(g: &Graph, class: u32, h: Held, mode: Mode, site_now: usize) {
+    if !g.first_report(table::mix(u64::from(class) ^ (site_now as u64).rotate_left(7) ^ 0x5e1f)) {
+        return;
+    }
+    with_lock(g, false, || {
+        let rcu = g.class(class).kind() == Kind::Rcu;
+        let (kind, title) = if rcu {
+            (
+                ReportKind::RcuSyncInReader,
+                "synchronize (or barrier) inside a read-side critical section of the same RCU domain",
+            )
+        } else {
+            (ReportKind::Recursion, "possible recursive locking (this thread would wait for itself)")
+        };
+        let mut r = Rep::begin(g, kind, title, false);
+        let _ = r.t().write_str("thread is taking     ");
+        r.class(class);
+        let _ = write!(r.t(), " ({}) at ", mode.name());
+        let _ = site(&mut r.t(), site_now as u64);
+        let _ = write!(r.t(), "\nbut already holds it ({}), taken at ", Mode::from_u8(h.mode).name());
+        let _ = site(&mut r.t(), h.site as u64);
+        let _ = r.t().write_str("\n");
+        r.json_step(
+            Some((class, Mode::from_u8(h.mode), h.site as u64)),
+            (class, mode, site_now as u64),
+            tid(),
+        );
+        r.end();
+    });
+}
+
+/// A recursive read of a writer-preferring class that writers take (graph lock not held).
+pub(super) fn recursive_read(g: &Graph, class: u32) {
+    with_lock(g, false, || {
+        let c = g.class(class);
+        let (hs, rs, ws) = (
+            c.rr_held.load(Ordering::Relaxed),
+            c.rr_site.load(Ordering::Relaxed),
+            c.write_site.load(Ordering::Relaxed),
+        );
+        let mut r = Rep::begin(
+            g,
+            ReportKind::RecursiveRead,
+            "possible deadlock: recursive read of a writer-preferring rwlock",
+            false,
+        );
+        let _ = r.t().write_str("a thread took        ");
+        r.class(class);
+        let _ = r.t().write_str(" for reading at ");
+        let _ = site(&mut r.t(), rs);
+        let _ = r.t().write_str("\nwhile it already held it for reading, taken at ");
+        let _ = site(&mut r.t(), hs);
+        let _ = r.t().write_str("\nand writers take it, e.g. at ");
+        let _ = site(&mut r.t(), ws);
+        let _ = r.t().write_str(
+            "\nA writer that queues between the two reads blocks the second one (the lock prefers \
+             writers) and itself waits for the first: both wait for ever.\n",
+        );
+        r.json_step(Some((class, Mode::Read, hs)), (class, Mode::Read, rs), 0);
+        r.json_step(None, (class, Mode::Write, ws), 0);
+        r.end();
+    });
+}
+
+/// Two instances of one class in both orders (graph lock held).
+pub(super) fn same_class(g: &Graph, class: u32, h: &Held, obj: usize, site_now: usize, p: &Pair) {
+    let mut r = Rep::begin(
+        g,
+        ReportKind::SameClassOrder,
+        "possible deadlock: two locks of one class taken in both orders",
+        false,
+    );
+    let _ = r.t().write_str("class                ");
+    r.class(class);
+    let _ = write!(
+        r.t(),
+        "\nnow:    holding {:#x} (taken at ",
+        h.obj
+    );
+    let _ = site(&mut r.t(), h.site as u64);
+    let _ = write!(r.t(), "), taking {obj:#x} at ");
+    let _ = site(&mut r.t(), site_now as u64);
+    let (ps_h, ps_a, pt) = (
+        p.held_site.load(Ordering::Relaxed),
+        p.acq_site.load(Ordering::Relaxed),
+        p.tid.load(Ordering::Relaxed),
+    );
+    let _ = write!(r.t(), " (thread {})\nbefore: holding {obj:#x} (taken at ", tid());
+    let _ = site(&mut r.t(), ps_h);
+    let _ = write!(r.t(), "), took {:#x} at ", h.obj);
+    let _ = site(&mut r.t(), ps_a);
+    let _ = writeln!(r.t(), " (thread {pt})");
+    r.json_step(
+        Some((class, Mode::from_u8(h.mode), h.site as u64)),
+        (class, Mode::Write, site_now as u64),
+        tid(),
+    );
+    r.json_step(Some((class, Mode::Write, ps_h)), (class, Mode::Write, ps_a), pt);
+    r.end();
+}
+
+/// Misuse of one lock (graph lock not held).
+pub(super) fn misuse(
+    g: &Graph,
+    kind: ReportKind,
+    title: &str,
+    class: u32,
+    obj: usize,
+    site_now: usize,
+    held: Option<&Held>,
+) {
+    with_lock(g, false, || {
+        let mut r = Rep::begin(g, kind, title, false);
+        let _ = r.t().write_str("lock                 ");
+        r.class(class);
+        let _ = write!(r.t(), " at {obj:#x}\n  at ");
+        let _ = site(&mut r.t(), site_now as u64);
+        if let Some(h) = held {
+            let _ = r.t().write_str("\n  held since ");
+            let _ = site(&mut r.t(), h.site as u64);
+        }
+        let _ = r.t().write_str("\n");
+        r.json_step(
+            held.map(|h| (class, Mode::from_u8(h.mode), h.site as u64)),
+            (class, Mode::Write, site_now as u64),
+            tid(),
+        );
+        r.end();
+    });
+}
+
+/// A condvar wait with another lock held (graph lock not held).
+pub(super) fn cond_wait(g: &Graph, other: &Held, mclass: u32, cond: usize, site_now: usize) {
+    with_lock(g, false, || {
+        let mut r = Rep::begin(
+            g,
+            ReportKind::CondWaitHolding,
+            "condition variable wait with another lock held",
+            true,
+        );
+        let _ = write!(r.t(), "waiting on the condvar at {cond:#x} at ");
+        let _ = site(&mut r.t(), site_now as u64);
+        if mclass != 0 {
+            let _ = r.t().write_str("\n  releasing          ");
+            r.class(mclass);
+        }
+        let _ = r.t().write_str("\n  but still holding  ");
+        r.class(other.class);
+        let _ = r.t().write_str(", taken at ");
+        let _ = site(&mut r.t(), other.site as u64);
+        let _ = r.t().write_str(
+            "\nWhoever must take that lock to signal this condvar waits for ever.\n",
+        );
+        r.json_step(
+            Some((other.class, Mode::from_u8(other.mode), other.site as u64)),
+            (mclass, Mode::Write, site_now as u64),
+            tid(),
+        );
+        r.end();
+    });
+}
+
+/// A class taken in a handler of `sig` and held where `sig` is not blocked (graph lock not held).
+pub(super) fn signal(g: &Graph, class: u32, sig: i32) {
+    with_lock(g, false, || {
+        let c = g.class(class);
+        let (ins, outs) = (
+            c.sig_in_site.load(Ordering::Relaxed),
+            c.sig_out_site.load(Ordering::Relaxed),
+        );
+        let mut r = Rep::begin(
+            g,
+            ReportKind::SignalUnsafe,
+            "lock taken in a signal handler is also held where that signal can arrive",
+            false,
+        );
+        let _ = r.t().write_str("lock                 ");
+        r.class(class);
+        let _ = write!(r.t(), "\n  taken in a handler of signal {sig} at ");
+        let _ = site(&mut r.t(), ins);
+        let _ = r.t().write_str("\n  held with that signal unblocked, taken at ");
+        let _ = site(&mut r.t(), outs);
+        let _ = r.t().write_str(
+            "\nIf the signal arrives while the lock is held, the handler waits for its own thread.\n",
+        );
+        r.json_step(None, (class, Mode::Write, outs), 0);
+        r.json_step(None, (class, Mode::Write, ins), 0);
+        r.end();
+    });
+}

@@ -1,0 +1,220 @@
+//! The validator's memory: zeroed, fixed-size arrays from the operating system (never the program's
+//! allocator: the preload library's validator runs inside `pthread_mutex_lock`, which a program's
+//! own `malloc` may call), and an insert-only open-addressed hash table over them.
+//!
+//! # The table
+//! Slots of `(key: AtomicU64, val: AtomicU64)`; key 0 is an empty slot (callers never use key 0).
+//! Linear probing over a power-of-two capacity. Insertion claims an empty slot with a CAS on its key
+//! and then publishes the value with a Release store; a lookup that finds the key with value 0 (the
+//! claimer between its two stores) waits for the value. Nothing is ever removed (a caller that needs
+//! to forget marks the value), so a probe sequence never breaks and lookups take no lock and write
+//! nothing.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// `n` zeroed `T`s that live for the rest of the process, or `None` if the system has no memory
+/// for them. `T` must be valid all-zero (atomics and integers only).
+pub(super) fn zeroed_array<T>(n: usize) -> Option<&'static [T]> {
+    let bytes = n.checked_mul(core::mem::size_of::<T>())?;
+    #[cfg(unix)]
+    let p = {
+        // SAFETY: an anonymous private mapping; no pointer is passed in. MAP_NORESERVE: the tables are
+        // large and sparse, and only the pages touched are ever backed.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        p.cast::<T>()
+    };
+    #[cfg(not(unix))]
+    let p = {
+        let layout = std::alloc::Layout::from_size_align(bytes, 64).ok()?;
+        // SAFETY: a non-zero size (every caller asks for at least one element).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return None;
+        }
+        p.cast::<T>()
+    };
+    // SAFETY: `bytes` zeroed, writable, suitably aligned bytes that are never freed; all-zero is a
+    // valid `T` (the callers' types are atomics and integers).
+    Some(unsafe { core::slice::from_raw_parts(p, n) })
+}
+
+/// One slot of a [`Table`].
+pub(super) struct Slot {
+    key: AtomicU64,
+    val: AtomicU64,
+}
+
+/// An insert-only hash map from non-zero `u64` keys to non-zero `u64` values (see the module docs).
+pub(super) struct Table {
+    slots: &'static [Slot],
+}
+
+/// How far a probe goes before the table counts as full.
+const MAX_PROBE: usize = 4096;
+
+/// A 64-bit mix (the finaliser of MurmurHash3) so that aligned addresses spread over the slots.
+#[inline]
+pub(super) fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+impl Table {
+    /// A table of `cap` slots (a power of two), or `None` without memory.
+    pub(super) fn new(cap: usize) -> Option<Self> {
+        debug_assert!(cap.is_power_of_two());
+        Some(Self {
+            slots: zeroed_array(cap)?,
+        })
+    }
+
+    /// The value of `key`, if present.
+    #[inline]
+    pub(super) fn get(&self, key: u64) -> Option<u64> {
+        debug_assert_ne!(key, 0);
+        let mask = self.slots.len() - 1;
+        let mut i = mix(key) as usize & mask;
+        for _ in 0..MAX_PROBE.min(self.slots.len()) {
+            let s = &self.slots[i];
+            // Acquire pairs with the Release store of the value (below): a found key's value is
+            // published, or 0 for an instant.
+            let k = s.key.load(Ordering::Acquire);
+            if k == key {
+                return Some(self.value(s));
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// Waits out a claimer that has not yet stored its value (a few instructions away).
+    fn value(&self, s: &Slot) -> u64 {
+        loop {
+            // Acquire pairs with the claimer's Release store: what the value names was written first.
+            let v = s.val.load(Ordering::Acquire);
+            if v != 0 {
+                return v;
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// The value of `key`, inserting `make()` if absent: `(value, inserted)`. `None` if the table is
+    /// full. `make` runs only for the winner of a race to insert, before the value is published.
+    pub(super) fn get_or_insert(&self, key: u64, make: impl FnOnce() -> u64) -> Option<(u64, bool)> {
+        debug_assert_ne!(key, 0);
+        let mask = self.slots.len() - 1;
+        let mut i = mix(key) as usize & mask;
+        for _ in 0..MAX_PROBE.min(self.slots.len()) {
+            let s = &self.slots[i];
+            let k = s.key.load(Ordering::Acquire);
+            if k == key {
+                return Some((self.value(s), false));
+            }
+            if k == 0 {
+                // AcqRel: Acquire as the load above when it fails; the claim itself publishes nothing
+                // (the value's Release store does).
+                match s
+                    .key
+                    .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => {
+                        let v = make();
+                        debug_assert_ne!(v, 0);
+                        // Release pairs with the Acquire loads of `value`: the record `v` names is
+                        // complete before anyone can see `v`.
+                        s.val.store(v, Ordering::Release);
+                        return Some((v, true));
+                    }
+                    Err(other) if other == key => return Some((self.value(s), false)),
+                    Err(_) => {}
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// Replaces the value of a present `key` (the caller serialises replacements of one key).
+    pub(super) fn set(&self, key: u64, val: u64) -> bool {
+        debug_assert!(key != 0 && val != 0);
+        let mask = self.slots.len() - 1;
+        let mut i = mix(key) as usize & mask;
+        for _ in 0..MAX_PROBE.min(self.slots.len()) {
+            let s = &self.slots[i];
+            let k = s.key.load(Ordering::Acquire);
+            if k == key {
+                // Release as in `get_or_insert`.
+                s.val.store(val, Ordering::Release);
+                return true;
+            }
+            if k == 0 {
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_get_set_and_full() {
+        let t = Table::new(8).unwrap();
+        assert_eq!(t.get(5), None);
+        assert_eq!(t.get_or_insert(5, || 50), Some((50, true)));
+        assert_eq!(t.get_or_insert(5, || 51), Some((50, false)));
+        assert_eq!(t.get(5), Some(50));
+        assert!(t.set(5, 52));
+        assert_eq!(t.get(5), Some(52));
+        assert!(!t.set(6, 1));
+        for k in 10..17 {
+            assert!(t.get_or_insert(k, || k).is_some());
+        }
+        // Eight slots, eight keys: the ninth has nowhere to go.
+        assert_eq!(t.get_or_insert(99, || 1), None);
+        assert_eq!(t.get(99), None);
+    }
+
+    #[test]
+    fn racing_inserts_agree() {
+        let t: &'static Table = Box::leak(Box::new(Table::new(1024).unwrap()));
+        let hs: Vec<_> = (0..4u64)
+            .map(|n| {
+                std::thread::spawn(move || {
+                    (1..200u64)
+                        .map(|k| t.get_or_insert(k, || k * 10 + n).unwrap().0)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let rs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        for r in &rs[1..] {
+            assert_eq!(r, &rs[0], "every thread sees the winner's value");
+        }
+        for (i, v) in rs[0].iter().enumerate() {
+            assert_eq!(v / 10, i as u64 + 1);
+        }
+    }
+}

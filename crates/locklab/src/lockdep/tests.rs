@@ -1,0 +1,319 @@
+//! The validator's rules on synthetic objects (addresses that are only names), each test with
+//! classes of its own so that tests running in parallel do not see each other's reports.
+
+use super::*;
+
+fn class(name: &'static LockClass) -> u32 {
+    set_mode(Action::Report);
+    name.id()
+}
+
+fn count(kind: ReportKind, a: &str, b: &str) -> usize {
+    reports()
+        .iter()
+        .filter(|r| {
+            r.kind == kind
+                && r.classes.iter().any(|c| c.contains(a))
+                && r.classes.iter().any(|c| c.contains(b))
+        })
+        .count()
+}
+
+#[track_caller]
+fn lock(obj: usize, c: u32) {
+    acquire(obj, c, Mode::Write, Site::caller(), Flags::NONE);
+}
+#[track_caller]
+fn unlock(obj: usize) {
+    assert!(release(obj, Site::caller()));
+}
+
+#[test]
+fn ab_ba_in_threads_that_never_overlap() {
+    static A: LockClass = LockClass::new("t-abba-a");
+    static B: LockClass = LockClass::new("t-abba-b");
+    let (a, b) = (class(&A), class(&B));
+    std::thread::spawn(move || {
+        lock(0x100, a);
+        lock(0x200, b);
+        unlock(0x200);
+        unlock(0x100);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(count(ReportKind::Cycle, "t-abba-a", "t-abba-b"), 0);
+    std::thread::spawn(move || {
+        lock(0x200, b);
+        lock(0x100, a);
+        unlock(0x100);
+        unlock(0x200);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(count(ReportKind::Cycle, "t-abba-a", "t-abba-b"), 1);
+    // Seen again: not reported again.
+    lock(0x200, b);
+    lock(0x100, a);
+    unlock(0x100);
+    unlock(0x200);
+    assert_eq!(count(ReportKind::Cycle, "t-abba-a", "t-abba-b"), 1);
+}
+
+#[test]
+fn three_lock_cycle_and_consistent_orders() {
+    static A: LockClass = LockClass::new("t-c3-a");
+    static B: LockClass = LockClass::new("t-c3-b");
+    static C: LockClass = LockClass::new("t-c3-c");
+    let (a, b, c) = (class(&A), class(&B), class(&C));
+    for (x, y) in [(a, b), (b, c), (a, c), (a, b)] {
+        lock(0x10 + x as usize, x);
+        lock(0x10 + y as usize, y);
+        unlock(0x10 + y as usize);
+        unlock(0x10 + x as usize);
+    }
+    assert_eq!(count(ReportKind::Cycle, "t-c3-a", "t-c3-c"), 0, "consistent: a<b<c");
+    lock(0x10 + c as usize, c);
+    lock(0x10 + a as usize, a);
+    unlock(0x10 + a as usize);
+    unlock(0x10 + c as usize);
+    assert_eq!(count(ReportKind::Cycle, "t-c3-c", "t-c3-a"), 1);
+}
+
+#[test]
+fn trylock_inversions_add_nothing() {
+    static A: LockClass = LockClass::new("t-try-a");
+    static B: LockClass = LockClass::new("t-try-b");
+    let (a, b) = (class(&A), class(&B));
+    lock(0x300, a);
+    lock(0x400, b);
+    unlock(0x400);
+    unlock(0x300);
+    lock(0x400, b);
+    acquire(0x300, a, Mode::Write, Site::caller(), Flags::TRY);
+    unlock(0x300);
+    unlock(0x400);
+    assert_eq!(count(ReportKind::Cycle, "t-try-a", "t-try-b"), 0);
+}
+
+#[test]
+fn recursive_readers_do_not_cycle_but_writer_preferring_ones_do() {
+    static A: LockClass = LockClass::new("t-rr-a");
+    static B: LockClass = LockClass::new("t-rr-b");
+    let (a, b) = (class(&A), class(&B));
+    // read(A) -> B, then B -> read(A): recursive readers of A never wait for a writer, and B's
+    // holder only reads A: no deadlock.
+    acquire(0x500, a, Mode::RecursiveRead, Site::caller(), Flags::NONE);
+    lock(0x600, b);
+    unlock(0x600);
+    unlock(0x500);
+    lock(0x600, b);
+    acquire(0x500, a, Mode::RecursiveRead, Site::caller(), Flags::NONE);
+    unlock(0x500);
+    unlock(0x600);
+    assert_eq!(count(ReportKind::Cycle, "t-rr-a", "t-rr-b"), 0);
+    // A writer of A under B closes it: B -> A(write), A(read) -> B.
+    lock(0x600, b);
+    lock(0x500, a);
+    unlock(0x500);
+    unlock(0x600);
+    assert_eq!(count(ReportKind::Cycle, "t-rr-a", "t-rr-b"), 1);
+}
+
+#[test]
+fn writer_preferring_read_ab_ba() {
+    static A: LockClass = LockClass::new("t-wp-a");
+    static B: LockClass = LockClass::new("t-wp-b");
+    let (a, b) = (class(&A), class(&B));
+    acquire(0x700, a, Mode::Read, Site::caller(), Flags::NONE);
+    lock(0x800, b);
+    unlock(0x800);
+    unlock(0x700);
+    lock(0x800, b);
+    acquire(0x700, a, Mode::Read, Site::caller(), Flags::NONE);
+    unlock(0x700);
+    unlock(0x800);
+    assert_eq!(count(ReportKind::Cycle, "t-wp-a", "t-wp-b"), 1);
+}
+
+#[test]
+fn recursive_read_of_a_writer_preferring_class() {
+    static A: LockClass = LockClass::new("t-rrw-a");
+    let a = class(&A);
+    acquire(0x900, a, Mode::Read, Site::caller(), Flags::NONE);
+    acquire(0x900, a, Mode::Read, Site::caller(), Flags::NONE);
+    unlock(0x900);
+    unlock(0x900);
+    assert_eq!(count(ReportKind::RecursiveRead, "t-rrw-a", "t-rrw-a"), 0, "no writer yet");
+    lock(0x900, a);
+    unlock(0x900);
+    assert_eq!(count(ReportKind::RecursiveRead, "t-rrw-a", "t-rrw-a"), 1);
+    // Recursive readers may nest.
+    static B: LockClass = LockClass::new("t-rrw-b");
+    let b = class(&B);
+    lock(0x901, b);
+    unlock(0x901);
+    acquire(0x901, b, Mode::RecursiveRead, Site::caller(), Flags::NONE);
+    acquire(0x901, b, Mode::RecursiveRead, Site::caller(), Flags::NONE);
+    unlock(0x901);
+    unlock(0x901);
+    assert_eq!(count(ReportKind::RecursiveRead, "t-rrw-b", "t-rrw-b"), 0);
+}
+
+#[test]
+fn recursion_and_relock_rules() {
+    static A: LockClass = LockClass::new("t-rec-a");
+    static B: LockClass = LockClass::new("t-rec-b");
+    let (a, b) = (class(&A), class(&B));
+    lock(0xa00, a);
+    acquire(0xa00, a, Mode::Write, Site::caller(), Flags::RECURSIVE);
+    unlock(0xa00);
+    unlock(0xa00);
+    assert!(!holds(0xa00));
+    lock(0xa00, a);
+    acquire(0xa00, a, Mode::Write, Site::caller(), Flags::RELOCK_ERRORS);
+    forget(0xa00);
+    unlock(0xa00);
+    assert_eq!(count(ReportKind::Recursion, "t-rec-a", "t-rec-a"), 0);
+    lock(0xb00, b);
+    lock(0xb00, b);
+    unlock(0xb00);
+    unlock(0xb00);
+    assert_eq!(count(ReportKind::Recursion, "t-rec-b", "t-rec-b"), 1);
+}
+
+#[test]
+fn same_class_instances() {
+    static S: LockClass = LockClass::new("t-same");
+    let s = class(&S);
+    // Many instances one at a time, and nested in one order: nothing.
+    for i in 0..100 {
+        lock(0xc000 + i, s);
+        unlock(0xc000 + i);
+    }
+    for i in 0..10 {
+        lock(0xc000 + i, s);
+        lock(0xc000 + i + 1, s);
+        unlock(0xc000 + i + 1);
+        unlock(0xc000 + i);
+    }
+    assert_eq!(count(ReportKind::SameClassOrder, "t-same", "t-same"), 0);
+    lock(0xc001, s);
+    lock(0xc000, s);
+    unlock(0xc000);
+    unlock(0xc001);
+    assert_eq!(count(ReportKind::SameClassOrder, "t-same", "t-same"), 1);
+    // A destroyed instance takes its orders with it.
+    lock(0xc005, s);
+    lock(0xc006, s);
+    unlock(0xc006);
+    unlock(0xc005);
+    destroyed(0xc005, Site::caller());
+    lock(0xc006, s);
+    lock(0xc005, s);
+    unlock(0xc005);
+    unlock(0xc006);
+    assert_eq!(count(ReportKind::SameClassOrder, "t-same", "t-same"), 1);
+}
+
+#[test]
+fn rcu_synchronize_rules() {
+    static D: LockClass = LockClass::new("t-rcu-domain");
+    static L: LockClass = LockClass::new("t-rcu-lock");
+    let (d, l) = (class(&D), class(&L));
+    // A reader takes L; an updater holds L across synchronize.
+    acquire(0xd00, d, Mode::RecursiveRead, Site::caller(), Flags::NONE);
+    lock(0xe00, l);
+    unlock(0xe00);
+    unlock(0xd00);
+    lock(0xe00, l);
+    acquire(0xd00, d, Mode::Write, Site::caller(), Flags::NONE);
+    unlock(0xd00);
+    unlock(0xe00);
+    assert_eq!(count(ReportKind::Cycle, "t-rcu-domain", "t-rcu-lock"), 1);
+    // synchronize inside a reader of the same domain.
+    static D2: LockClass = LockClass::new("t-rcu-d2");
+    let d2 = class(&D2);
+    acquire(0xd01, d2, Mode::RecursiveRead, Site::caller(), Flags::NONE);
+    acquire(0xd01, d2, Mode::Write, Site::caller(), Flags::NONE);
+    unlock(0xd01);
+    unlock(0xd01);
+    assert_eq!(count(ReportKind::Recursion, "t-rcu-d2", "t-rcu-d2"), 1);
+}
+
+#[test]
+fn misuse_and_condvar_warnings() {
+    static A: LockClass = LockClass::new("t-mis-a");
+    static M: LockClass = LockClass::new("t-mis-m");
+    let (a, m) = (class(&A), class(&M));
+    unlock_not_held(0xf00, a, Site::caller());
+    assert_eq!(count(ReportKind::UnlockNotHeld, "t-mis-a", "t-mis-a"), 1);
+    lock(0xf00, a);
+    destroyed(0xf00, Site::caller());
+    assert_eq!(count(ReportKind::DestroyHeld, "t-mis-a", "t-mis-a"), 1);
+    assert!(!holds(0xf00));
+    lock(0xf10, a);
+    lock(0xf20, m);
+    cond_wait(0xf30, 0xf20, Site::caller());
+    unlock(0xf20);
+    unlock(0xf10);
+    assert_eq!(count(ReportKind::CondWaitHolding, "t-mis-a", "t-mis-m"), 1);
+    std::thread::spawn(move || {
+        lock(0xf40, a);
+        thread_exit();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(count(ReportKind::ExitHolding, "t-mis-a", "t-mis-a"), 1);
+}
+
+#[test]
+fn released_by_another_thread_is_not_held() {
+    static A: LockClass = LockClass::new("t-else-a");
+    static B: LockClass = LockClass::new("t-else-b");
+    let (a, b) = (class(&A), class(&B));
+    lock(0x1100, a);
+    std::thread::spawn(|| assert!(!release(0x1100, Site::caller())))
+        .join()
+        .unwrap();
+    lock(0x1200, b);
+    unlock(0x1200);
+    // The next order b -> a would be a cycle only if a had still been held.
+    lock(0x1200, b);
+    lock(0x1100, a);
+    unlock(0x1100);
+    unlock(0x1200);
+    assert_eq!(count(ReportKind::Cycle, "t-else-a", "t-else-b"), 0);
+}
+
+#[test]
+fn signal_handler_rule() {
+    static A: LockClass = LockClass::new("t-sig-a");
+    let a = class(&A);
+    signal_handler(10, || {
+        lock(0x1300, a);
+        unlock(0x1300);
+    });
+    lock(0x1300, a);
+    unlock(0x1300);
+    #[cfg(unix)]
+    assert_eq!(count(ReportKind::SignalUnsafe, "t-sig-a", "t-sig-a"), 1);
+}
+
+#[test]
+fn json_is_an_array_of_reports() {
+    static A: LockClass = LockClass::new("t-json-a");
+    static B: LockClass = LockClass::new("t-json-b");
+    let (a, b) = (class(&A), class(&B));
+    lock(0x1400, a);
+    lock(0x1500, b);
+    unlock(0x1500);
+    unlock(0x1400);
+    lock(0x1500, b);
+    lock(0x1400, a);
+    unlock(0x1400);
+    unlock(0x1500);
+    let j = reports_json();
+    assert!(j.contains("\"kind\":\"circular-dependency\""));
+    assert!(j.contains("t-json-a") && j.contains("t-json-b"));
+    assert!(j.contains("tests.rs"), "sites are source locations: {j}");
+}
