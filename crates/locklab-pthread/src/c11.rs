@@ -37,7 +37,6 @@ pub(crate) fn result(e: c_int) -> c_int {
 ///
 /// # Safety
 /// `m` points to writable memory for a `mtx_t`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn mtx_init(m: *mut pthread_mutex_t, ty: c_int) -> c_int {
     if ty & !(MTX_RECURSIVE | MTX_TIMED) != 0 {
         return THRD_ERROR;

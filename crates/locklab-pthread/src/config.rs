@@ -171,7 +171,7 @@ unsafe extern "C" {
 /// a lock taken there would see no environment with `getenv` and fix the default for good. Then the
 /// environment the kernel gave the process is read from `/proc/self/environ` instead (system calls
 /// into a stack buffer: no allocation).
-fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+pub(crate) fn lookup<'a>(name: &core::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     // SAFETY: reading the pointer value only.
     let env = unsafe { core::ptr::read_volatile(&raw const environ) };
     if !env.is_null() {

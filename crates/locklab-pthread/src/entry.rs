@@ -19,8 +19,10 @@ use crate::c11::result;
 use crate::mutex::{self, M};
 use crate::rwlock::{self, L};
 use crate::stat::{self, Obj};
-use crate::{cond, real, spin};
+use crate::{cond, dep, real, spin};
 use libc::{c_char, c_int, clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t};
+use libc::{pthread_mutexattr_t, pthread_rwlockattr_t};
+use locklab::lockdep::Kind;
 use libc::{pthread_spinlock_t, timespec};
 
 /// Defines exported functions that pass their caller's return address to `$imp` as one more
@@ -126,6 +128,29 @@ with_site! {
     /// `pthread_rwlock_clockwrlock`.
     "C" fn pthread_rwlock_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) => rw_clockwrlock, "rcx", "x3";
 
+    /// `pthread_mutex_init`.
+    "C" fn pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) => mutex_init, "rdx", "x2";
+    /// `__pthread_mutex_init`, the old alias.
+    "C" fn __pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t) => mutex_init, "rdx", "x2";
+    /// `pthread_mutex_destroy`.
+    "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) => mutex_destroy, "rsi", "x1";
+    /// `__pthread_mutex_destroy`, the old alias.
+    "C" fn __pthread_mutex_destroy(m: *mut pthread_mutex_t) => mutex_destroy, "rsi", "x1";
+    /// `mtx_init`.
+    "C" fn mtx_init(m: *mut pthread_mutex_t, ty: c_int) => c11_init, "rdx", "x2";
+    /// `pthread_rwlock_init`.
+    "C" fn pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) => rw_init, "rdx", "x2";
+    /// `__pthread_rwlock_init`, the old alias.
+    "C" fn __pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t) => rw_init, "rdx", "x2";
+    /// `pthread_rwlock_destroy`.
+    "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) => rw_destroy, "rsi", "x1";
+    /// `__pthread_rwlock_destroy`, the old alias.
+    "C" fn __pthread_rwlock_destroy(l: *mut pthread_rwlock_t) => rw_destroy, "rsi", "x1";
+    /// `pthread_spin_init`.
+    "C" fn pthread_spin_init(s: *mut pthread_spinlock_t, pshared: c_int) => spin_init, "rdx", "x2";
+    /// `pthread_spin_destroy`.
+    "C" fn pthread_spin_destroy(s: *mut pthread_spinlock_t) => spin_destroy, "rsi", "x1";
+
     /// `pthread_spin_lock`.
     "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) => spin_lock, "rsi", "x1";
     /// `pthread_spin_trylock`: `EBUSY` if held.
@@ -138,7 +163,7 @@ with_site! {
 /// `EBUSY`, timed by [`stat::acquire`] when statistics are kept; else just `$call`. `$obj` describes
 /// the object for the records.
 macro_rules! counted {
-    ($($name:ident ( $o:ident : $ot:ty $(, $a:ident : $t:ty)* ) as $obj:ident => $try:path, $call:path, $excl:expr $(, check $check:expr)?;)*) => {$(
+    ($($name:ident ( $o:ident : $ot:ty $(, $a:ident : $t:ty)* ) as $obj:ident, $dep:path => $try:path, $call:path, $excl:expr $(, check $check:expr)?;)*) => {$(
         unsafe extern "C" fn $name($o: $ot, $($a: $t,)* site: usize) -> c_int {
             // The counted path out of line: the uncounted one then needs no stack frame and
             // tail-calls the implementation.
@@ -164,6 +189,24 @@ macro_rules! counted {
                     || unsafe { $call($o $(, $a)*) },
                 )
             }
+            // Lockdep: announced before the call can block, undone if it fails.
+            #[cold]
+            #[inline(never)]
+            unsafe fn checked($o: $ot, $($a: $t,)* site: usize) -> c_int {
+                $dep($o, site, false);
+                let r = if stat::on() {
+                    // SAFETY: forwarded.
+                    unsafe { counted($o, $($a,)* site) }
+                } else {
+                    // SAFETY: forwarded.
+                    unsafe { $call($o $(, $a)*) }
+                };
+                dep::settle($o as usize, r)
+            }
+            if dep::on() {
+                // SAFETY: forwarded.
+                return unsafe { checked($o, $($a,)* site) };
+            }
             if stat::on() {
                 // SAFETY: forwarded.
                 return unsafe { counted($o, $($a,)* site) };
@@ -176,13 +219,30 @@ macro_rules! counted {
 
 /// Defines counted trylocks: counted by [`stat::try_acquire`] when they succeed.
 macro_rules! counted_try {
-    ($($name:ident ( $o:ident : $ot:ty ) as $obj:ident => $try:path, $excl:expr;)*) => {$(
+    ($($name:ident ( $o:ident : $ot:ty ) as $obj:ident, $dep:path => $try:path, $excl:expr;)*) => {$(
         unsafe extern "C" fn $name($o: $ot, site: usize) -> c_int {
             #[cold]
             #[inline(never)]
             fn counted($o: $ot, site: usize) -> c_int {
                 // SAFETY: the caller's object.
                 stat::try_acquire($o as usize, site, $obj($o), $excl, || unsafe { $try($o) })
+            }
+            #[cold]
+            #[inline(never)]
+            fn checked($o: $ot, site: usize) -> c_int {
+                let r = if stat::on() {
+                    counted($o, site)
+                } else {
+                    // SAFETY: the caller's object.
+                    unsafe { $try($o) }
+                };
+                if r == 0 {
+                    $dep($o, site, true);
+                }
+                r
+            }
+            if dep::on() {
+                return checked($o, site);
             }
             if stat::on() {
                 return counted($o, site);
@@ -207,39 +267,117 @@ fn spin_obj(_: *mut pthread_spinlock_t) -> Obj {
     Obj::Spin
 }
 
+fn dep_rw_read(l: *mut pthread_rwlock_t, site: usize, tried: bool) {
+    dep::rw_lock(l, site, false, tried);
+}
+
+fn dep_rw_write(l: *mut pthread_rwlock_t, site: usize, tried: bool) {
+    dep::rw_lock(l, site, true, tried);
+}
+
+// --- init and destroy: the class of an initialised object is its init call site ---------------------
+
+unsafe extern "C" fn mutex_init(
+    m: *mut pthread_mutex_t,
+    a: *const pthread_mutexattr_t,
+    site: usize,
+) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { mutex::pthread_mutex_init(m, a) };
+    if r == 0 && dep::on() {
+        dep::created(m as usize, Kind::Mutex, site);
+    }
+    r
+}
+
+unsafe extern "C" fn mutex_destroy(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    if dep::on() {
+        dep::destroyed(m as usize, site);
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex::pthread_mutex_destroy(m) }
+}
+
+unsafe extern "C" fn c11_init(m: *mut pthread_mutex_t, ty: c_int, site: usize) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { crate::c11::mtx_init(m, ty) };
+    if r == crate::c11::THRD_SUCCESS && dep::on() {
+        dep::created(m as usize, Kind::Mutex, site);
+    }
+    r
+}
+
+unsafe extern "C" fn rw_init(
+    l: *mut pthread_rwlock_t,
+    a: *const pthread_rwlockattr_t,
+    site: usize,
+) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { rwlock::pthread_rwlock_init(l, a) };
+    if r == 0 && dep::on() {
+        dep::created(l as usize, Kind::RwLock, site);
+    }
+    r
+}
+
+unsafe extern "C" fn rw_destroy(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+    if dep::on() {
+        dep::destroyed(l as usize, site);
+    }
+    // SAFETY: forwarded.
+    unsafe { rwlock::pthread_rwlock_destroy(l) }
+}
+
+unsafe extern "C" fn spin_init(s: *mut pthread_spinlock_t, pshared: c_int, site: usize) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { spin::pthread_spin_init(s, pshared) };
+    if r == 0 && dep::on() {
+        dep::created(s as usize, Kind::SpinLock, site);
+    }
+    r
+}
+
+unsafe extern "C" fn spin_destroy(s: *mut pthread_spinlock_t, site: usize) -> c_int {
+    if dep::on() {
+        dep::destroyed(s as usize, site);
+    }
+    // SAFETY: forwarded.
+    unsafe { spin::pthread_spin_destroy(s) }
+}
+
 counted! {
-    mutex_lock(m: *mut pthread_mutex_t) as mutex_obj
+    mutex_lock(m: *mut pthread_mutex_t) as mutex_obj, dep::mutex_lock
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_lock, true;
-    mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj
+    mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj, dep::mutex_lock
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_timedlock, true;
-    mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) as mutex_obj
+    mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) as mutex_obj, dep::mutex_lock
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_clocklock, true,
         check (!crate::sys::valid_clock(k)).then_some(libc::EINVAL);
-    rw_rdlock(l: *mut pthread_rwlock_t) as rw_obj
+    rw_rdlock(l: *mut pthread_rwlock_t) as rw_obj, dep_rw_read
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_rdlock, false;
-    rw_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj
+    rw_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj, dep_rw_read
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_timedrdlock, false,
         check rwlock::bad_time(libc::CLOCK_REALTIME, t);
-    rw_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj
+    rw_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj, dep_rw_read
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_clockrdlock, false,
         check rwlock::bad_time(k, t);
-    rw_wrlock(l: *mut pthread_rwlock_t) as rw_obj
+    rw_wrlock(l: *mut pthread_rwlock_t) as rw_obj, dep_rw_write
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_wrlock, true;
-    rw_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj
+    rw_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj, dep_rw_write
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_timedwrlock, true,
         check rwlock::bad_time(libc::CLOCK_REALTIME, t);
-    rw_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj
+    rw_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj, dep_rw_write
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_clockwrlock, true,
         check rwlock::bad_time(k, t);
-    spin_lock(s: *mut pthread_spinlock_t) as spin_obj
+    spin_lock(s: *mut pthread_spinlock_t) as spin_obj, dep::spin_lock
         => spin::pthread_spin_trylock, spin::pthread_spin_lock, true;
 }
 
 counted_try! {
-    mutex_trylock(m: *mut pthread_mutex_t) as mutex_obj => mutex::pthread_mutex_trylock, true;
-    rw_tryrdlock(l: *mut pthread_rwlock_t) as rw_obj => rwlock::pthread_rwlock_tryrdlock, false;
-    rw_trywrlock(l: *mut pthread_rwlock_t) as rw_obj => rwlock::pthread_rwlock_trywrlock, true;
-    spin_trylock(s: *mut pthread_spinlock_t) as spin_obj => spin::pthread_spin_trylock, true;
+    mutex_trylock(m: *mut pthread_mutex_t) as mutex_obj, dep::mutex_lock => mutex::pthread_mutex_trylock, true;
+    rw_tryrdlock(l: *mut pthread_rwlock_t) as rw_obj, dep_rw_read => rwlock::pthread_rwlock_tryrdlock, false;
+    rw_trywrlock(l: *mut pthread_rwlock_t) as rw_obj, dep_rw_write => rwlock::pthread_rwlock_trywrlock, true;
+    spin_trylock(s: *mut pthread_spinlock_t) as spin_obj, dep::spin_lock => spin::pthread_spin_trylock, true;
 }
 
 // --- mutexes ---------------------------------------------------------------------------------------------
@@ -250,6 +388,9 @@ counted_try! {
 /// As glibc's.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+    if dep::on() {
+        dep::mutex_unlock(m, 0);
+    }
     if stat::on() && mutex::releases(M(m)) {
         stat::release(m as usize);
     }
@@ -303,6 +444,9 @@ unsafe extern "C-unwind" fn cond_wait(
     m: *mut pthread_mutex_t,
     site: usize,
 ) -> c_int {
+    if dep::on() {
+        dep::cond_wait(c as usize, m as usize, site);
+    }
     if stat::on() {
         // SAFETY: the caller's objects.
         return stat::cond_wait(c as usize, m as usize, mutex_obj(m), site, || unsafe {
@@ -319,6 +463,9 @@ unsafe extern "C-unwind" fn cond_timedwait(
     t: *const timespec,
     site: usize,
 ) -> c_int {
+    if dep::on() {
+        dep::cond_wait(c as usize, m as usize, site);
+    }
     if stat::on() {
         // SAFETY: the caller's objects.
         return stat::cond_wait(c as usize, m as usize, mutex_obj(m), site, || unsafe {
@@ -336,6 +483,9 @@ unsafe extern "C-unwind" fn cond_clockwait(
     t: *const timespec,
     site: usize,
 ) -> c_int {
+    if dep::on() {
+        dep::cond_wait(c as usize, m as usize, site);
+    }
     if stat::on() {
         // SAFETY: the caller's objects.
         return stat::cond_wait(c as usize, m as usize, mutex_obj(m), site, || unsafe {
@@ -399,6 +549,9 @@ unsafe extern "C" fn c11_broadcast(c: *mut pthread_cond_t, site: usize) -> c_int
 /// As glibc's.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+    if dep::on() {
+        dep::unlock(l as usize, 0);
+    }
     if stat::on() {
         stat::release(l as usize);
     }
@@ -424,6 +577,9 @@ pub unsafe extern "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_
 /// As glibc's.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) -> c_int {
+    if dep::on() {
+        dep::unlock(s as usize, 0);
+    }
     if stat::on() {
         stat::release(s as usize);
     }
@@ -442,6 +598,7 @@ type Argv = *const *const c_char;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
     stat::before_exec();
+    dep::write_out();
     // SAFETY: forwarded.
     unsafe { real::execve(path, argv, envp) }
 }
@@ -453,6 +610,7 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
     stat::before_exec();
+    dep::write_out();
     // SAFETY: forwarded.
     unsafe { real::execv(path, argv) }
 }
@@ -464,6 +622,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
     stat::before_exec();
+    dep::write_out();
     // SAFETY: forwarded.
     unsafe { real::execvp(file, argv) }
 }
@@ -475,6 +634,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
     stat::before_exec();
+    dep::write_out();
     // SAFETY: forwarded.
     unsafe { real::execvpe(file, argv, envp) }
 }
@@ -486,6 +646,7 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     stat::before_exec();
+    dep::write_out();
     // SAFETY: forwarded.
     unsafe { real::fexecve(fd, argv, envp) }
 }
@@ -499,6 +660,7 @@ macro_rules! variadic_exec {
         extern "C" fn $hook() -> usize {
             static CELL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
             stat::before_exec();
+    dep::write_out();
             let mut p = CELL.load(core::sync::atomic::Ordering::Relaxed);
             if p == 0 {
                 p = real::find($real) as usize;

@@ -46,6 +46,7 @@ pub mod adaptive;
 pub mod c11;
 pub mod cond;
 pub mod config;
+mod dep;
 pub mod entry;
 pub mod keys;
 pub mod mutex;
@@ -64,6 +65,7 @@ extern "C" fn init() {
     locklab::prepare_threads();
     config::load();
     stat::init();
+    dep::init();
     // SAFETY: a handler that only makes system calls and writes the library's own state.
     unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
 }
@@ -74,12 +76,14 @@ extern "C" fn child_after_fork() {
     sys::after_fork_child();
     spin::after_fork_child();
     stat::after_fork_child();
+    dep::after_fork_child();
 }
 
 /// The library's destructor: the lock statistics at exit (it runs after the program's own
 /// destructors and `atexit` handlers, the library having been loaded first).
 extern "C" fn fini() {
     stat::at_exit();
+    dep::write_out();
 }
 
 #[used]

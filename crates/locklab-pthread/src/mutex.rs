@@ -684,7 +684,6 @@ unsafe fn attr_kind(a: *const pthread_mutexattr_t) -> Result<(i32, bool), c_int>
 ///
 /// # Safety
 /// `m` points to writable memory for a `pthread_mutex_t`; `a` is null or a valid attribute.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_init(
     m: *mut pthread_mutex_t,
     a: *const pthread_mutexattr_t,
@@ -716,7 +715,6 @@ pub unsafe extern "C" fn pthread_mutex_init(
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int {
     let mm = M(m);
     if mm.is_glibc() {
@@ -845,22 +843,4 @@ pub unsafe extern "C" fn pthread_mutex_setprioceiling(
     libc::EINVAL
 }
 
-macro_rules! alias {
-    ($($alias:ident => $target:ident ( $($arg:ident : $ty:ty),* );)*) => {$(
-        #[doc = concat!("`", stringify!($alias), "`, the old alias of [`", stringify!($target), "`].")]
-        ///
-        /// # Safety
-        /// As the target.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $alias($($arg: $ty),*) -> c_int {
-            // SAFETY: forwarded.
-            unsafe { $target($($arg),*) }
-        }
-    )*};
-}
-pub(crate) use alias;
 
-alias! {
-    __pthread_mutex_init => pthread_mutex_init(m: *mut pthread_mutex_t, a: *const pthread_mutexattr_t);
-    __pthread_mutex_destroy => pthread_mutex_destroy(m: *mut pthread_mutex_t);
-}

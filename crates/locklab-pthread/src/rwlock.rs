@@ -106,6 +106,11 @@ impl L {
             sys::futex_wake(self.gate(), i32::MAX, false);
         }
     }
+    /// Readers wait behind queued writers (`PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP`), under
+    /// every choice (glibc keeps the kind in the same byte).
+    pub(crate) fn prefers_writers(self) -> bool {
+        self.at::<AtomicU8>(OFF_FLAGS).load(Ordering::Relaxed) == PREFER_WRITER_NONRECURSIVE
+    }
     fn recursive_reads(self) -> bool {
         self.at::<AtomicU8>(OFF_FLAGS).load(Ordering::Relaxed) != PREFER_WRITER_NONRECURSIVE
     }
@@ -284,7 +289,6 @@ fn write(l: L, how: How<'_>) -> c_int {
 ///
 /// # Safety
 /// `l` points to writable memory for a `pthread_rwlock_t`; `a` null or a valid attribute.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_init(
     l: *mut pthread_rwlock_t,
     a: *const pthread_rwlockattr_t,
@@ -314,7 +318,6 @@ pub unsafe extern "C" fn pthread_rwlock_init(
 ///
 /// # Safety
 /// `l` points to a valid `pthread_rwlock_t`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_rwlock_destroy(l: *mut pthread_rwlock_t) -> c_int {
     if L(l).is_glibc() {
         // SAFETY: forwarded.
@@ -442,7 +445,3 @@ entry! {
     };
 }
 
-crate::mutex::alias! {
-    __pthread_rwlock_init => pthread_rwlock_init(l: *mut pthread_rwlock_t, a: *const pthread_rwlockattr_t);
-    __pthread_rwlock_destroy => pthread_rwlock_destroy(l: *mut pthread_rwlock_t);
-}

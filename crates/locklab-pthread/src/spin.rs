@@ -96,7 +96,6 @@ fn try_ticket(s: *mut pthread_spinlock_t) -> bool {
 ///
 /// # Safety
 /// `s` points to writable memory for a `pthread_spinlock_t`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_spin_init(s: *mut pthread_spinlock_t, pshared: c_int) -> c_int {
     match config::spin() {
         // SAFETY: forwarded.
@@ -116,7 +115,6 @@ pub unsafe extern "C" fn pthread_spin_init(s: *mut pthread_spinlock_t, pshared: 
 ///
 /// # Safety
 /// `s` points to a valid `pthread_spinlock_t`.
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_spin_destroy(s: *mut pthread_spinlock_t) -> c_int {
     match config::spin() {
         // SAFETY: forwarded.

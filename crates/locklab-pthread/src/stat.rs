@@ -1304,9 +1304,9 @@ impl Writer {
 /// `dladdr` of an address: (object path, object base, symbol name, symbol address, symbol size if
 /// known).
 /// A symbol: its name, address and size (0 if unknown).
-type Sym = (&'static [u8], usize, usize);
+pub(crate) type Sym = (&'static [u8], usize, usize);
 
-fn symbolise(addr: usize) -> Option<(&'static [u8], usize, Option<Sym>)> {
+pub(crate) fn symbolise(addr: usize) -> Option<(&'static [u8], usize, Option<Sym>)> {
     if addr == 0 {
         return None;
     }

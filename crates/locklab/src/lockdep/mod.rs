@@ -450,6 +450,8 @@ fn dep_type(held: Mode, taken: Mode) -> usize {
 
 /// A same-class instance pair `a` held while `b` was taken.
 struct Pair {
+    /// Next pair from the same `a` (index + 1; graph lock).
+    next: AtomicU32,
     a: AtomicU64,
     b: AtomicU64,
     held_site: AtomicU64,
@@ -473,6 +475,11 @@ struct Graph {
     pair_keys: Table,
     pairs: &'static [Pair],
     n_pairs: AtomicU32,
+    /// Instance (address | 1 << 63) -> its first same-class pair (index + 1).
+    inst_heads: Table,
+    /// The instance search's queue and parent links (graph lock).
+    inst_queue: &'static [AtomicU64],
+    inst_parent: &'static [AtomicU64],
     /// Object address -> class id, for users without room in their objects (the preload library).
     objects: Table,
     /// Problems already reported (a key per problem).
@@ -531,6 +538,9 @@ fn create_graph() -> Option<&'static Graph> {
             pair_keys: Table::new(MAX_PAIRS * 2)?,
             pairs: zeroed_array(MAX_PAIRS)?,
             n_pairs: AtomicU32::new(0),
+            inst_heads: Table::new(MAX_PAIRS * 2)?,
+            inst_queue: zeroed_array(4096)?,
+            inst_parent: zeroed_array(4096)?,
             objects: Table::new(MAX_OBJECTS)?,
             reported: Table::new(1 << 14)?,
             stamp: AtomicU32::new(0),
@@ -1135,7 +1145,7 @@ fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usi
         .is_some_and(|e| g.edge(e as u32).types.load(Ordering::Relaxed) & (1 << t) != 0);
     if !known {
         if let Some(path) = search(g, h.class, class, t) {
-            report::cycle(g, h, class, mode, t, site, &path);
+            report::cycle(g, h, class, mode, site, &path);
         }
         record_edge(g, key, h.class, class, t, h.site, site);
     }
@@ -1306,31 +1316,93 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
     g.class(class)
         .flags
         .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
-    if let Some(back) = g.pair_keys.get(pair_key(obj, h.obj)) {
-        if back != u64::MAX {
-            let p = &g.pairs[back as usize - 1];
-            if p.a.load(Ordering::Relaxed) == obj as u64 && g.first_report(key ^ 0x5ca1e) {
-                report::same_class(g, class, h, obj, site, p);
+    if g.pair_keys.get(key).is_none() {
+        let mut path = [0u32; 32];
+        if let Some(n) = instance_search(g, obj, h.obj, &mut path) {
+            if g.first_report(key ^ 0x5ca1e) {
+                report::same_class(g, class, h, obj, site, &path[..n]);
             }
         }
-    }
-    let r = g.pair_keys.get_or_insert(key, || {
-        let i = g.n_pairs.fetch_add(1, Ordering::Relaxed) + 1;
-        if i as usize > MAX_PAIRS {
-            return u64::MAX;
+        let r = g.pair_keys.get_or_insert(key, || {
+            let i = g.n_pairs.fetch_add(1, Ordering::Relaxed) + 1;
+            if i as usize > MAX_PAIRS {
+                return u64::MAX;
+            }
+            let p = &g.pairs[i as usize - 1];
+            p.a.store(h.obj as u64, Ordering::Relaxed);
+            p.b.store(obj as u64, Ordering::Relaxed);
+            p.held_site.store(h.site as u64, Ordering::Relaxed);
+            p.acq_site.store(site as u64, Ordering::Relaxed);
+            p.tid.store(report::tid(), Ordering::Relaxed);
+            // Link it first in the list of pairs from `h.obj`.
+            let head = g.inst_heads.get(h.obj as u64 | 1 << 63).unwrap_or(u64::MAX);
+            p.next.store(
+                if head == u64::MAX { 0 } else { head as u32 },
+                Ordering::Relaxed,
+            );
+            match g.inst_heads.get_or_insert(h.obj as u64 | 1 << 63, || u64::from(i)) {
+                Some((_, true)) => {}
+                Some(_) => {
+                    g.inst_heads.set(h.obj as u64 | 1 << 63, u64::from(i));
+                }
+                None => say_full("instance"),
+            }
+            u64::from(i)
+        });
+        if matches!(r, None | Some((u64::MAX, _))) {
+            say_full("instance-pair");
         }
-        let p = &g.pairs[i as usize - 1];
-        p.a.store(h.obj as u64, Ordering::Relaxed);
-        p.b.store(obj as u64, Ordering::Relaxed);
-        p.held_site.store(h.site as u64, Ordering::Relaxed);
-        p.acq_site.store(site as u64, Ordering::Relaxed);
-        p.tid.store(report::tid(), Ordering::Relaxed);
-        u64::from(i)
-    });
-    if matches!(r, None | Some((u64::MAX, _))) {
-        say_full("instance-pair");
     }
     g.unlock();
+}
+
+/// Searches the same-class instance orders for a path `from ~> to` (graph lock held): the new order
+/// `to -> from` then closes a cycle. Writes the path's pair indices (+1) into `out`; the count.
+fn instance_search(g: &Graph, from: usize, to: usize, out: &mut [u32; 32]) -> Option<usize> {
+    // Queue entries: (instance, index of the entry it was reached from + 1, pair used).
+    let q = g.inst_queue;
+    q[0].store(from as u64, Ordering::Relaxed);
+    g.inst_parent[0].store(0, Ordering::Relaxed);
+    let (mut head, mut tail) = (0usize, 1usize);
+    while head < tail {
+        let x = q[head].load(Ordering::Relaxed);
+        let mut pi = match g.inst_heads.get(x | 1 << 63) {
+            Some(v) if v != u64::MAX => v as u32,
+            _ => 0,
+        };
+        while pi != 0 {
+            let p = &g.pairs[pi as usize - 1];
+            let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
+            if a == x && b != 0 {
+                if b == to as u64 {
+                    // Walk back to the start.
+                    let mut n = 0;
+                    let mut rev = [0u32; 32];
+                    rev[0] = pi;
+                    n += 1;
+                    let mut e = head;
+                    while e != 0 && n < 32 {
+                        let par = g.inst_parent[e].load(Ordering::Relaxed);
+                        rev[n] = par as u32;
+                        n += 1;
+                        e = (par >> 32) as usize - 1;
+                    }
+                    for i in 0..n {
+                        out[i] = rev[n - 1 - i];
+                    }
+                    return Some(n);
+                }
+                if tail < q.len() && !q[..tail].iter().any(|v| v.load(Ordering::Relaxed) == b) {
+                    q[tail].store(b, Ordering::Relaxed);
+                    g.inst_parent[tail].store((head as u64 + 1) << 32 | u64::from(pi), Ordering::Relaxed);
+                    tail += 1;
+                }
+            }
+            pi = p.next.load(Ordering::Relaxed);
+        }
+        head += 1;
+    }
+    None
 }
 
 /// Forgets the instance pairs of a destroyed object (a later lock at its address is another lock).
@@ -1362,10 +1434,23 @@ pub fn release(obj: usize, site: Site) -> bool {
     if !enabled() {
         return true;
     }
-    with_thread(|t| pop(t, obj)).unwrap_or(true)
+    with_thread(|t| pop(t, obj, true)).unwrap_or(true)
 }
 
-fn pop(t: &mut ThreadState, obj: usize) -> bool {
+/// As [`release`], for a lock whose kind only lets its owner unlock it (a non-owner's unlock fails,
+/// so the owner's record must stay): `false` if this thread does not hold it.
+///
+/// ```
+/// assert!(!locklab::lockdep::release_owned(0x9998));
+/// ```
+pub fn release_owned(obj: usize) -> bool {
+    if !enabled() {
+        return true;
+    }
+    with_thread(|t| pop(t, obj, false)).unwrap_or(true)
+}
+
+fn pop(t: &mut ThreadState, obj: usize, elsewhere: bool) -> bool {
     if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
         if t.held[i].depth > 1 {
             t.held[i].depth -= 1;
@@ -1378,7 +1463,9 @@ fn pop(t: &mut ThreadState, obj: usize) -> bool {
         t.lost -= 1;
         true
     } else {
-        released_elsewhere(obj);
+        if elsewhere {
+            released_elsewhere(obj);
+        }
         false
     }
 }

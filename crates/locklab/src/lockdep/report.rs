@@ -614,13 +614,12 @@ fn with_lock(g: &Graph, held: bool, f: impl FnOnce()) {
     }
 }
 
-/// A circular dependency: the new `h -(t)-> class` closes `path` (graph lock held).
+/// A circular dependency: the new `h -> class` closes `path` (graph lock held).
 pub(super) fn cycle(
     g: &Graph,
     h: &Held,
     class: u32,
     acq_mode: Mode,
-    t: usize,
     acq_site: usize,
     path: &Path,
 ) {
@@ -766,40 +765,55 @@ pub(super) fn recursive_read(g: &Graph, class: u32) {
     });
 }
 
-/// Two instances of one class in both orders (graph lock held).
-pub(super) fn same_class(g: &Graph, class: u32, h: &Held, obj: usize, site_now: usize, p: &Pair) {
+/// Instances of one class taken in a cycle: the new `h.obj -> obj` closes the earlier orders
+/// `pairs` (indices + 1), which lead from `obj` back to `h.obj` (graph lock held).
+pub(super) fn same_class(
+    g: &Graph,
+    class: u32,
+    h: &Held,
+    obj: usize,
+    site_now: usize,
+    pairs: &[u32],
+) {
     let mut r = Rep::begin(
         g,
         ReportKind::SameClassOrder,
-        "possible deadlock: two locks of one class taken in both orders",
+        "possible deadlock: locks of one class taken in a cycle of orders",
         false,
     );
     let _ = r.t().write_str("class                ");
     r.class(class);
-    let _ = write!(
-        r.t(),
-        "\nnow:    holding {:#x} (taken at ",
-        h.obj
-    );
+    let _ = write!(r.t(), "
+  [now]  holding {:#x} (taken at ", h.obj);
     let _ = site(&mut r.t(), h.site as u64);
     let _ = write!(r.t(), "), taking {obj:#x} at ");
     let _ = site(&mut r.t(), site_now as u64);
-    let (ps_h, ps_a, pt) = (
-        p.held_site.load(Ordering::Relaxed),
-        p.acq_site.load(Ordering::Relaxed),
-        p.tid.load(Ordering::Relaxed),
-    );
-    let _ = write!(r.t(), " (thread {})\nbefore: holding {obj:#x} (taken at ", tid());
-    let _ = site(&mut r.t(), ps_h);
-    let _ = write!(r.t(), "), took {:#x} at ", h.obj);
-    let _ = site(&mut r.t(), ps_a);
-    let _ = writeln!(r.t(), " (thread {pt})");
+    let _ = writeln!(r.t(), " (thread {})", tid());
     r.json_step(
         Some((class, Mode::from_u8(h.mode), h.site as u64)),
         (class, Mode::Write, site_now as u64),
         tid(),
     );
-    r.json_step(Some((class, Mode::Write, ps_h)), (class, Mode::Write, ps_a), pt);
+    for &pi in pairs {
+        let p: &Pair = &g.pairs[pi as usize - 1];
+        let (a, b, hs, as_, pt) = (
+            p.a.load(Ordering::Relaxed),
+            p.b.load(Ordering::Relaxed),
+            p.held_site.load(Ordering::Relaxed),
+            p.acq_site.load(Ordering::Relaxed),
+            p.tid.load(Ordering::Relaxed),
+        );
+        let _ = write!(r.t(), "  [seen] holding {a:#x} (taken at ");
+        let _ = site(&mut r.t(), hs);
+        let _ = write!(r.t(), "), took {b:#x} at ");
+        let _ = site(&mut r.t(), as_);
+        let _ = writeln!(r.t(), " (thread {pt})");
+        r.json_step(Some((class, Mode::Write, hs)), (class, Mode::Write, as_), pt);
+    }
+    let _ = r.t().write_str(
+        "Instances of one class are checked by address (the class has no order of its own): \
+         these orders form a cycle.\n",
+    );
     r.end();
 }
 

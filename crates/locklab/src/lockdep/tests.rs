@@ -317,3 +317,32 @@ fn json_is_an_array_of_reports() {
     assert!(j.contains("t-json-a") && j.contains("t-json-b"));
     assert!(j.contains("tests.rs"), "sites are source locations: {j}");
 }
+
+#[test]
+fn five_philosophers_of_one_class() {
+    static F: LockClass = LockClass::new("t-fork");
+    let f = class(&F);
+    let fork = |i: usize| 0x2_0000 + (i % 5) * 64;
+    for i in 0..4 {
+        std::thread::spawn(move || {
+            lock(fork(i), f);
+            lock(fork(i + 1), f);
+            unlock(fork(i + 1));
+            unlock(fork(i));
+        })
+        .join()
+        .unwrap();
+    }
+    assert_eq!(count(ReportKind::SameClassOrder, "t-fork", "t-fork"), 0);
+    // The fifth takes fork 4, then fork 0: a cycle through all five.
+    lock(fork(4), f);
+    lock(fork(5), f);
+    unlock(fork(5));
+    unlock(fork(4));
+    let r: Vec<_> = reports()
+        .into_iter()
+        .filter(|r| r.kind == ReportKind::SameClassOrder && r.classes.iter().any(|c| c.contains("t-fork")))
+        .collect();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].text.matches("[seen]").count(), 4, "{}", r[0].text);
+}

@@ -1,0 +1,307 @@
+//! Lockdep for any program (`LOCKLAB_LOCKDEP=1|abort`, or `locklab run --lockdep`): the library's
+//! validator ([`locklab::lockdep`]) called from the pthread and C11 entry points, whichever lock
+//! choice runs behind them (glibc's included: `LOCKLAB_MUTEX=glibc LOCKLAB_LOCKDEP=1` checks a
+//! program as it runs today).
+//!
+//! # Classes
+//! An object's class is its `*_init` call site, or for an object that was never initialised (a
+//! static initializer, zeroed memory, C++'s `std::mutex`) the site of its first lock. The class of
+//! each object is kept in the validator's object table, keyed by address (glibc's objects have no
+//! spare bytes for it under every choice); `*_destroy` forgets it, so a later object at that
+//! address gets its own. An object freed without `*_destroy` (C++'s `std::mutex` never calls it)
+//! leaves its class to the next lock placed at its address, which is usually an object of the same
+//! kind made by the same code.
+//!
+//! # Modes
+//! Mutexes and spinlocks are taken for writing; a recursive mutex may be taken again by its holder,
+//! an error-checking mutex's relock returns `EDEADLK` (neither is reported); a non-owner's unlock of
+//! either is reported (glibc answers `EPERM`). A normal mutex may be unlocked by another thread (glibc
+//! allows it and programs rely on it): not reported, and the locking thread's record of it is dropped.
+//! Readers of an rwlock of kind `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` wait behind queued
+//! writers (non-recursive readers); every other kind's readers are recursive.
+//!
+//! # Signals
+//! With lockdep on, `sigaction` and `signal` install the program's handlers behind a wrapper that
+//! tells the validator a handler of that signal is running (the query returns the program's own
+//! handler, as it set it); a lock taken in a handler is checked against where its class is held
+//! with that signal unblocked.
+//!
+//! # Output
+//! Each report is printed on standard error when found. With `LOCKLAB_LOCKDEP_OUT=PATH` (`%p`: the
+//! process id), every report of the process is also written there as a JSON array at exit and
+//! before an `exec`.
+
+use crate::config;
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use libc::c_int;
+use locklab::lockdep::{self as ld, Flags, Kind, Mode, Origin, Site};
+
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Whether the validator is on (one Relaxed load).
+#[inline(always)]
+pub(crate) fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// The thread-exit key (its destructor checks for locks still held), -1 before it exists.
+static EXIT_KEY: AtomicI32 = AtomicI32::new(-1);
+
+const OUT_MAX: usize = 4095;
+struct OutPath(core::cell::UnsafeCell<[u8; OUT_MAX + 1]>);
+// SAFETY: written once in `init` before ON is published, read after.
+unsafe impl Sync for OutPath {}
+static OUT: OutPath = OutPath(core::cell::UnsafeCell::new([0; OUT_MAX + 1]));
+static OUT_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads `LOCKLAB_LOCKDEP` and `LOCKLAB_LOCKDEP_OUT` (the constructor calls it); turns the
+/// validator on if asked.
+pub(crate) fn init() {
+    let mut buf = [0u8; 32];
+    let action = match config::lookup(c"LOCKLAB_LOCKDEP", &mut buf) {
+        None => return,
+        Some(v) => match ld::parse_action(v) {
+            Some(a) => a,
+            None => {
+                crate::sys::write_stderr(
+                    b"liblocklab_pthread: unknown LOCKLAB_LOCKDEP (valid: 0|off|1|report|abort); lockdep is off\n",
+                );
+                return;
+            }
+        },
+    };
+    if action == ld::Action::Off {
+        return;
+    }
+    // SAFETY: written only here, before ON is set (the constructor runs once).
+    let out = unsafe { &mut *OUT.0.get() };
+    if let Some(p) = config::lookup(c"LOCKLAB_LOCKDEP_OUT", &mut out[..OUT_MAX]) {
+        OUT_LEN.store(p.len(), Ordering::Relaxed);
+    }
+    ld::set_mode(action);
+    ld::set_address_formatter(name_site);
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a valid out-pointer and destructor; the constructor runs while the program has few
+    // keys, so `pthread_setspecific` on this one never allocates.
+    if unsafe { crate::real::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
+        EXIT_KEY.store(key as i32, Ordering::Relaxed);
+        ld::set_exit_hook(arm_exit);
+    }
+    ON.store(true, Ordering::Release);
+}
+
+fn arm_exit() {
+    let k = EXIT_KEY.load(Ordering::Relaxed);
+    if k >= 0 {
+        // SAFETY: our key; a non-null value makes its destructor run at thread exit.
+        unsafe { libc::pthread_setspecific(k as libc::pthread_key_t, 1 as *const libc::c_void) };
+    }
+}
+
+unsafe extern "C" fn thread_exit(_: *mut libc::c_void) {
+    ld::thread_exit();
+}
+
+/// Names a code address as the lock statistics do: `function+0xoff (object)`.
+fn name_site(a: usize, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
+    match crate::stat::symbolise(a) {
+        Some((file, base, sym)) => {
+            let file = file.rsplit(|&c| c == b'/').next().unwrap_or(file);
+            match sym {
+                Some((name, at, _)) => {
+                    write!(w, "{}+{:#x} ({})", show(name), a - at, show(file))
+                }
+                None => write!(w, "{}+{:#x}", show(file), a - base),
+            }
+        }
+        None => write!(w, "{a:#x}"),
+    }
+}
+
+fn show(b: &[u8]) -> &str {
+    core::str::from_utf8(b).unwrap_or("?")
+}
+
+/// The class of `obj`: recorded at init or first lock, else made now from this lock's site.
+#[inline]
+fn class(obj: usize, kind: Kind, site: usize) -> u32 {
+    if let Some(c) = ld::object_class(obj) {
+        return c;
+    }
+    let c = ld::class_for(site, kind, Origin::FirstLocked, Site::address(site), 0);
+    ld::set_object_class(obj, c);
+    c
+}
+
+/// An object initialised at `site`: a class of its own site (the object's old record forgotten).
+pub(crate) fn created(obj: usize, kind: Kind, site: usize) {
+    ld::forget_object(obj);
+    if site != 0 {
+        let c = ld::class_for(site, kind, Origin::Created, Site::address(site), 0);
+        ld::set_object_class(obj, c);
+    }
+}
+
+/// An object destroyed at `site`.
+pub(crate) fn destroyed(obj: usize, site: usize) {
+    ld::destroyed(obj, Site::address(site));
+}
+
+/// `kind & 3` of a mutex: 1 recursive, 2 error-checking.
+fn mutex_flags(kind: i32) -> Flags {
+    match kind & 3 {
+        1 => Flags::RECURSIVE,
+        2 => Flags::RELOCK_ERRORS,
+        _ => Flags::NONE,
+    }
+}
+
+/// Before a mutex lock (or after a trylock that succeeded, `tried`).
+pub(crate) fn mutex_lock(m: *mut libc::pthread_mutex_t, site: usize, tried: bool) {
+    let kind = crate::mutex::M(m).kind();
+    let mut f = mutex_flags(kind);
+    if tried {
+        f = f.with(Flags::TRY);
+    }
+    ld::acquire(
+        m as usize,
+        class(m as usize, Kind::Mutex, site),
+        Mode::Write,
+        Site::address(site),
+        f,
+    );
+}
+
+/// Before a mutex unlock.
+pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
+    let kind = crate::mutex::M(m).kind();
+    if kind & 3 == 1 || kind & 3 == 2 {
+        // An owner-checked kind: a non-owner's unlock fails, the owner still holds it.
+        if !ld::release_owned(m as usize) {
+            ld::unlock_not_held(
+                m as usize,
+                class(m as usize, Kind::Mutex, site),
+                Site::address(site),
+            );
+        }
+    } else {
+        ld::release(m as usize, Site::address(site));
+    }
+}
+
+/// Before an rwlock lock (or after a trylock that succeeded).
+pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, tried: bool) {
+    let mode = if write {
+        Mode::Write
+    } else if crate::rwlock::L(l).prefers_writers() {
+        Mode::Read
+    } else {
+        Mode::RecursiveRead
+    };
+    let mut f = Flags::RELOCK_ERRORS;
+    if tried {
+        f = f.with(Flags::TRY);
+    }
+    ld::acquire(
+        l as usize,
+        class(l as usize, Kind::RwLock, site),
+        mode,
+        Site::address(site),
+        f,
+    );
+}
+
+/// Before a spinlock lock (or after a trylock that succeeded).
+pub(crate) fn spin_lock(s: *mut libc::pthread_spinlock_t, site: usize, tried: bool) {
+    ld::acquire(
+        s as usize,
+        class(s as usize, Kind::SpinLock, site),
+        Mode::Write,
+        Site::address(site),
+        if tried { Flags::TRY } else { Flags::NONE },
+    );
+}
+
+/// Before an rwlock or spinlock unlock.
+pub(crate) fn unlock(obj: usize, site: usize) {
+    ld::release(obj, Site::address(site));
+}
+
+/// An acquisition announced with a lock call that returned `r`: undone unless it succeeded.
+#[inline]
+pub(crate) fn settle(obj: usize, r: c_int) -> c_int {
+    if r != 0 {
+        ld::forget(obj);
+    }
+    r
+}
+
+/// Before a condvar wait.
+pub(crate) fn cond_wait(c: usize, m: usize, site: usize) {
+    ld::cond_wait(c, m, Site::address(site));
+}
+
+static FORKS: AtomicU32 = AtomicU32::new(0);
+
+/// In the child of `fork`.
+pub(crate) fn after_fork_child() {
+    if on() {
+        FORKS.fetch_add(1, Ordering::Relaxed);
+        ld::after_fork_child();
+    }
+}
+
+/// At exit and before `exec`: the reports as JSON, if asked.
+pub(crate) fn write_out() {
+    let n = OUT_LEN.load(Ordering::Relaxed);
+    if !on() || n == 0 {
+        return;
+    }
+    // SAFETY: written before ON (Acquire in `on` is Relaxed, but init ran in the constructor on
+    // this same process before any exit path).
+    let tmpl = unsafe { &(&*OUT.0.get())[..n] };
+    let mut path = [0u8; OUT_MAX + 32];
+    let mut k = 0;
+    let mut i = 0;
+    while i < tmpl.len() && k < OUT_MAX {
+        if tmpl[i] == b'%' && tmpl.get(i + 1) == Some(&b'p') {
+            let mut num = [0u8; 12];
+            let mut pid = std::process::id();
+            let mut d = 0;
+            loop {
+                num[d] = b'0' + (pid % 10) as u8;
+                d += 1;
+                pid /= 10;
+                if pid == 0 {
+                    break;
+                }
+            }
+            while d > 0 && k < OUT_MAX {
+                d -= 1;
+                path[k] = num[d];
+                k += 1;
+            }
+            i += 2;
+        } else {
+            path[k] = tmpl[i];
+            k += 1;
+            i += 1;
+        }
+    }
+    path[k] = 0;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        crate::sys::write_stderr(b"liblocklab_pthread: cannot write LOCKLAB_LOCKDEP_OUT\n");
+        return;
+    }
+    ld::write_json_fd(fd);
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+}
