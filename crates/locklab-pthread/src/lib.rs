@@ -53,6 +53,7 @@ pub mod mutex;
 pub mod plugins;
 mod real;
 pub mod rwlock;
+mod signals;
 pub mod spin;
 pub mod stat;
 mod sys;

@@ -842,5 +842,3 @@ pub unsafe extern "C" fn pthread_mutex_setprioceiling(
     }
     libc::EINVAL
 }
-
-

@@ -233,6 +233,10 @@ real! {
     pthread_spin_unlock(l: *mut libc::pthread_spinlock_t) -> c_int;
 
     pthread_key_create(k: *mut libc::pthread_key_t, d: KeyDtor) -> c_int;
+    sigaction(s: c_int, a: *const libc::sigaction, o: *mut libc::sigaction) -> c_int;
+    signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    bsd_signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    sysv_signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
     fork() -> libc::pid_t;
 
     execve(p: *const libc::c_char, a: Argv, e: Argv) -> c_int;

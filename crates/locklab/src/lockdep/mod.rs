@@ -626,7 +626,14 @@ pub fn class_for(key: usize, kind: Kind, origin: Origin, site: Site, subclass: u
     class_with(key, kind, origin, site.0, 0, subclass)
 }
 
-fn class_with(key: usize, kind: Kind, origin: Origin, site: usize, named: usize, subclass: u8) -> u32 {
+fn class_with(
+    key: usize,
+    kind: Kind,
+    origin: Origin,
+    site: usize,
+    named: usize,
+    subclass: u8,
+) -> u32 {
     if !enabled() || key == 0 {
         return 0;
     }
@@ -1340,7 +1347,10 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
                 if head == u64::MAX { 0 } else { head as u32 },
                 Ordering::Relaxed,
             );
-            match g.inst_heads.get_or_insert(h.obj as u64 | 1 << 63, || u64::from(i)) {
+            match g
+                .inst_heads
+                .get_or_insert(h.obj as u64 | 1 << 63, || u64::from(i))
+            {
                 Some((_, true)) => {}
                 Some(_) => {
                     g.inst_heads.set(h.obj as u64 | 1 << 63, u64::from(i));
@@ -1394,7 +1404,8 @@ fn instance_search(g: &Graph, from: usize, to: usize, out: &mut [u32; 32]) -> Op
                 }
                 if tail < q.len() && !q[..tail].iter().any(|v| v.load(Ordering::Relaxed) == b) {
                     q[tail].store(b, Ordering::Relaxed);
-                    g.inst_parent[tail].store((head as u64 + 1) << 32 | u64::from(pi), Ordering::Relaxed);
+                    g.inst_parent[tail]
+                        .store((head as u64 + 1) << 32 | u64::from(pi), Ordering::Relaxed);
                     tail += 1;
                 }
             }
@@ -1801,7 +1812,10 @@ fn blocked_signals() -> u64 {
 /// locklab::lockdep::after_fork_child();
 /// ```
 pub fn after_fork_child() {
-    if let Some(g) = (!GRAPH.load(Ordering::Acquire).is_null()).then(graph).flatten() {
+    if let Some(g) = (!GRAPH.load(Ordering::Acquire).is_null())
+        .then(graph)
+        .flatten()
+    {
         g.lock.store(false, Ordering::Release);
     }
     report::after_fork_child();

@@ -54,7 +54,11 @@ impl Site {
     /// assert_ne!(locklab::lockdep::Site::address(0x401000), locklab::lockdep::Site::UNKNOWN);
     /// ```
     pub fn address(a: usize) -> Site {
-        if a == 0 { Site::UNKNOWN } else { Site(a << 1 | 1) }
+        if a == 0 {
+            Site::UNKNOWN
+        } else {
+            Site(a << 1 | 1)
+        }
     }
 }
 
@@ -306,7 +310,14 @@ impl Write for Arena<'_> {
                         put(b'n');
                     }
                     0..=0x1f => {
-                        for x in [b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]] {
+                        for x in [
+                            b'\\',
+                            b'u',
+                            b'0',
+                            b'0',
+                            HEX[(b >> 4) as usize],
+                            HEX[(b & 15) as usize],
+                        ] {
                             put(x);
                         }
                     }
@@ -477,7 +488,11 @@ impl<'g> Rep<'g> {
             tid()
         );
         let mut j = rep.j(false);
-        let sep = if s.json_len.load(Ordering::Relaxed) == 0 { "" } else { ",\n" };
+        let sep = if s.json_len.load(Ordering::Relaxed) == 0 {
+            ""
+        } else {
+            ",\n"
+        };
         let _ = write!(
             j,
             "{sep}{{\"kind\":\"{}\",\"pid\":{},\"tid\":{},\"message\":\"",
@@ -615,18 +630,12 @@ fn with_lock(g: &Graph, held: bool, f: impl FnOnce()) {
 }
 
 /// A circular dependency: the new `h -> class` closes `path` (graph lock held).
-pub(super) fn cycle(
-    g: &Graph,
-    h: &Held,
-    class: u32,
-    acq_mode: Mode,
-    acq_site: usize,
-    path: &Path,
-) {
-    let rcu = g.class(class).kind() == Kind::Rcu || g.class(h.class).kind() == Kind::Rcu
-        || path.steps[..path.n].iter().any(|s| {
-            g.class(g.edge(s.edge).to.load(Ordering::Relaxed)).kind() == Kind::Rcu
-        });
+pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: usize, path: &Path) {
+    let rcu = g.class(class).kind() == Kind::Rcu
+        || g.class(h.class).kind() == Kind::Rcu
+        || path.steps[..path.n]
+            .iter()
+            .any(|s| g.class(g.edge(s.edge).to.load(Ordering::Relaxed)).kind() == Kind::Rcu);
     let title = if rcu {
         "possible deadlock through an RCU grace period (a lock held across synchronize is taken in a reader)"
     } else {
@@ -673,7 +682,11 @@ pub(super) fn cycle(
         r.class(from);
         let _ = r.t().write_str(" -> ");
         r.class(to);
-        let fm = if s.t & 2 != 0 { Mode::Read } else { Mode::Write };
+        let fm = if s.t & 2 != 0 {
+            Mode::Read
+        } else {
+            Mode::Write
+        };
         let tm = mode_of(s.t & 1, Mode::Write);
         let _ = write!(r.t(), "\n         held ({}) since ", fm.name());
         let _ = site(&mut r.t(), hs);
@@ -702,7 +715,9 @@ fn mode_of(recursive_read: usize, otherwise: Mode) -> Mode {
 
 /// A lock taken again by its holder (graph lock not held).
 pub(super) fn recursion(g: &Graph, class: u32, h: Held, mode: Mode, site_now: usize) {
-    if !g.first_report(table::mix(u64::from(class) ^ (site_now as u64).rotate_left(7) ^ 0x5e1f)) {
+    if !g.first_report(table::mix(
+        u64::from(class) ^ (site_now as u64).rotate_left(7) ^ 0x5e1f,
+    )) {
         return;
     }
     with_lock(g, false, || {
@@ -713,14 +728,21 @@ pub(super) fn recursion(g: &Graph, class: u32, h: Held, mode: Mode, site_now: us
                 "synchronize (or barrier) inside a read-side critical section of the same RCU domain",
             )
         } else {
-            (ReportKind::Recursion, "possible recursive locking (this thread would wait for itself)")
+            (
+                ReportKind::Recursion,
+                "possible recursive locking (this thread would wait for itself)",
+            )
         };
         let mut r = Rep::begin(g, kind, title, false);
         let _ = r.t().write_str("thread is taking     ");
         r.class(class);
         let _ = write!(r.t(), " ({}) at ", mode.name());
         let _ = site(&mut r.t(), site_now as u64);
-        let _ = write!(r.t(), "\nbut already holds it ({}), taken at ", Mode::from_u8(h.mode).name());
+        let _ = write!(
+            r.t(),
+            "\nbut already holds it ({}), taken at ",
+            Mode::from_u8(h.mode).name()
+        );
         let _ = site(&mut r.t(), h.site as u64);
         let _ = r.t().write_str("\n");
         r.json_step(
@@ -751,7 +773,9 @@ pub(super) fn recursive_read(g: &Graph, class: u32) {
         r.class(class);
         let _ = r.t().write_str(" for reading at ");
         let _ = site(&mut r.t(), rs);
-        let _ = r.t().write_str("\nwhile it already held it for reading, taken at ");
+        let _ = r
+            .t()
+            .write_str("\nwhile it already held it for reading, taken at ");
         let _ = site(&mut r.t(), hs);
         let _ = r.t().write_str("\nand writers take it, e.g. at ");
         let _ = site(&mut r.t(), ws);
@@ -783,8 +807,12 @@ pub(super) fn same_class(
     );
     let _ = r.t().write_str("class                ");
     r.class(class);
-    let _ = write!(r.t(), "
-  [now]  holding {:#x} (taken at ", h.obj);
+    let _ = write!(
+        r.t(),
+        "
+  [now]  holding {:#x} (taken at ",
+        h.obj
+    );
     let _ = site(&mut r.t(), h.site as u64);
     let _ = write!(r.t(), "), taking {obj:#x} at ");
     let _ = site(&mut r.t(), site_now as u64);
@@ -808,7 +836,11 @@ pub(super) fn same_class(
         let _ = write!(r.t(), "), took {b:#x} at ");
         let _ = site(&mut r.t(), as_);
         let _ = writeln!(r.t(), " (thread {pt})");
-        r.json_step(Some((class, Mode::Write, hs)), (class, Mode::Write, as_), pt);
+        r.json_step(
+            Some((class, Mode::Write, hs)),
+            (class, Mode::Write, as_),
+            pt,
+        );
     }
     let _ = r.t().write_str(
         "Instances of one class are checked by address (the class has no order of its own): \
@@ -866,9 +898,9 @@ pub(super) fn cond_wait(g: &Graph, other: &Held, mclass: u32, cond: usize, site_
         r.class(other.class);
         let _ = r.t().write_str(", taken at ");
         let _ = site(&mut r.t(), other.site as u64);
-        let _ = r.t().write_str(
-            "\nWhoever must take that lock to signal this condvar waits for ever.\n",
-        );
+        let _ = r
+            .t()
+            .write_str("\nWhoever must take that lock to signal this condvar waits for ever.\n");
         r.json_step(
             Some((other.class, Mode::from_u8(other.mode), other.site as u64)),
             (mclass, Mode::Write, site_now as u64),
@@ -896,7 +928,9 @@ pub(super) fn signal(g: &Graph, class: u32, sig: i32) {
         r.class(class);
         let _ = write!(r.t(), "\n  taken in a handler of signal {sig} at ");
         let _ = site(&mut r.t(), ins);
-        let _ = r.t().write_str("\n  held with that signal unblocked, taken at ");
+        let _ = r
+            .t()
+            .write_str("\n  held with that signal unblocked, taken at ");
         let _ = site(&mut r.t(), outs);
         let _ = r.t().write_str(
             "\nIf the signal arrives while the lock is held, the handler waits for its own thread.\n",

@@ -119,7 +119,11 @@ impl Table {
 
     /// The value of `key`, inserting `make()` if absent: `(value, inserted)`. `None` if the table is
     /// full. `make` runs only for the winner of a race to insert, before the value is published.
-    pub(super) fn get_or_insert(&self, key: u64, make: impl FnOnce() -> u64) -> Option<(u64, bool)> {
+    pub(super) fn get_or_insert(
+        &self,
+        key: u64,
+        make: impl FnOnce() -> u64,
+    ) -> Option<(u64, bool)> {
         debug_assert_ne!(key, 0);
         let mask = self.slots.len() - 1;
         let mut i = mix(key) as usize & mask;

@@ -71,7 +71,11 @@ fn three_lock_cycle_and_consistent_orders() {
         unlock(0x10 + y as usize);
         unlock(0x10 + x as usize);
     }
-    assert_eq!(count(ReportKind::Cycle, "t-c3-a", "t-c3-c"), 0, "consistent: a<b<c");
+    assert_eq!(
+        count(ReportKind::Cycle, "t-c3-a", "t-c3-c"),
+        0,
+        "consistent: a<b<c"
+    );
     lock(0x10 + c as usize, c);
     lock(0x10 + a as usize, a);
     unlock(0x10 + a as usize);
@@ -143,7 +147,11 @@ fn recursive_read_of_a_writer_preferring_class() {
     acquire(0x900, a, Mode::Read, Site::caller(), Flags::NONE);
     unlock(0x900);
     unlock(0x900);
-    assert_eq!(count(ReportKind::RecursiveRead, "t-rrw-a", "t-rrw-a"), 0, "no writer yet");
+    assert_eq!(
+        count(ReportKind::RecursiveRead, "t-rrw-a", "t-rrw-a"),
+        0,
+        "no writer yet"
+    );
     lock(0x900, a);
     unlock(0x900);
     assert_eq!(count(ReportKind::RecursiveRead, "t-rrw-a", "t-rrw-a"), 1);
@@ -322,7 +330,7 @@ fn json_is_an_array_of_reports() {
 fn five_philosophers_of_one_class() {
     static F: LockClass = LockClass::new("t-fork");
     let f = class(&F);
-    let fork = |i: usize| 0x2_0000 + (i % 5) * 64;
+    let fork = |i: usize| 0x2_0000 + (i % 5) * 40;
     for i in 0..4 {
         std::thread::spawn(move || {
             lock(fork(i), f);
@@ -335,13 +343,19 @@ fn five_philosophers_of_one_class() {
     }
     assert_eq!(count(ReportKind::SameClassOrder, "t-fork", "t-fork"), 0);
     // The fifth takes fork 4, then fork 0: a cycle through all five.
-    lock(fork(4), f);
-    lock(fork(5), f);
-    unlock(fork(5));
-    unlock(fork(4));
+    std::thread::spawn(move || {
+        lock(fork(4), f);
+        lock(fork(5), f);
+        unlock(fork(5));
+        unlock(fork(4));
+    })
+    .join()
+    .unwrap();
     let r: Vec<_> = reports()
         .into_iter()
-        .filter(|r| r.kind == ReportKind::SameClassOrder && r.classes.iter().any(|c| c.contains("t-fork")))
+        .filter(|r| {
+            r.kind == ReportKind::SameClassOrder && r.classes.iter().any(|c| c.contains("t-fork"))
+        })
         .collect();
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].text.matches("[seen]").count(), 4, "{}", r[0].text);

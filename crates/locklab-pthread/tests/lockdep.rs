@@ -1,0 +1,182 @@
+//! Lockdep in the preload library (`LOCKLAB_LOCKDEP`): programs written to deadlock only sometimes
+//! (each run here does not: the threads never overlap) must be reported, with the chains in the
+//! JSON; consistent orders, trylock-only inversions, reader-preferring reads and many instances of
+//! one class taken one at a time must not. Under our locks and glibc's. Then real programs, which
+//! must run clean and verify themselves, and the abort mode.
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn program() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| compile_with("lockdep.c", "lockdep_c", &["-rdynamic"]))
+        .clone()
+}
+
+/// Runs `exe args` with lockdep on under `mutex`; its output and the reports' kinds (every process's
+/// JSON file).
+fn run(exe: &Path, args: &[&str], mutex: &str, tag: &str) -> (std::process::Output, Vec<Value>) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockdep-{tag}-{mutex}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_path = dir.join("r-%p.json");
+    let mut cmd = command(
+        exe,
+        true,
+        &[
+            ("LOCKLAB_MUTEX", mutex),
+            ("LOCKLAB_LOCKDEP", "1"),
+            ("LOCKLAB_LOCKDEP_OUT", out_path.to_str().unwrap()),
+        ],
+    );
+    cmd.current_dir(&dir).args(args);
+    let out = run_limited(cmd, Duration::from_secs(300));
+    let mut reports = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap().to_str().unwrap().starts_with("r-") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{text}", p.display()));
+            reports.extend(v.as_array().unwrap().iter().cloned());
+        }
+    }
+    (out, reports)
+}
+
+fn kinds(reports: &[Value]) -> Vec<String> {
+    reports
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const EXPECTED: [(&str, &[&str]); 16] = [
+    ("abba", &["circular-dependency"]),
+    ("cycle3", &["circular-dependency"]),
+    ("philosophers", &["same-class-order"]),
+    ("rw_abba", &["circular-dependency"]),
+    ("recursive_read", &["recursive-read"]),
+    ("signal", &["signal-unsafe"]),
+    ("cond_holding", &["cond-wait-holding"]),
+    (
+        "misuse",
+        &["unlock-not-held", "destroy-held", "exit-holding"],
+    ),
+    ("c11", &["circular-dependency"]),
+    ("spin", &["circular-dependency"]),
+    ("consistent", &[]),
+    ("trylock", &[]),
+    ("instances", &[]),
+    ("rw_readers", &[]),
+    ("recursive_read_ok", &[]),
+    ("signal_blocked", &[]),
+];
+
+#[test]
+fn potential_deadlocks_are_reported_and_good_orders_are_not() {
+    let exe = program();
+    for mutex in ["mutex", "mcs", "glibc"] {
+        for (scenario, want) in EXPECTED {
+            // The program is right under glibc alone (nothing deadlocks in these runs).
+            let mut c = command(&exe, false, &[]);
+            c.arg(scenario);
+            let plain = run_limited(c, Duration::from_secs(60));
+            assert_ok(&plain, &format!("{scenario} under glibc alone"));
+            let (out, reports) = run(&exe, &[scenario], mutex, scenario);
+            assert_ok(&out, &format!("{scenario} under {mutex} with lockdep"));
+            assert_eq!(
+                kinds(&reports),
+                want,
+                "{scenario} under {mutex}: {reports:#?}"
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                stderr.matches("==== locklab lockdep:").count(),
+                want.len(),
+                "{scenario}: one printed report per problem:\n{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cycle_report_names_both_chains_with_sites() {
+    let (_, reports) = run(&program(), &["cycle3"], "mutex", "chains");
+    let chain = reports[0]["chain"].as_array().unwrap();
+    assert_eq!(chain.len(), 3, "a 3-lock cycle has three steps: {chain:#?}");
+    for step in chain {
+        for end in ["held", "acquired"] {
+            let site = step[end]["site"].as_str().unwrap();
+            // -rdynamic: the program's functions are named.
+            assert!(
+                site.starts_with("lock_") || site.contains("lockdep_c"),
+                "a symbolised site: {site}"
+            );
+        }
+    }
+    assert_eq!(reports[0]["classes"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn abort_mode_stops_the_program_at_the_first_report() {
+    let exe = program();
+    let mut c = command(&exe, true, &[("LOCKLAB_LOCKDEP", "abort")]);
+    c.arg("abba");
+    let out = run_limited(c, Duration::from_secs(60));
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("possible circular locking dependency") && stderr.contains("aborting"));
+}
+
+#[test]
+fn a_bad_value_is_one_line_and_lockdep_stays_off() {
+    let mut c = command(&program(), true, &[("LOCKLAB_LOCKDEP", "sometimes")]);
+    c.arg("abba");
+    let out = run_limited(c, Duration::from_secs(60));
+    assert_ok(&out, "a bad LOCKLAB_LOCKDEP");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("LOCKLAB_LOCKDEP"));
+}
+
+/// Real programs under lockdep: clean, and still verifying themselves.
+#[test]
+fn real_programs_run_clean() {
+    let cases: [(&str, &[&str]); 4] = [
+        ("tchmttest", &["write", "-rnd", "a.tch", "4", "5000"]),
+        ("tcumttest", &["typical", "4", "10000"]),
+        ("kccachetest", &["order", "-th", "4", "-rnd", "10000"]),
+        ("kccachetest", &["wicked", "-th", "2", "-it", "1", "3000"]),
+    ];
+    for (program, args) in cases {
+        let exe = Path::new("/usr/bin").join(program);
+        if !exe.exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{program} missing"
+            );
+            eprintln!("skipped: {program} is not installed");
+            continue;
+        }
+        for mutex in ["mutex", "glibc"] {
+            let (out, reports) = run(&exe, args, mutex, &format!("{program}-{}", args[0]));
+            assert_ok(
+                &out,
+                &format!("{program} {args:?} under {mutex} with lockdep"),
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .any(|l| l.trim() == "ok"),
+                "{program} did not verify"
+            );
+            assert!(reports.is_empty(), "{program} {args:?}: {reports:#?}");
+        }
+    }
+}
