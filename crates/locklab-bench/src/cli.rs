@@ -101,6 +101,15 @@ pub enum Command {
         /// --stat.
         #[arg(long, value_name = "F.json")]
         stat_out: Option<String>,
+        /// Check every lock order the program uses for potential deadlocks (lockdep): `report`
+        /// (the default) prints each problem on stderr when first seen and goes on; `abort` stops
+        /// the program at the first.
+        #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "report", require_equals = true)]
+        lockdep: Option<String>,
+        /// Also write every lockdep report of every process as JSON here (`-`: standard output);
+        /// implies --lockdep.
+        #[arg(long, value_name = "F.json")]
+        lockdep_out: Option<String>,
         /// The program and its arguments, after `--`.
         #[arg(
             value_name = "CMD",

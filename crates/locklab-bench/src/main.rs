@@ -49,11 +49,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             spin,
             stat,
             stat_out,
+            lockdep,
+            lockdep_out,
             cmd,
         }) => {
             let choices = preload::Choices::parse(mutex, rwlock, spin)?;
-            if stat || stat_out.is_some() {
-                preload::run_with_stat(&choices, stat_out.as_deref(), &cmd)?
+            let lockdep = preload::Lockdep::parse(lockdep, lockdep_out)?;
+            let stat = stat || stat_out.is_some();
+            if stat || lockdep.is_some() {
+                preload::run_supervised(
+                    &choices,
+                    stat,
+                    stat_out.as_deref(),
+                    lockdep.as_ref(),
+                    &cmd,
+                )?
             } else {
                 preload::run(&choices, &cmd)?
             }

@@ -139,6 +139,81 @@ pub fn run(choices: &Choices, cmd: &[String]) -> anyhow::Result<()> {
     });
 }
 
+/// The lockdep reports every process wrote (`lockdep-PID.json` files, each an array), and how many
+/// files there were.
+fn read_lockdep(dir: &Path) -> (Vec<serde_json::Value>, usize) {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("lockdep-") && n.ends_with(".json"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let mut all = Vec::new();
+    for p in &names {
+        let Ok(text) = std::fs::read_to_string(p) else {
+            continue;
+        };
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(serde_json::Value::Array(a)) => all.extend(a),
+            _ => eprintln!(
+                "locklab: warning: {} is not a JSON array of reports",
+                p.display()
+            ),
+        }
+    }
+    (all, names.len())
+}
+
+/// The line that sums up lockdep's findings, and the JSON file if asked.
+fn lockdep_summary(
+    l: &Lockdep,
+    cmd: &[String],
+    reports: &[serde_json::Value],
+    files: usize,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in reports {
+        *kinds.entry(r["kind"].as_str().unwrap_or("?")).or_default() += 1;
+    }
+    let line = if reports.is_empty() {
+        format!(
+            "\nlockdep: no potential deadlock or lock misuse found ({files} process{} checked)\n",
+            if files == 1 { "" } else { "es" }
+        )
+    } else {
+        let list: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        format!(
+            "\nlockdep: {} report{} ({}), printed above as found\n",
+            reports.len(),
+            if reports.len() == 1 { "" } else { "s" },
+            list.join(", ")
+        )
+    };
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(out) = &l.out {
+        let doc = serde_json::json!({
+            "locklab_version": env!("CARGO_PKG_VERSION"),
+            "command": cmd,
+            "processes": files,
+            "reports": reports,
+        });
+        let body = serde_json::to_string_pretty(&doc)? + "\n";
+        if out == "-" {
+            let _ = std::io::stdout().write_all(body.as_bytes());
+        } else if let Err(e) = std::fs::write(out, body) {
+            eprintln!("locklab: error: cannot write {out}: {e}");
+        }
+    }
+    Ok(())
+}
+
 /// The child being waited for, for the signal forwarder (0: none).
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
@@ -175,22 +250,63 @@ fn print_snapshots(dir: &Path) {
     let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
-/// `locklab run --stat`: runs `cmd` on the library with statistics on (one file per process in a
-/// fresh directory), waits for it, prints each process's lock_stat table on stderr, writes them all
-/// as JSON to `stat_out` if given, and ends as the program did (its exit status, or its signal).
+/// `locklab run --lockdep[=MODE] [--lockdep-out F]`: what to check and where the reports go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lockdep {
+    /// `report` or `abort` (`LOCKLAB_LOCKDEP`).
+    pub mode: String,
+    /// Where to write every process's reports as JSON (`-`: standard output).
+    pub out: Option<String>,
+}
+
+impl Lockdep {
+    /// Validates the flags (`--lockdep-out` alone implies `--lockdep=report`).
+    ///
+    /// ```
+    /// use locklab_bench::preload::Lockdep;
+    /// assert_eq!(Lockdep::parse(None, None).unwrap(), None);
+    /// assert_eq!(Lockdep::parse(Some("abort".into()), None).unwrap().unwrap().mode, "abort");
+    /// assert_eq!(Lockdep::parse(None, Some("r.json".into())).unwrap().unwrap().mode, "report");
+    /// assert!(Lockdep::parse(Some("loud".into()), None).is_err());
+    /// assert!(Lockdep::parse(None, Some("".into())).is_err());
+    /// ```
+    pub fn parse(mode: Option<String>, out: Option<String>) -> Result<Option<Lockdep>, UsageError> {
+        if out.as_deref() == Some("") {
+            return usage("--lockdep-out needs a file name (or - for standard output)");
+        }
+        match (mode, out) {
+            (None, None) => Ok(None),
+            (Some(m), _) if m != "report" && m != "abort" => {
+                usage(format!("unknown --lockdep `{m}` (valid: report, abort)"))
+            }
+            (m, out) => Ok(Some(Lockdep {
+                mode: m.unwrap_or_else(|| "report".into()),
+                out,
+            })),
+        }
+    }
+}
+
+/// `locklab run --stat` and `--lockdep`: runs `cmd` on the library with statistics and/or lockdep
+/// on (one file per process in a fresh directory), waits for it, prints each process's lock_stat
+/// table on stderr and writes them all as JSON to `stat_out` if given; the lockdep reports (printed by
+/// the program as it finds them) are summed up on stderr and written to their JSON file if asked.
+/// Ends as the program did (its exit status, or its signal).
 /// Signals meant for the program (`SIGTERM`, `SIGHUP`, `SIGUSR1`, `SIGUSR2`) are passed on to it;
 /// after a `SIGUSR1` the snapshot tables the program wrote are printed half a second later.
 /// `SIGINT` and `SIGQUIT` are left to the terminal, which sends them to the program too.
-pub fn run_with_stat(
+pub fn run_supervised(
     choices: &Choices,
+    stat: bool,
     stat_out: Option<&str>,
+    lockdep: Option<&Lockdep>,
     cmd: &[String],
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::ExitStatusExt;
     let Some((program, args)) = cmd.split_first() else {
         return Err(UsageError(
-            "locklab run needs a command: locklab run --stat -- CMD ARGS...".into(),
+            "locklab run needs a command: locklab run [--stat] [--lockdep] -- CMD ARGS...".into(),
         )
         .into());
     };
@@ -209,12 +325,19 @@ pub fn run_with_stat(
     // sticky, as /tmp.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
     let mut c = std::process::Command::new(program);
-    c.args(args)
-        .env(
-            "LD_PRELOAD",
-            preload_value(&lib, std::env::var_os("LD_PRELOAD")),
-        )
-        .env("LOCKLAB_STAT", crate::lockstat::env_value(&dir));
+    c.args(args).env(
+        "LD_PRELOAD",
+        preload_value(&lib, std::env::var_os("LD_PRELOAD")),
+    );
+    if stat {
+        c.env("LOCKLAB_STAT", crate::lockstat::env_value(&dir));
+    } else {
+        c.env_remove("LOCKLAB_STAT");
+    }
+    if let Some(l) = lockdep {
+        c.env("LOCKLAB_LOCKDEP", &l.mode)
+            .env("LOCKLAB_LOCKDEP_OUT", dir.join("lockdep-%p.json"));
+    }
     for (k, v) in choices.env() {
         c.env(k, v);
     }
@@ -263,7 +386,12 @@ pub fn run_with_stat(
         }
     };
     CHILD.store(0, std::sync::atomic::Ordering::Relaxed);
-    let (mut processes, empty) = crate::lockstat::read_dir(&dir);
+    let reports = lockdep.map(|_| read_lockdep(&dir));
+    let (mut processes, empty) = if stat {
+        crate::lockstat::read_dir(&dir)
+    } else {
+        (Vec::new(), 0)
+    };
     let _ = std::fs::remove_dir_all(&dir);
     crate::lockstat::symbolise(&mut processes);
     let used: Vec<_> = processes.iter().filter(|p| !p.records.is_empty()).collect();
@@ -273,7 +401,7 @@ pub fn run_with_stat(
         text.push_str(&crate::lockstat::table(p, 20));
     }
     let idle = processes.len() - used.len();
-    if idle + empty > 0 {
+    if stat && idle + empty > 0 {
         text.push_str(&format!(
             "\n{} process{} took no lock{}\n",
             idle,
@@ -289,6 +417,9 @@ pub fn run_with_stat(
         use std::io::Write as _;
         // A closed stderr must not turn the program's status into ours.
         let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    if let (Some(l), Some((reports, files))) = (lockdep, &reports) {
+        lockdep_summary(l, cmd, reports, *files)?;
     }
     if let Some(out) = stat_out {
         let doc = serde_json::json!({

@@ -74,6 +74,7 @@
 // condvar, and their OSQ and wait list), `rw` (the reader-writer locks and seqlock), `rcu`. The public
 // module paths stay flat (`locklab::mutex`, `locklab::rwsem`, ...): re-exported below.
 mod clock;
+mod dep;
 #[cfg(not(loom))]
 pub mod lockdep;
 mod primitive;

@@ -359,6 +359,20 @@ pub trait Classed {
     fn set_lockdep_class(&self, class: &'static LockClass);
 }
 
+impl<R: lock_api::RawMutex + Classed, T: ?Sized> Classed for lock_api::Mutex<R, T> {
+    fn set_lockdep_class(&self, class: &'static LockClass) {
+        // SAFETY: only the raw lock's class is touched, never its lock state.
+        unsafe { self.raw() }.set_lockdep_class(class);
+    }
+}
+
+impl<R: lock_api::RawRwLock + Classed, T: ?Sized> Classed for lock_api::RwLock<R, T> {
+    fn set_lockdep_class(&self, class: &'static LockClass) {
+        // SAFETY: only the raw lock's class is touched, never its lock state.
+        unsafe { self.raw() }.set_lockdep_class(class);
+    }
+}
+
 /// Gives `lock` the class `class` (see [`LockClass`]). Without the `lockdep` feature the library's
 /// locks carry no class, and this does nothing.
 ///

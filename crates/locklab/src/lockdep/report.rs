@@ -602,13 +602,17 @@ fn describe(w: &mut dyn Write, g: &Graph, id: u32) -> fmt::Result {
     if named != 0 {
         // SAFETY: a named class's `named` is the address of a `&'static LockClass`.
         let lc = unsafe { &*(named as *const super::LockClass) };
-        write!(w, "{} #{id} \"{}\"", c.kind().name(), lc.name())?;
+        write!(w, "class #{id} \"{}\"", lc.name())?;
     } else {
         write!(w, "{} #{id} (", c.kind().name())?;
         match c.origin() {
             1 => w.write_str("created at ")?,
             2 => w.write_str("first locked at ")?,
-            _ => w.write_str("the object at ")?,
+            _ => {
+                // An RCU domain's key is its address with the top bit flipped.
+                let key = c.key.load(Ordering::Relaxed) & !(0xff << 56);
+                return write!(w, "the domain at {key:#x})");
+            }
         }
         site(w, c.site.load(Ordering::Relaxed))?;
         w.write_str(")")?;

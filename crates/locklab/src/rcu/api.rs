@@ -131,7 +131,9 @@ macro_rules! grace_period_api {
             #[doc = concat!("D.", stringify!($barrier), "();")]
             /// assert_eq!(N.load(Ordering::SeqCst), 10);
             /// ```
+            #[cfg_attr(feature = "lockdep", track_caller)]
             pub fn $barrier(&'static self) {
+                $crate::dep::rcu(self as *const Self as *const (), $crate::dep::M::Write, true);
                 $crate::rcu::callback::Host::fork_hooks(self);
                 $crate::rcu::callback::barrier(self);
             }

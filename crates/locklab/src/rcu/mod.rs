@@ -363,7 +363,13 @@ impl RcuDomain {
     /// drop(outer);
     /// ```
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn read_lock(&'static self) -> RcuReadGuard {
+        crate::dep::rcu(
+            self as *const Self as *const (),
+            crate::dep::M::RecRead,
+            false,
+        );
         let rec = self.record();
         // Our own word (invariant 1); the protocol's steps and their fences: `protocol.rs`.
         protocol::memb_enter(&rec.ctr, &self.gp, light_fence);
@@ -408,7 +414,9 @@ impl RcuDomain {
     /// D.synchronize();
     /// assert_eq!((D.synchronize_calls(), D.grace_periods()), (1, 1));
     /// ```
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn synchronize(&'static self) {
+        crate::dep::rcu(self as *const Self as *const (), crate::dep::M::Write, true);
         self.refuse_inside("synchronize");
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.fork_hooks();
@@ -430,6 +438,7 @@ impl RcuDomain {
     /// ```
     /// locklab::rcu::RcuDomain::global().synchronize_expedited();
     /// ```
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn synchronize_expedited(&'static self) {
         self.synchronize()
     }
@@ -580,6 +589,7 @@ impl RcuReadGuard {
 impl Drop for RcuReadGuard {
     #[inline]
     fn drop(&mut self) {
+        crate::dep::rcu_end(self.domain as *const RcuDomain as *const ());
         // Our own word (invariant 1): light fence, one level less.
         if protocol::memb_exit(&self.rec.ctr, light_fence) {
             // Orders the store above before the `waiting` load (the writer's sleep path).
@@ -604,6 +614,7 @@ impl Drop for RcuReadGuard {
 /// drop(g);
 /// locklab::rcu::synchronize_rcu();
 /// ```
+#[cfg_attr(feature = "lockdep", track_caller)]
 pub fn read_lock() -> RcuReadGuard {
     GLOBAL.read_lock()
 }
@@ -613,6 +624,7 @@ pub fn read_lock() -> RcuReadGuard {
 /// ```
 /// locklab::rcu::synchronize_rcu();
 /// ```
+#[cfg_attr(feature = "lockdep", track_caller)]
 pub fn synchronize_rcu() {
     GLOBAL.synchronize()
 }
@@ -676,6 +688,7 @@ pub fn call_rcu(f: impl FnOnce() + Send + 'static) {
 /// ```
 /// locklab::rcu::rcu_barrier();
 /// ```
+#[cfg_attr(feature = "lockdep", track_caller)]
 pub fn rcu_barrier() {
     GLOBAL.rcu_barrier()
 }

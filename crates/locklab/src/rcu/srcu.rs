@@ -183,7 +183,13 @@ impl SrcuDomain {
     /// drop(g);
     /// D.synchronize();
     /// ```
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn read_lock(&'static self) -> SrcuReadGuard {
+        crate::dep::rcu(
+            self as *const Self as *const (),
+            crate::dep::M::RecRead,
+            false,
+        );
         self.read_lock_stalled(|| {})
     }
 
@@ -298,7 +304,9 @@ impl SrcuDomain {
     /// D.synchronize();
     /// assert_eq!(D.grace_periods(), 1);
     /// ```
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn synchronize(&'static self) {
+        crate::dep::rcu(self as *const Self as *const (), crate::dep::M::Write, true);
         self.refuse_inside("synchronize");
         fork::register(&self.fork_registered, self);
         self.run_gp();
@@ -440,6 +448,7 @@ impl SrcuReadGuard {
 
 impl Drop for SrcuReadGuard {
     fn drop(&mut self) {
+        crate::dep::rcu_end(self.domain as *const SrcuDomain as *const ());
         // A full fence, then the unlock count on our own counters (invariant 1; `protocol.rs`).
         let (i, counted) = (self.idx, self.counted);
         self.domain.with_record(|r, _| {

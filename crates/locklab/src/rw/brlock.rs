@@ -51,6 +51,8 @@ struct Shard(RawRwSpinLock);
 /// ```
 pub struct RawBrLock {
     shards: [Shard; SHARDS],
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 /// Guard state of a read hold: which shard it locked. Not `Send`-restricted: a shard lock has no thread
@@ -71,6 +73,7 @@ impl RawBrLock {
     /// A new, unlocked lock.
     pub const fn new() -> Self {
         RawBrLock {
+            dep: crate::dep::Dep::new(),
             shards: [const { Shard(RawRwSpinLock::new()) }; SHARDS],
         }
     }
@@ -181,25 +184,59 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
     type ExclusiveGuard = lock_api::GuardSend;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> BrReadGuard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
         self.read()
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<BrReadGuard> {
-        self.try_read()
+        let r = { self.try_read() };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Read,
+            );
+        }
+        r
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, g: BrReadGuard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded.
         unsafe { self.read_unlock(g) }
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> lock_api::GuardSend {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
         self.write();
         lock_api::GuardSend::new()
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        self.try_write().then(lock_api::GuardSend::new)
+        let r = { self.try_write().then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded.
         unsafe { self.write_unlock() }
     }
@@ -218,29 +255,78 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
     type Duration = std::time::Duration;
     type Instant = std::time::Instant;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<BrReadGuard> {
-        match crate::primitive::deadline_after(timeout) {
-            Some(d) => self.try_read_until(d),
-            None => Some(self.read()),
-        }
-    }
-    fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {
-        self.try_read_until(deadline)
-    }
-    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        match crate::primitive::deadline_after(timeout) {
-            Some(d) => self.try_lock_exclusive_until(d),
-            None => {
-                self.write();
-                Some(lock_api::GuardSend::new())
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = {
+            match crate::primitive::deadline_after(timeout) {
+                Some(d) => self.try_read_until(d),
+                None => Some(self.read()),
             }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = { self.try_read_until(deadline) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
+    }
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            match crate::primitive::deadline_after(timeout) {
+                Some(d) => self.try_lock_exclusive_until(d),
+                None => {
+                    self.write();
+                    Some(lock_api::GuardSend::new())
+                }
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
+    }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.try_write_until(deadline)
-            .then(lock_api::GuardSend::new)
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            self.try_write_until(deadline)
+                .then(lock_api::GuardSend::new)
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawBrLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

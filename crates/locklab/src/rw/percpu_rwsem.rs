@@ -369,6 +369,8 @@ pub struct RawPercpuRwSem {
     gate: RawRwSem,
     overflow: Counter,
     chunks: [AtomicPtr<Chunk>; CHUNKS],
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 // SAFETY: every field is atomic or the (Sync) gate; a counter is written only by its owning thread
@@ -395,6 +397,7 @@ impl RawPercpuRwSem {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawPercpuRwSem {
+            dep: crate::dep::Dep::new(),
             block: AtomicU32::new(0),
             wake_seq: AtomicU32::new(0),
             gate: RawRwSem::new(),
@@ -407,6 +410,7 @@ impl RawPercpuRwSem {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawPercpuRwSem {
+            dep: crate::dep::Dep::new(),
             block: AtomicU32::new(0),
             wake_seq: AtomicU32::new(0),
             gate: RawRwSem::new(),
@@ -834,28 +838,62 @@ unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
     type ExclusiveGuard = PercpuWriteToken;
 
     #[inline(always)]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> PercpuReadToken {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
         self.read()
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<PercpuReadToken> {
-        self.try_read()
+        let r = { self.try_read() };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Read,
+            );
+        }
+        r
     }
     #[inline(always)]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, g: PercpuReadToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves a shared hold by this thread.
         unsafe { self.read_unlock(g) }
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> PercpuWriteToken {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
         self.write()
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<PercpuWriteToken> {
-        self.try_write()
+        let r = { self.try_write() };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, g: PercpuWriteToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock(g) }
     }
@@ -882,25 +920,72 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
     type Duration = std::time::Duration;
     type Instant = std::time::Instant;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.read_at(my_index(), Some(&d)),
-            None => Some(self.read()),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = {
+            match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.read_at(my_index(), Some(&d)),
+                None => Some(self.read()),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
-        self.read_at(my_index(), Some(&timeout))
-    }
-    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.write_until(&d),
-            None => Some(self.write()),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = { self.read_at(my_index(), Some(&timeout)) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.write_until(&d),
+                None => Some(self.write()),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
+    }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
-        self.write_until(&timeout)
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = { self.write_until(&timeout) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawPercpuRwSem);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -78,6 +78,8 @@ pub const COUNT_MASK: u32 = READERS;
 /// ```
 pub struct RawRecursiveRwSem {
     word: AtomicU32,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 impl Default for RawRecursiveRwSem {
@@ -95,6 +97,7 @@ impl RawRecursiveRwSem {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawRecursiveRwSem {
+            dep: crate::dep::Dep::new(),
             word: AtomicU32::new(0),
         }
     }
@@ -103,6 +106,7 @@ impl RawRecursiveRwSem {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawRecursiveRwSem {
+            dep: crate::dep::Dep::new(),
             word: AtomicU32::new(0),
         }
     }
@@ -290,34 +294,68 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     type ExclusiveGuard = lock_api::GuardSend;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> lock_api::GuardSend {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::RecRead,
+        );
         self.read_until(None);
         lock_api::GuardSend::new()
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<lock_api::GuardSend> {
-        self.try_read().then(lock_api::GuardSend::new)
+        let r = { self.try_read().then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::RecRead,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, _g: lock_api::GuardSend) {
+        self.dep.unlock(self as *const Self as *const ());
         self.read_unlock();
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> lock_api::GuardSend {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
         self.write_until(None);
         lock_api::GuardSend::new()
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        self.try_write().then(lock_api::GuardSend::new)
+        let r = { self.try_write().then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
+        self.dep.unlock(self as *const Self as *const ());
         self.write_unlock();
     }
 
@@ -337,32 +375,83 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
     type Duration = std::time::Duration;
     type Instant = std::time::Instant;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        let ok = match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.read_until(Some(&d)),
-            None => self.read_until(None),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::RecRead,
+        );
+        let r = {
+            let ok = match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.read_until(Some(&d)),
+                None => self.read_until(None),
+            };
+            ok.then(lock_api::GuardSend::new)
         };
-        ok.then(lock_api::GuardSend::new)
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.read_until(Some(&deadline))
-            .then(lock_api::GuardSend::new)
-    }
-
-    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        let ok = match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.write_until(Some(&d)),
-            None => self.write_until(None),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::RecRead,
+        );
+        let r = {
+            self.read_until(Some(&deadline))
+                .then(lock_api::GuardSend::new)
         };
-        ok.then(lock_api::GuardSend::new)
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            let ok = match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.write_until(Some(&d)),
+                None => self.write_until(None),
+            };
+            ok.then(lock_api::GuardSend::new)
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
+    }
+
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.write_until(Some(&deadline))
-            .then(lock_api::GuardSend::new)
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            self.write_until(Some(&deadline))
+                .then(lock_api::GuardSend::new)
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawRecursiveRwSem);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

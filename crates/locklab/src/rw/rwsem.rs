@@ -244,6 +244,8 @@ pub struct RawRwSem {
     /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
     /// construction).
     spin: u8,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 // SAFETY: `waiters` is accessed only with `wait_lock` held; `spin` is never written after
@@ -302,6 +304,7 @@ impl RawRwSem {
     #[cfg(not(loom))]
     const fn build(spin: u8) -> Self {
         RawRwSem {
+            dep: crate::dep::Dep::new(),
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
@@ -315,6 +318,7 @@ impl RawRwSem {
     #[cfg(loom)]
     fn build(spin: u8) -> Self {
         RawRwSem {
+            dep: crate::dep::Dep::new(),
             count: AtomicU64::new(0),
             owner: AtomicU64::new(0),
             osq: Osq::new(),
@@ -1163,28 +1167,62 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
     type ExclusiveGuard = RwSemToken;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> RwSemToken {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
         self.read()
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<RwSemToken> {
-        self.try_read()
+        let r = { self.try_read() };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Read,
+            );
+        }
+        r
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, _g: RwSemToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves a shared hold.
         unsafe { self.read_unlock() }
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> RwSemToken {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
         self.write()
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<RwSemToken> {
-        self.try_write()
+        let r = { self.try_write() };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: RwSemToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock() }
     }
@@ -1203,11 +1241,15 @@ unsafe impl lock_api::RawRwLockFair for RawRwSem {
     /// A reader cannot hand the lock over while other readers hold it, and the last reader out already
     /// wakes the front waiter (who then has priority over stealers through HANDOFF once it has waited
     /// [`HANDOFF_NS`]): the fair shared unlock is the ordinary one.
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared_fair(&self, _g: RwSemToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves a shared hold.
         unsafe { self.read_unlock() }
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive_fair(&self, g: RwSemToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock_fair(&g) }
     }
@@ -1229,23 +1271,67 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
     type Duration = std::time::Duration;
     type Instant = std::time::Instant;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.read_until(&d),
-            None => Some(self.read()),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = {
+            match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.read_until(&d),
+                None => Some(self.read()),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.read_until(&timeout)
-    }
-    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.write_until(&d),
-            None => Some(self.write()),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = { self.read_until(&timeout) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.write_until(&d),
+                None => Some(self.write()),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
+    }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.write_until(&timeout)
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = { self.write_until(&timeout) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
 
@@ -1256,13 +1342,30 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
 unsafe impl lock_api::RawRwLockUpgrade for RawRwSem {
     type UpgradableGuard = RwSemToken;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_upgradable(&self) -> RwSemToken {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
         self.read_upgradable()
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable(&self) -> Option<RwSemToken> {
-        self.try_read_upgradable()
+        let r = { self.try_read_upgradable() };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_upgradable(&self, _g: RwSemToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves an upgradable hold.
         unsafe { self.upgradable_unlock() }
     }
@@ -1283,7 +1386,9 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwSem {
 #[cfg(not(loom))]
 // SAFETY: as `RawRwLockUpgrade`; the fair upgradable unlock is the ordinary one (as for readers).
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwSem {
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_upgradable_fair(&self, _g: RwSemToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the token proves an upgradable hold.
         unsafe { self.upgradable_unlock() }
     }
@@ -1307,14 +1412,36 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwSem {
 #[cfg(not(loom))]
 // SAFETY: a timed attempt either acquires as above or gives up holding what it held before.
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: std::time::Duration) -> Option<RwSemToken> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(d) => self.read_upgradable_until(Some(&d)),
-            None => Some(self.read_upgradable()),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.read_upgradable_until(Some(&d)),
+                None => Some(self.read_upgradable()),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_until(&self, timeout: std::time::Instant) -> Option<RwSemToken> {
-        self.read_upgradable_until(Some(&timeout))
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = { self.read_upgradable_until(Some(&timeout)) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
     unsafe fn try_upgrade_for(
         &self,
@@ -1339,6 +1466,9 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
         }
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawRwSem);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

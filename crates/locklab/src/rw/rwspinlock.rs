@@ -79,6 +79,8 @@ fn reader_overflow() -> ! {
 pub struct RawRwSpinLock {
     cnts: AtomicU32,
     wait_lock: RawQueuedSpinLock,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 #[cfg(not(loom))]
@@ -86,6 +88,7 @@ impl RawRwSpinLock {
     /// A new, unlocked lock.
     pub const fn new() -> Self {
         RawRwSpinLock {
+            dep: crate::dep::Dep::new(),
             cnts: AtomicU32::new(0),
             wait_lock: RawQueuedSpinLock::new(),
         }
@@ -97,6 +100,7 @@ impl RawRwSpinLock {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawRwSpinLock {
+            dep: crate::dep::Dep::new(),
             cnts: AtomicU32::new(0),
             wait_lock: RawQueuedSpinLock::new(),
         }
@@ -336,30 +340,64 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
     type ExclusiveGuard = lock_api::GuardSend;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> Self::SharedGuard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
         self.read();
         lock_api::GuardSend::new()
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
-        self.try_read().then(lock_api::GuardSend::new)
+        let r = { self.try_read().then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Read,
+            );
+        }
+        r
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, _g: Self::SharedGuard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the guard proves a shared hold.
         unsafe { self.read_unlock() }
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> Self::ExclusiveGuard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
         self.write();
         lock_api::GuardSend::new()
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<Self::ExclusiveGuard> {
-        self.try_write().then(lock_api::GuardSend::new)
+        let r = { self.try_write().then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::RwLock,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: Self::ExclusiveGuard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the guard proves an exclusive hold.
         unsafe { self.write_unlock() }
     }
@@ -381,25 +419,78 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     /// A spinlock has no sleeping path: the timed forms poll `try_read` / `try_write` (spinning, then
     /// yielding) until the deadline. Unlike `read`/`write` they do not queue, so they may lose the
     /// lock to queued threads meanwhile; the deadline bounds that.
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<Self::SharedGuard> {
-        match crate::primitive::deadline_after(timeout) {
-            Some(d) => self.try_lock_shared_until(d),
-            None => Some(lock_api::RawRwLock::lock_shared(self)),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = {
+            match crate::primitive::deadline_after(timeout) {
+                Some(d) => self.try_lock_shared_until(d),
+                None => Some(lock_api::RawRwLock::lock_shared(self)),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<Self::SharedGuard> {
-        crate::primitive::spin_until(deadline, || self.try_read()).then(lock_api::GuardSend::new)
-    }
-    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<Self::ExclusiveGuard> {
-        match crate::primitive::deadline_after(timeout) {
-            Some(d) => self.try_lock_exclusive_until(d),
-            None => Some(lock_api::RawRwLock::lock_exclusive(self)),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+        );
+        let r = {
+            crate::primitive::spin_until(deadline, || self.try_read())
+                .then(lock_api::GuardSend::new)
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<Self::ExclusiveGuard> {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            match crate::primitive::deadline_after(timeout) {
+                Some(d) => self.try_lock_exclusive_until(d),
+                None => Some(lock_api::RawRwLock::lock_exclusive(self)),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
+    }
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<Self::ExclusiveGuard> {
-        crate::primitive::spin_until(deadline, || self.try_write()).then(lock_api::GuardSend::new)
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+        );
+        let r = {
+            crate::primitive::spin_until(deadline, || self.try_write())
+                .then(lock_api::GuardSend::new)
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawRwSpinLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -290,7 +290,12 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
     const INIT: Self = Self::new();
     type RawMutex = RawMutex;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn wait(&self, mutex: &RawMutex, guard: &mut MutexToken) {
+        crate::dep::cond_wait(
+            self as *const Self as *const (),
+            mutex as *const RawMutex as *const (),
+        );
         // SAFETY: forwarded contract.
         unsafe { self.wait_until_impl(mutex, guard, None) };
     }
@@ -311,12 +316,17 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
         std::time::Instant::now().checked_add(*timeout)
     }
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn wait_until(
         &self,
         mutex: &RawMutex,
         guard: &mut MutexToken,
         timeout: &std::time::Instant,
     ) -> bool {
+        crate::dep::cond_wait(
+            self as *const Self as *const (),
+            mutex as *const RawMutex as *const (),
+        );
         // SAFETY: forwarded contract.
         unsafe { self.wait_until_impl(mutex, guard, Some(timeout)) }
     }

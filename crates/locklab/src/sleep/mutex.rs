@@ -255,6 +255,8 @@ pub struct RawMutex {
     /// Protects `waiters`.
     wait_lock: ListLock,
     waiters: UnsafeCell<WaitList>,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    pub(crate) dep: crate::dep::Dep,
 }
 
 // SAFETY: `waiters` is only accessed with `wait_lock` held; everything else is atomic.
@@ -271,6 +273,7 @@ impl RawMutex {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawMutex {
+            dep: crate::dep::Dep::new(),
             state: AtomicU32::new(0),
             spare0: core::sync::atomic::AtomicU32::new(0),
             spare1: core::sync::atomic::AtomicU32::new(0),
@@ -285,6 +288,7 @@ impl RawMutex {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawMutex {
+            dep: crate::dep::Dep::new(),
             state: AtomicU32::new(0),
             spare0: core::sync::atomic::AtomicU32::new(0),
             spare1: core::sync::atomic::AtomicU32::new(0),
@@ -943,17 +947,34 @@ unsafe impl lock_api::RawMutex for RawMutex {
     type Guard = MutexToken;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> MutexToken {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+        );
         RawMutex::lock(self)
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<MutexToken> {
-        RawMutex::try_lock(self)
+        let r = { RawMutex::try_lock(self) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::Mutex,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, guard: MutexToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded from the caller.
         unsafe { RawMutex::unlock(self, guard) }
     }
@@ -968,7 +989,9 @@ unsafe impl lock_api::RawMutex for RawMutex {
 // SAFETY: `unlock_fair` hands the lock to the first waiter without freeing it (same exclusion argument).
 unsafe impl lock_api::RawMutexFair for RawMutex {
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: MutexToken) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded from the caller.
         unsafe { RawMutex::unlock_fair(self, guard) }
     }
@@ -981,17 +1004,42 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Duration = std::time::Duration;
     type Instant = std::time::Instant;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        match std::time::Instant::now().checked_add(timeout) {
-            Some(deadline) => self.lock_until(&deadline),
-            None => Some(self.lock()),
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+        );
+        let r = {
+            match std::time::Instant::now().checked_add(timeout) {
+                Some(deadline) => self.lock_until(&deadline),
+                None => Some(self.lock()),
+            }
+        };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
         }
+        r
     }
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.lock_until(&deadline)
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+        );
+        let r = { self.lock_until(&deadline) };
+        if r.is_none() {
+            self.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawMutex);
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -1003,7 +1051,9 @@ mod tests {
     /// sleeping and waking.
     #[test]
     fn spare_words_are_untouched() {
-        assert_eq!(core::mem::size_of::<RawMutex>(), 40);
+        // 40 bytes, glibc's pthread_mutex_t; the lockdep feature adds the class at the end.
+        let lockdep = if cfg!(feature = "lockdep") { 8 } else { 0 };
+        assert_eq!(core::mem::size_of::<RawMutex>(), 40 + lockdep);
         assert_eq!(core::mem::align_of::<RawMutex>(), 8);
         let m = Arc::new(RawMutex::new());
         let spare = |m: &RawMutex, i: usize| {

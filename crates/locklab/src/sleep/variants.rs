@@ -54,17 +54,34 @@ unsafe impl lock_api::RawMutex for RawFairMutex {
     type Guard = MutexToken;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> MutexToken {
+        self.0.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+        );
         self.0.lock()
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<MutexToken> {
-        self.0.try_lock()
+        let r = { self.0.try_lock() };
+        if r.is_some() {
+            self.0.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::Mutex,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, guard: MutexToken) {
+        self.0.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded from the caller (the lock is held, `guard` is its token).
         unsafe { self.0.unlock_fair(guard) }
     }
@@ -78,7 +95,9 @@ unsafe impl lock_api::RawMutex for RawFairMutex {
 // SAFETY: as above; a fair unlock is the only unlock.
 unsafe impl lock_api::RawMutexFair for RawFairMutex {
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: MutexToken) {
+        self.0.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded from the caller.
         unsafe { self.0.unlock_fair(guard) }
     }
@@ -89,12 +108,32 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
     type Duration = std::time::Duration;
     type Instant = std::time::Instant;
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        lock_api::RawMutexTimed::try_lock_for(&self.0, timeout)
+        self.0.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+        );
+        let r = { lock_api::RawMutexTimed::try_lock_for(&self.0, timeout) };
+        if r.is_none() {
+            self.0.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        lock_api::RawMutexTimed::try_lock_until(&self.0, deadline)
+        self.0.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+        );
+        let r = { lock_api::RawMutexTimed::try_lock_until(&self.0, deadline) };
+        if r.is_none() {
+            self.0.dep.failed(self as *const Self as *const ());
+        }
+        r
     }
 }
 
@@ -124,5 +163,12 @@ unsafe impl lock_api::GetThreadId for RawThreadId {
             NonZeroUsize::new(id as *const u8 as usize)
                 .expect("a thread-local's address is not null")
         })
+    }
+}
+
+#[cfg(not(loom))]
+impl crate::lockdep::Classed for RawFairMutex {
+    fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
+        self.0.dep.set(class);
     }
 }

@@ -103,6 +103,8 @@ pub struct RawMcsLock {
     tail: AtomicPtr<McsNode>,
     /// The successor of a `HELD` holder, once it has linked (the lock is that holder's queue node).
     pub(crate) next: AtomicPtr<McsNode>,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 impl RawMcsLock {
@@ -110,6 +112,7 @@ impl RawMcsLock {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawMcsLock {
+            dep: crate::dep::Dep::new(),
             tail: AtomicPtr::new(ptr::null_mut()),
             next: AtomicPtr::new(ptr::null_mut()),
         }
@@ -119,6 +122,7 @@ impl RawMcsLock {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawMcsLock {
+            dep: crate::dep::Dep::new(),
             tail: AtomicPtr::new(ptr::null_mut()),
             next: AtomicPtr::new(ptr::null_mut()),
         }
@@ -426,7 +430,13 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
     type Guard = McsGuard;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+        );
         if self.try_lock_held() {
             McsGuard { node: None }
         } else {
@@ -435,12 +445,23 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        self.try_lock_held().then_some(McsGuard { node: None })
+        let r = { self.try_lock_held().then_some(McsGuard { node: None }) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::Spin,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, guard: Self::Guard) {
+        self.dep.unlock(self as *const Self as *const ());
         match guard.node {
             // SAFETY: the guard proves we hold the lock as HELD.
             None => unsafe { self.unlock_held() },
@@ -462,11 +483,16 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
 // SAFETY: every unlock hands the lock to the queue head, in FIFO order: unlocks are already fair.
 unsafe impl lock_api::RawMutexFair for RawMcsLock {
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: Self::Guard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded from the caller.
         unsafe { <Self as lock_api::RawMutex>::unlock(self, guard) }
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawMcsLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -93,6 +93,8 @@ pub(crate) const fn decode_tail(tail: u16) -> (u32, u32) {
 pub struct RawQueuedSpinLock {
     locked: AtomicU8,
     tail: AtomicU16,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 impl RawQueuedSpinLock {
@@ -100,6 +102,7 @@ impl RawQueuedSpinLock {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawQueuedSpinLock {
+            dep: crate::dep::Dep::new(),
             locked: AtomicU8::new(0),
             tail: AtomicU16::new(0),
         }
@@ -109,6 +112,7 @@ impl RawQueuedSpinLock {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawQueuedSpinLock {
+            dep: crate::dep::Dep::new(),
             locked: AtomicU8::new(0),
             tail: AtomicU16::new(0),
         }
@@ -347,18 +351,35 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
     type Guard = lock_api::GuardSend;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+        );
         RawQueuedSpinLock::lock(self);
         lock_api::GuardSend::new()
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        RawQueuedSpinLock::try_lock(self).then(lock_api::GuardSend::new)
+        let r = { RawQueuedSpinLock::try_lock(self).then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::Spin,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, _guard: Self::Guard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the guard proves the caller holds the lock.
         unsafe { RawQueuedSpinLock::unlock(self) }
     }
@@ -368,6 +389,9 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
         RawQueuedSpinLock::is_locked(self)
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawQueuedSpinLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -38,6 +38,8 @@ const INTERNAL_SPINS: u32 = 16;
 /// ```
 pub struct RawTasLock {
     locked: AtomicBool,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 impl RawTasLock {
@@ -45,6 +47,7 @@ impl RawTasLock {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawTasLock {
+            dep: crate::dep::Dep::new(),
             locked: AtomicBool::new(false),
         }
     }
@@ -53,6 +56,7 @@ impl RawTasLock {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawTasLock {
+            dep: crate::dep::Dep::new(),
             locked: AtomicBool::new(false),
         }
     }
@@ -165,18 +169,35 @@ unsafe impl lock_api::RawMutex for RawTasLock {
     type Guard = lock_api::GuardSend;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+        );
         RawTasLock::lock(self);
         lock_api::GuardSend::new()
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        RawTasLock::try_lock(self).then(lock_api::GuardSend::new)
+        let r = { RawTasLock::try_lock(self).then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::Spin,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, _guard: Self::Guard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the guard proves the caller holds the lock.
         unsafe { RawTasLock::unlock(self) }
     }
@@ -186,3 +207,6 @@ unsafe impl lock_api::RawMutex for RawTasLock {
         RawTasLock::is_locked(self)
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawTasLock);

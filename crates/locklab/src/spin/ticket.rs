@@ -59,6 +59,8 @@ use crate::primitive::{AtomicU32, Ordering, SpinWait};
 pub struct RawTicketLock {
     served: AtomicU32,
     next: AtomicU32,
+    /// Its lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 impl RawTicketLock {
@@ -66,6 +68,7 @@ impl RawTicketLock {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawTicketLock {
+            dep: crate::dep::Dep::new(),
             served: AtomicU32::new(0),
             next: AtomicU32::new(0),
         }
@@ -75,6 +78,7 @@ impl RawTicketLock {
     #[cfg(loom)]
     pub fn new() -> Self {
         RawTicketLock {
+            dep: crate::dep::Dep::new(),
             served: AtomicU32::new(0),
             next: AtomicU32::new(0),
         }
@@ -175,18 +179,35 @@ unsafe impl lock_api::RawMutex for RawTicketLock {
     type Guard = lock_api::GuardSend;
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+        );
         RawTicketLock::lock(self);
         lock_api::GuardSend::new()
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        RawTicketLock::try_lock(self).then(lock_api::GuardSend::new)
+        let r = { RawTicketLock::try_lock(self).then(lock_api::GuardSend::new) };
+        if r.is_some() {
+            self.dep.tried(
+                self as *const Self as *const (),
+                crate::dep::K::Spin,
+                crate::dep::M::Write,
+            );
+        }
+        r
     }
 
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, _guard: Self::Guard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: the guard proves the caller holds the lock.
         unsafe { RawTicketLock::unlock(self) }
     }
@@ -201,11 +222,16 @@ unsafe impl lock_api::RawMutex for RawTicketLock {
 // SAFETY: `unlock` serves the next ticket in FIFO order, so every unlock is already a fair hand-over.
 unsafe impl lock_api::RawMutexFair for RawTicketLock {
     #[inline]
+    #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: Self::Guard) {
+        self.dep.unlock(self as *const Self as *const ());
         // SAFETY: forwarded from the caller.
         unsafe { <Self as lock_api::RawMutex>::unlock(self, guard) }
     }
 }
+
+#[cfg(not(loom))]
+crate::dep::classed!(RawTicketLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

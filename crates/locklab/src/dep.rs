@@ -1,0 +1,232 @@
+//! The lock paths' calls into the lockdep validator ([`crate::lockdep`]): with the `lockdep` feature
+//! each lock type carries a [`Dep`] (its class, assigned at its first acquisition from the caller's
+//! source location, or given with [`crate::lockdep::set_class`]) and calls it from its `lock_api`
+//! lock, trylock and unlock; without the feature [`Dep`] is a zero-sized type whose methods are
+//! empty, so the lock paths contain no code for it.
+
+/// The kind of lock (the validator's [`crate::lockdep::Kind`], available under loom too).
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+pub(crate) enum K {
+    Mutex,
+    Spin,
+    RwLock,
+    Rcu,
+}
+
+/// How a lock is taken (the validator's [`crate::lockdep::Mode`]).
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+pub(crate) enum M {
+    Write,
+    /// A reader that waits behind queued writers.
+    Read,
+    /// A reader that never waits for a queued writer.
+    RecRead,
+}
+
+#[cfg(all(feature = "lockdep", not(loom)))]
+mod on {
+    use super::{K, M};
+    use crate::lockdep::{self as ld, Flags, Kind, Mode, Origin, Site};
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    /// A lock's lockdep class (0 until its first acquisition).
+    pub(crate) struct Dep {
+        class: AtomicU32,
+    }
+
+    fn kind(k: K) -> Kind {
+        match k {
+            K::Mutex => Kind::Mutex,
+            K::Spin => Kind::SpinLock,
+            K::RwLock => Kind::RwLock,
+            K::Rcu => Kind::Rcu,
+        }
+    }
+
+    fn mode(m: M) -> Mode {
+        match m {
+            M::Write => Mode::Write,
+            M::Read => Mode::Read,
+            M::RecRead => Mode::RecursiveRead,
+        }
+    }
+
+    impl Dep {
+        pub(crate) const fn new() -> Self {
+            Self {
+                class: AtomicU32::new(0),
+            }
+        }
+
+        /// This lock's class, made from the caller's location on first use; in the subclass of
+        /// [`ld::with_subclass`] if inside one.
+        #[track_caller]
+        #[inline]
+        fn class(&self, k: K) -> u32 {
+            let mut c = self.class.load(Ordering::Relaxed);
+            if c == 0 {
+                c = self.first(k);
+            }
+            match ld::current_subclass() {
+                0 => c,
+                s => ld::subclass_of(c, s),
+            }
+        }
+
+        #[track_caller]
+        #[cold]
+        fn first(&self, k: K) -> u32 {
+            let l = core::panic::Location::caller();
+            let c = ld::class_for(
+                l as *const _ as usize,
+                kind(k),
+                Origin::FirstLocked,
+                Site::location(l),
+                0,
+            );
+            // Relaxed: a racing first acquisition computes the same class from its own site or
+            // another's; either is this lock's class from now on.
+            let _ = self
+                .class
+                .compare_exchange(0, c, Ordering::Relaxed, Ordering::Relaxed);
+            self.class.load(Ordering::Relaxed)
+        }
+
+        /// Before a blocking (or timed) acquisition of the lock at `obj`.
+        #[track_caller]
+        #[inline]
+        pub(crate) fn lock(&self, obj: *const (), k: K, m: M) {
+            if ld::enabled() {
+                ld::acquire(
+                    obj as usize,
+                    self.class(k),
+                    mode(m),
+                    Site::caller(),
+                    Flags::NONE,
+                );
+            }
+        }
+
+        /// After a trylock that succeeded.
+        #[track_caller]
+        #[inline]
+        pub(crate) fn tried(&self, obj: *const (), k: K, m: M) {
+            if ld::enabled() {
+                ld::acquire(
+                    obj as usize,
+                    self.class(k),
+                    mode(m),
+                    Site::caller(),
+                    Flags::TRY,
+                );
+            }
+        }
+
+        /// A timed acquisition announced with [`Dep::lock`] that timed out.
+        #[inline]
+        pub(crate) fn failed(&self, obj: *const ()) {
+            ld::forget(obj as usize);
+        }
+
+        /// Before an unlock.
+        #[track_caller]
+        #[inline]
+        pub(crate) fn unlock(&self, obj: *const ()) {
+            if ld::enabled() {
+                ld::release(obj as usize, Site::caller());
+            }
+        }
+
+        /// Gives the lock a named class.
+        pub(crate) fn set(&self, c: &'static ld::LockClass) {
+            self.class.store(c.id(), Ordering::Relaxed);
+        }
+    }
+
+    /// An RCU domain at `obj` taken at the caller's location: readers are recursive readers of the
+    /// domain's class, `synchronize` and `barrier` take it for writing (and release it at once).
+    #[track_caller]
+    pub(crate) fn rcu(obj: *const (), m: M, release_now: bool) {
+        if !ld::enabled() {
+            return;
+        }
+        let obj = rcu_id(obj);
+        let c = ld::class_for(obj, Kind::Rcu, Origin::Object, Site::UNKNOWN, 0);
+        ld::acquire(obj, c, mode(m), Site::caller(), Flags::NONE);
+        if release_now {
+            ld::release(obj, Site::caller());
+        }
+    }
+
+    /// The end of an RCU read section of the domain at `obj`.
+    #[track_caller]
+    pub(crate) fn rcu_end(obj: *const ()) {
+        if ld::enabled() {
+            ld::release(rcu_id(obj), Site::caller());
+        }
+    }
+
+    /// The validator's name of an RCU domain: its address with the top bit set, so that it is not
+    /// the name of a lock at the same address (a domain's first field may be a lock).
+    fn rcu_id(obj: *const ()) -> usize {
+        obj as usize ^ (1 << (usize::BITS - 1))
+    }
+
+    /// A condvar wait on `cond` that releases the mutex at `mutex` for its duration.
+    #[track_caller]
+    pub(crate) fn cond_wait(cond: *const (), mutex: *const ()) {
+        if ld::enabled() {
+            ld::cond_wait(cond as usize, mutex as usize, Site::caller());
+        }
+    }
+}
+
+#[cfg(not(all(feature = "lockdep", not(loom))))]
+#[allow(dead_code)]
+mod on {
+    use super::{K, M};
+
+    /// Without the `lockdep` feature: nothing.
+    pub(crate) struct Dep;
+
+    impl Dep {
+        pub(crate) const fn new() -> Self {
+            Self
+        }
+        #[inline(always)]
+        pub(crate) fn lock(&self, _: *const (), _: K, _: M) {}
+        #[inline(always)]
+        pub(crate) fn tried(&self, _: *const (), _: K, _: M) {}
+        #[inline(always)]
+        pub(crate) fn failed(&self, _: *const ()) {}
+        #[inline(always)]
+        pub(crate) fn unlock(&self, _: *const ()) {}
+        #[cfg(not(loom))]
+        pub(crate) fn set(&self, _: &'static crate::lockdep::LockClass) {}
+    }
+
+    #[inline(always)]
+    pub(crate) fn rcu(_: *const (), _: M, _: bool) {}
+    #[inline(always)]
+    pub(crate) fn rcu_end(_: *const ()) {}
+    #[inline(always)]
+    pub(crate) fn cond_wait(_: *const (), _: *const ()) {}
+}
+
+pub(crate) use on::*;
+
+/// `Classed` for the raw lock types and for `lock_api`'s wrappers of them.
+#[cfg(not(loom))]
+macro_rules! classed {
+    ($($raw:ty),* $(,)?) => {$(
+        impl crate::lockdep::Classed for $raw {
+            fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
+                self.dep.set(class);
+            }
+        }
+    )*};
+}
+#[cfg(not(loom))]
+pub(crate) use classed;
