@@ -109,6 +109,22 @@ mod on {
             }
         }
 
+        /// Before a timed acquisition: checked as a blocking one, but taking a lock the thread
+        /// holds is not reported (it times out rather than deadlocks).
+        #[track_caller]
+        #[inline]
+        pub(crate) fn lock_timed(&self, obj: *const (), k: K, m: M) {
+            if ld::enabled() {
+                ld::acquire(
+                    obj as usize,
+                    self.class(k),
+                    mode(m),
+                    Site::caller(),
+                    Flags::TIMED,
+                );
+            }
+        }
+
         /// After a trylock that succeeded.
         #[track_caller]
         #[inline]
@@ -197,6 +213,8 @@ mod on {
         }
         #[inline(always)]
         pub(crate) fn lock(&self, _: *const (), _: K, _: M) {}
+        #[inline(always)]
+        pub(crate) fn lock_timed(&self, _: *const (), _: K, _: M) {}
         #[inline(always)]
         pub(crate) fn tried(&self, _: *const (), _: K, _: M) {}
         #[inline(always)]

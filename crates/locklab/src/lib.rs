@@ -222,12 +222,14 @@ mod aliases {
     /// assert_eq!(*g, 5);
     /// ```
     pub type McsLockGuard<'a, T> = lock_api::MutexGuard<'a, raw::RawMcsLock, T>;
-    /// A queued spinlock (qspinlock) protecting a `T`: four bytes, a plain-store unlock.
+    /// A queued spinlock (qspinlock) protecting a `T`: four bytes (eight with the `lockdep`
+    /// feature, which adds the lock's class), a plain-store unlock.
     ///
     /// ```
     /// static HITS: locklab::QueuedSpinLock<u64> = locklab::QueuedSpinLock::new(0);
     /// *HITS.lock() += 1;
-    /// assert_eq!(std::mem::size_of_val(unsafe { HITS.raw() }), 4);
+    /// # let lockdep = if cfg!(feature = "lockdep") { 4 } else { 0 };
+    /// assert_eq!(std::mem::size_of_val(unsafe { HITS.raw() }), 4 + lockdep);
     /// ```
     pub type QueuedSpinLock<T> = lock_api::Mutex<raw::RawQueuedSpinLock, T>;
     /// Guard of a [`QueuedSpinLock`].

@@ -257,7 +257,7 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<BrReadGuard> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -275,7 +275,7 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -288,28 +288,15 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
-        let r = {
-            match crate::primitive::deadline_after(timeout) {
-                Some(d) => self.try_lock_exclusive_until(d),
-                None => {
-                    self.write();
-                    Some(lock_api::GuardSend::new())
-                }
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
+        // Through the (checked) `_until` or blocking call: checked once, there.
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_lock_exclusive_until(d),
+            None => Some(lock_api::RawRwLock::lock_exclusive(self)),
         }
-        r
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,

@@ -922,7 +922,7 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -940,7 +940,7 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -953,7 +953,7 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
@@ -971,7 +971,7 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,

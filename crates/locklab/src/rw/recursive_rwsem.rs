@@ -377,7 +377,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::RecRead,
@@ -397,7 +397,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::RecRead,
@@ -414,7 +414,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
@@ -434,7 +434,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,

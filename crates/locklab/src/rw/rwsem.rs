@@ -1273,7 +1273,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -1291,7 +1291,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -1304,7 +1304,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
@@ -1322,7 +1322,7 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
@@ -1414,7 +1414,7 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwSem {
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: std::time::Duration) -> Option<RwSemToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
@@ -1432,7 +1432,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_until(&self, timeout: std::time::Instant) -> Option<RwSemToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,

@@ -421,25 +421,15 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     /// lock to queued threads meanwhile; the deadline bounds that.
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<Self::SharedGuard> {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-        );
-        let r = {
-            match crate::primitive::deadline_after(timeout) {
-                Some(d) => self.try_lock_shared_until(d),
-                None => Some(lock_api::RawRwLock::lock_shared(self)),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
+        // Through the (checked) `_until` or blocking call: checked once, there.
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_lock_shared_until(d),
+            None => Some(lock_api::RawRwLock::lock_shared(self)),
         }
-        r
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<Self::SharedGuard> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
@@ -455,25 +445,15 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<Self::ExclusiveGuard> {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
-        let r = {
-            match crate::primitive::deadline_after(timeout) {
-                Some(d) => self.try_lock_exclusive_until(d),
-                None => Some(lock_api::RawRwLock::lock_exclusive(self)),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
+        // Through the (checked) `_until` or blocking call: checked once, there.
+        match crate::primitive::deadline_after(timeout) {
+            Some(d) => self.try_lock_exclusive_until(d),
+            None => Some(lock_api::RawRwLock::lock_exclusive(self)),
         }
-        r
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<Self::ExclusiveGuard> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,

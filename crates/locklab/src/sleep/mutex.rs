@@ -1006,7 +1006,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,
@@ -1025,7 +1025,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.dep.lock(
+        self.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,

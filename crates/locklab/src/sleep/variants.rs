@@ -110,7 +110,7 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.0.dep.lock(
+        self.0.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,
@@ -124,7 +124,7 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.0.dep.lock(
+        self.0.dep.lock_timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,

@@ -224,8 +224,7 @@ unsafe impl lock_api::RawMutexFair for RawTicketLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: Self::Guard) {
-        self.dep.unlock(self as *const Self as *const ());
-        // SAFETY: forwarded from the caller.
+        // SAFETY: forwarded from the caller (the checked unlock).
         unsafe { <Self as lock_api::RawMutex>::unlock(self, guard) }
     }
 }
