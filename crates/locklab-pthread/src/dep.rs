@@ -163,13 +163,7 @@ pub(crate) fn mutex_lock(m: *mut libc::pthread_mutex_t, site: usize, tried: bool
     if tried {
         f = f.with(Flags::TRY);
     }
-    ld::acquire(
-        m as usize,
-        class(m as usize, Kind::Mutex, site),
-        Mode::Write,
-        Site::address(site),
-        f,
-    );
+    ld::acquire_object(m as usize, Kind::Mutex, Mode::Write, Site::address(site), f);
 }
 
 /// Before a mutex unlock.
@@ -202,20 +196,14 @@ pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, 
     if tried {
         f = f.with(Flags::TRY);
     }
-    ld::acquire(
-        l as usize,
-        class(l as usize, Kind::RwLock, site),
-        mode,
-        Site::address(site),
-        f,
-    );
+    ld::acquire_object(l as usize, Kind::RwLock, mode, Site::address(site), f);
 }
 
 /// Before a spinlock lock (or after a trylock that succeeded).
 pub(crate) fn spin_lock(s: *mut libc::pthread_spinlock_t, site: usize, tried: bool) {
-    ld::acquire(
+    ld::acquire_object(
         s as usize,
-        class(s as usize, Kind::SpinLock, site),
+        Kind::SpinLock,
         Mode::Write,
         Site::address(site),
         if tried { Flags::TRY } else { Flags::NONE },

@@ -764,8 +764,122 @@ pub fn set_object_class(obj: usize, class: u32) {
         Some((_, true)) => {}
         Some(_) => {
             g.objects.set(obj as u64, u64::from(class));
+            // Release pairs with the Acquire in `acquire_object`: threads' caches drop the old one.
+            OBJ_EPOCH.fetch_add(1, Ordering::Release);
         }
         None => say_full("object"),
+    }
+}
+
+/// Bumped whenever an object's recorded class changes or is forgotten: the per-thread caches of
+/// `acquire_object` start over.
+static OBJ_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// [`acquire`] of an object whose class is in the object table ([`set_object_class`]); an object
+/// not there gets the class of `site` as its first acquisition (`Origin::FirstLocked`, `kind`). Each
+/// thread caches the classes of the objects it took last, so the steady state does not touch the
+/// shared table.
+///
+/// ```
+/// use locklab::lockdep::{self, Flags, Kind, Mode, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// lockdep::acquire_object(0x7000, Kind::Mutex, Mode::Write, Site::caller(), Flags::NONE);
+/// assert!(lockdep::object_class(0x7000).is_some());
+/// assert!(lockdep::release(0x7000, Site::caller()));
+/// ```
+#[inline]
+pub fn acquire_object(obj: usize, kind: Kind, mode: Mode, site: Site, flags: Flags) {
+    if !enabled() {
+        return;
+    }
+    let first = with_thread(|t| {
+        // Acquire pairs with the Release bumps: a class changed before the bump is not used after.
+        let e = OBJ_EPOCH.load(Ordering::Acquire);
+        if t.cache_epoch != e {
+            t.cache = [(0, 0, 0); CACHE];
+            t.cache_epoch = e;
+        }
+        let slot = (obj >> 3) % CACHE;
+        let need = if mode == Mode::Write {
+            NOTED_WRITE | NOTED_SIG
+        } else {
+            NOTED_SIG
+        };
+        let (o, _, noted) = t.cache[slot];
+        if o == obj && t.n == 0 && t.sig == 0 && noted & need == need && t.exit_armed {
+            // The steady state of a lock taken alone: nothing held to depend on or to take again,
+            // and the class's once-only facts (written, held outside a handler) already recorded.
+            t.held[0] = Held {
+                obj,
+                site: site.0,
+                epoch: ELSEWHERE_GEN.load(Ordering::Relaxed),
+                class: t.cache[slot].1,
+                depth: 1,
+                mode: mode as u8,
+                flags: flags.0,
+            };
+            t.n = 1;
+            return false;
+        }
+        acquire_object_slow(t, obj, kind, mode, site, flags, slot)
+    });
+    if first == Some(true) {
+        run_exit_hook();
+    }
+}
+
+/// `acquire_object` past its steady-state fast path: the class looked up (or made) and cached, the
+/// acquisition checked. Returns whether this is the thread's first acquisition.
+#[inline(never)]
+fn acquire_object_slow(
+    t: &mut ThreadState,
+    obj: usize,
+    kind: Kind,
+    mode: Mode,
+    site: Site,
+    flags: Flags,
+    slot: usize,
+) -> bool {
+    let (o, c, _) = t.cache[slot];
+    let class = if o == obj {
+        c
+    } else {
+        let c = match object_class(obj) {
+            Some(c) => c,
+            None => {
+                let c = class_for(site.0, kind, Origin::FirstLocked, site, 0);
+                set_object_class(obj, c);
+                c
+            }
+        };
+        t.cache[slot] = (obj, c, 0);
+        c
+    };
+    if class == 0 {
+        return false;
+    }
+    let first = !t.exit_armed;
+    t.exit_armed = true;
+    acquire_in(t, obj, class, mode, site.0, flags);
+    if let Some(g) = graph() {
+        let f = g.class(class).flags.load(Ordering::Relaxed);
+        let noted = if f & FLAG_WRITTEN != 0 {
+            NOTED_WRITE
+        } else {
+            0
+        } | if f & FLAG_SIG_OUT != 0 { NOTED_SIG } else { 0 };
+        t.cache[slot].2 = noted;
+    }
+    first
+}
+
+#[cold]
+fn run_exit_hook() {
+    let f = EXIT_HOOK.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: set only by `set_exit_hook` from a `fn()`.
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(f) };
+        f();
     }
 }
 
@@ -775,7 +889,10 @@ pub fn forget_object(obj: usize) {
         return;
     }
     if let Some(g) = graph() {
-        g.objects.set(obj as u64, u64::MAX);
+        if g.objects.set(obj as u64, u64::MAX) {
+            // Release as in `set_object_class`.
+            OBJ_EPOCH.fetch_add(1, Ordering::Release);
+        }
         forget_pairs(g, obj);
     }
 }
@@ -894,7 +1011,18 @@ struct ThreadState {
     exit_armed: bool,
     /// Inside [`without_dependencies`]: acquisitions are recorded as held but add no dependency.
     no_deps: u32,
+    /// `acquire_object`'s cache of (object, class, NOTED_* facts of the class), valid for
+    /// `cache_epoch`.
+    cache: [(usize, u32, u8); CACHE],
+    cache_epoch: u64,
 }
+
+/// Entries of the per-thread object cache.
+const CACHE: usize = 16;
+/// The class is known to be written ([`FLAG_WRITTEN`]).
+const NOTED_WRITE: u8 = 1;
+/// The class is known to be held outside a signal handler ([`FLAG_SIG_OUT`]).
+const NOTED_SIG: u8 = 2;
 
 std::thread_local! {
     // No destructor: usable in every thread-local destructor, and no registration on first use.
@@ -909,6 +1037,8 @@ std::thread_local! {
         sig_sp: 0,
         exit_armed: false,
         no_deps: 0,
+        cache: [(0, 0, 0); CACHE],
+        cache_epoch: 0,
     }) };
 }
 
@@ -955,6 +1085,8 @@ const RING: usize = 256;
 static ELSEWHERE: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
 static ELSEWHERE_AT: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
 
+#[cold]
+#[inline(never)]
 fn released_elsewhere(obj: usize) {
     let g = ELSEWHERE_GEN.fetch_add(1, Ordering::AcqRel) + 1;
     let i = g as usize % RING;
@@ -977,6 +1109,8 @@ fn stale(h: &Held) -> bool {
     })
 }
 
+#[cold]
+#[inline(never)]
 fn drop_stale(t: &mut ThreadState) {
     let mut i = 0;
     while i < t.n {
@@ -1086,12 +1220,7 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
         first
     });
     if first == Some(true) {
-        let f = EXIT_HOOK.load(Ordering::Acquire);
-        if !f.is_null() {
-            // SAFETY: set only by `set_exit_hook` from a `fn()`.
-            let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(f) };
-            f();
-        }
+        run_exit_hook();
     }
 }
 
@@ -1174,6 +1303,8 @@ fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, t: &ThreadState) {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn recursive_read(g: &Graph, class: u32, held_site: usize, site: usize) {
     let c = g.class(class);
     if c.flags.load(Ordering::Relaxed) & FLAG_RR == 0 {
@@ -1188,6 +1319,8 @@ fn recursive_read(g: &Graph, class: u32, held_site: usize, site: usize) {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn report_rr(g: &Graph, class: u32) {
     let c = g.class(class);
     if c.flags.fetch_or(FLAG_RR_REPORTED, Ordering::AcqRel) & FLAG_RR_REPORTED == 0 {
@@ -1533,7 +1666,13 @@ pub fn release_owned(obj: usize) -> bool {
     with_thread(|t| pop(t, obj, false)).unwrap_or(true)
 }
 
+#[inline]
 fn pop(t: &mut ThreadState, obj: usize, elsewhere: bool) -> bool {
+    // The usual case: the lock on top, taken once.
+    if t.n > 0 && t.held[t.n - 1].obj == obj && t.held[t.n - 1].depth == 1 {
+        t.n -= 1;
+        return true;
+    }
     if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
         if t.held[i].depth > 1 {
             t.held[i].depth -= 1;
@@ -1657,8 +1796,9 @@ pub fn destroyed(obj: usize, site: Site) {
                 t.n -= 1;
             }
         }
-        if g.objects.get(obj as u64).is_some() {
-            g.objects.set(obj as u64, u64::MAX);
+        if g.objects.get(obj as u64).is_some() && g.objects.set(obj as u64, u64::MAX) {
+            // Release as in `set_object_class`.
+            OBJ_EPOCH.fetch_add(1, Ordering::Release);
         }
         if g.n_pairs.load(Ordering::Relaxed) > 0 {
             forget_pairs(g, obj);
@@ -1804,6 +1944,8 @@ pub fn signal_leave(saved: u64) {
     });
 }
 
+#[cold]
+#[inline(never)]
 fn in_signal(g: &Graph, class: u32, t: &ThreadState, site: usize) {
     // A handler left by siglongjmp: the stack is back above its frame.
     let marker = 0u8;
@@ -1827,6 +1969,8 @@ fn in_signal(g: &Graph, class: u32, t: &ThreadState, site: usize) {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn held_outside_signal(g: &Graph, class: u32, site: usize) {
     let c = g.class(class);
     let unblocked = !blocked_signals();
@@ -1843,6 +1987,8 @@ fn held_outside_signal(g: &Graph, class: u32, site: usize) {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn report_signal(g: &Graph, class: u32, sig: i32) {
     let c = g.class(class);
     if c.flags.fetch_or(FLAG_SIG_REPORTED, Ordering::AcqRel) & FLAG_SIG_REPORTED == 0 {

@@ -634,6 +634,8 @@ fn with_lock(g: &Graph, held: bool, f: impl FnOnce()) {
 }
 
 /// A circular dependency: the new `h -> class` closes `path` (graph lock held).
+#[cold]
+#[inline(never)]
 pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: usize, path: &Path) {
     let rcu = g.class(class).kind() == Kind::Rcu
         || g.class(h.class).kind() == Kind::Rcu
@@ -718,6 +720,8 @@ fn mode_of(recursive_read: usize, otherwise: Mode) -> Mode {
 }
 
 /// A lock taken again by its holder (graph lock not held).
+#[cold]
+#[inline(never)]
 pub(super) fn recursion(g: &Graph, class: u32, h: Held, mode: Mode, site_now: usize) {
     if !g.first_report(table::mix(
         u64::from(class) ^ (site_now as u64).rotate_left(7) ^ 0x5e1f,
@@ -759,6 +763,8 @@ pub(super) fn recursion(g: &Graph, class: u32, h: Held, mode: Mode, site_now: us
 }
 
 /// A recursive read of a writer-preferring class that writers take (graph lock not held).
+#[cold]
+#[inline(never)]
 pub(super) fn recursive_read(g: &Graph, class: u32) {
     with_lock(g, false, || {
         let c = g.class(class);
@@ -795,6 +801,8 @@ pub(super) fn recursive_read(g: &Graph, class: u32) {
 
 /// Instances of one class taken in a cycle: the new `h.obj -> obj` closes the earlier orders
 /// `pairs` (indices + 1), which lead from `obj` back to `h.obj` (graph lock held).
+#[cold]
+#[inline(never)]
 pub(super) fn same_class(
     g: &Graph,
     class: u32,
@@ -854,6 +862,8 @@ pub(super) fn same_class(
 }
 
 /// Misuse of one lock (graph lock not held).
+#[cold]
+#[inline(never)]
 pub(super) fn misuse(
     g: &Graph,
     kind: ReportKind,
@@ -884,6 +894,8 @@ pub(super) fn misuse(
 }
 
 /// A condvar wait with another lock held (graph lock not held).
+#[cold]
+#[inline(never)]
 pub(super) fn cond_wait(g: &Graph, other: &Held, mclass: u32, cond: usize, site_now: usize) {
     with_lock(g, false, || {
         let mut r = Rep::begin(
@@ -915,6 +927,8 @@ pub(super) fn cond_wait(g: &Graph, other: &Held, mclass: u32, cond: usize, site_
 }
 
 /// A class taken in a handler of `sig` and held where `sig` is not blocked (graph lock not held).
+#[cold]
+#[inline(never)]
 pub(super) fn signal(g: &Graph, class: u32, sig: i32) {
     with_lock(g, false, || {
         let c = g.class(class);

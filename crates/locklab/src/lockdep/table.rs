@@ -106,6 +106,7 @@ impl Table {
     }
 
     /// Waits out a claimer that has not yet stored its value (a few instructions away).
+    #[inline]
     fn value(&self, s: &Slot) -> u64 {
         loop {
             // Acquire pairs with the claimer's Release store: what the value names was written first.
