@@ -60,19 +60,13 @@ mod on {
             }
         }
 
-        /// This lock's class, made from the caller's location on first use; in the subclass of
-        /// [`ld::with_subclass`] if inside one.
+        /// This lock's class, made from the caller's location on first use.
         #[track_caller]
         #[inline]
         fn class(&self, k: K) -> u32 {
-            let mut c = self.class.load(Ordering::Relaxed);
-            if c == 0 {
-                c = self.first(k);
-            }
-            match ld::current_subclass() {
-                0 => c,
-                s => ld::subclass_of(c, s),
-            }
+            // (The thread's subclass, if inside `with_subclass`, is applied by the validator.)
+            let c = self.class.load(Ordering::Relaxed);
+            if c == 0 { self.first(k) } else { c }
         }
 
         #[track_caller]

@@ -1214,14 +1214,56 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
         return;
     }
     let first = with_thread(|t| {
-        let first = !t.exit_armed;
-        t.exit_armed = true;
-        acquire_in(t, obj, class, mode, site.0, flags);
-        first
+        if t.n == 0 && t.sig == 0 && t.exit_armed && t.subclass == 0 {
+            // The steady state of a lock taken alone (see `acquire_object`): the class's
+            // once-only facts already recorded.
+            let need = if mode == Mode::Write {
+                FLAG_WRITTEN | FLAG_SIG_OUT
+            } else {
+                FLAG_SIG_OUT
+            };
+            let g = GRAPH.load(Ordering::Acquire);
+            // SAFETY: published once, never freed (see `graph`).
+            if let Some(g) = unsafe { g.as_ref() } {
+                if g.class(class).flags.load(Ordering::Relaxed) & need == need {
+                    t.held[0] = Held {
+                        obj,
+                        site: site.0,
+                        epoch: ELSEWHERE_GEN.load(Ordering::Relaxed),
+                        class,
+                        depth: 1,
+                        mode: mode as u8,
+                        flags: flags.0,
+                    };
+                    t.n = 1;
+                    return false;
+                }
+            }
+        }
+        acquire_slow(t, obj, class, mode, site, flags)
     });
     if first == Some(true) {
         run_exit_hook();
     }
+}
+
+#[inline(never)]
+fn acquire_slow(
+    t: &mut ThreadState,
+    obj: usize,
+    class: u32,
+    mode: Mode,
+    site: Site,
+    flags: Flags,
+) -> bool {
+    let class = match t.subclass {
+        0 => class,
+        s => subclass_of(class, s),
+    };
+    let first = !t.exit_armed;
+    t.exit_armed = true;
+    acquire_in(t, obj, class, mode, site.0, flags);
+    first
 }
 
 fn acquire_in(t: &mut ThreadState, obj: usize, class: u32, mode: Mode, site: usize, flags: Flags) {
