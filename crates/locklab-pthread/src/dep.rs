@@ -94,8 +94,24 @@ fn arm_exit() {
     let k = EXIT_KEY.load(Ordering::Relaxed);
     if k >= 0 {
         // SAFETY: our key; a non-null value makes its destructor run at thread exit.
-        unsafe { libc::pthread_setspecific(k as libc::pthread_key_t, 1 as *const libc::c_void) };
+        unsafe {
+            libc::pthread_setspecific(
+                k as libc::pthread_key_t,
+                core::ptr::dangling::<libc::c_void>(),
+            )
+        };
     }
+}
+
+/// Gives the thread-exit key back to a program that ran out of keys (the exit check is then off):
+/// `true` if it was freed.
+pub(crate) fn give_up_key() -> bool {
+    let k = EXIT_KEY.swap(-1, Ordering::Relaxed);
+    if k < 0 {
+        return false;
+    }
+    // SAFETY: our key, deleted once (the swap above).
+    unsafe { libc::pthread_key_delete(k as libc::pthread_key_t) == 0 }
 }
 
 unsafe extern "C" fn thread_exit(_: *mut libc::c_void) {
@@ -166,6 +182,12 @@ pub(crate) fn mutex_lock(m: *mut libc::pthread_mutex_t, site: usize, tried: bool
     ld::acquire_object(m as usize, Kind::Mutex, Mode::Write, Site::address(site), f);
 }
 
+/// Before a timed mutex lock: a relock of a held mutex times out, so it is not reported.
+pub(crate) fn mutex_timed(m: *mut libc::pthread_mutex_t, site: usize, _: bool) {
+    let f = mutex_flags(crate::mutex::M(m).kind()).with(Flags::TIMED);
+    ld::acquire_object(m as usize, Kind::Mutex, Mode::Write, Site::address(site), f);
+}
+
 /// Before a mutex unlock.
 pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
     let kind = crate::mutex::M(m).kind();
@@ -196,6 +218,19 @@ pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, 
     if tried {
         f = f.with(Flags::TRY);
     }
+    ld::acquire_object(l as usize, Kind::RwLock, mode, Site::address(site), f);
+}
+
+/// Before a timed rwlock lock.
+pub(crate) fn rw_timed(l: *mut libc::pthread_rwlock_t, site: usize, write: bool) {
+    let mode = if write {
+        Mode::Write
+    } else if crate::rwlock::L(l).prefers_writers() {
+        Mode::Read
+    } else {
+        Mode::RecursiveRead
+    };
+    let f = Flags::RELOCK_ERRORS.with(Flags::TIMED);
     ld::acquire_object(l as usize, Kind::RwLock, mode, Site::address(site), f);
 }
 

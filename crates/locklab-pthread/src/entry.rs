@@ -275,6 +275,14 @@ fn dep_rw_write(l: *mut pthread_rwlock_t, site: usize, tried: bool) {
     dep::rw_lock(l, site, true, tried);
 }
 
+fn dep_rw_read_timed(l: *mut pthread_rwlock_t, site: usize, _: bool) {
+    dep::rw_timed(l, site, false);
+}
+
+fn dep_rw_write_timed(l: *mut pthread_rwlock_t, site: usize, _: bool) {
+    dep::rw_timed(l, site, true);
+}
+
 // --- init and destroy: the class of an initialised object is its init call site ---------------------
 
 unsafe extern "C" fn mutex_init(
@@ -348,25 +356,25 @@ unsafe extern "C" fn spin_destroy(s: *mut pthread_spinlock_t, site: usize) -> c_
 counted! {
     mutex_lock(m: *mut pthread_mutex_t) as mutex_obj, dep::mutex_lock
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_lock, true;
-    mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj, dep::mutex_lock
+    mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj, dep::mutex_timed
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_timedlock, true;
-    mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) as mutex_obj, dep::mutex_lock
+    mutex_clocklock(m: *mut pthread_mutex_t, k: clockid_t, t: *const timespec) as mutex_obj, dep::mutex_timed
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_clocklock, true,
         check (!crate::sys::valid_clock(k)).then_some(libc::EINVAL);
     rw_rdlock(l: *mut pthread_rwlock_t) as rw_obj, dep_rw_read
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_rdlock, false;
-    rw_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj, dep_rw_read
+    rw_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj, dep_rw_read_timed
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_timedrdlock, false,
         check rwlock::bad_time(libc::CLOCK_REALTIME, t);
-    rw_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj, dep_rw_read
+    rw_clockrdlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj, dep_rw_read_timed
         => rwlock::pthread_rwlock_tryrdlock, rwlock::pthread_rwlock_clockrdlock, false,
         check rwlock::bad_time(k, t);
     rw_wrlock(l: *mut pthread_rwlock_t) as rw_obj, dep_rw_write
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_wrlock, true;
-    rw_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj, dep_rw_write
+    rw_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) as rw_obj, dep_rw_write_timed
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_timedwrlock, true,
         check rwlock::bad_time(libc::CLOCK_REALTIME, t);
-    rw_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj, dep_rw_write
+    rw_clockwrlock(l: *mut pthread_rwlock_t, k: clockid_t, t: *const timespec) as rw_obj, dep_rw_write_timed
         => rwlock::pthread_rwlock_trywrlock, rwlock::pthread_rwlock_clockwrlock, true,
         check rwlock::bad_time(k, t);
     spin_lock(s: *mut pthread_spinlock_t) as spin_obj, dep::spin_lock

@@ -23,7 +23,9 @@ pub unsafe extern "C" fn pthread_key_create(
     // SAFETY: forwarded.
     let r = unsafe { real::pthread_key_create(key, dtor) };
     if r == libc::EAGAIN {
-        let freed = locklab::give_up_thread_exit_key() | crate::stat::give_up_key();
+        let freed = locklab::give_up_thread_exit_key()
+            | crate::stat::give_up_key()
+            | crate::dep::give_up_key();
         if freed {
             // SAFETY: forwarded.
             return unsafe { real::pthread_key_create(key, dtor) };

@@ -81,12 +81,12 @@ pub unsafe extern "C" fn sigaction(
         return r;
     }
     // SAFETY: the caller's out-pointer, null or valid.
-    if let Some(old) = unsafe { old.as_mut() } {
-        if old.sa_sigaction == w {
-            old.sa_sigaction = prev;
-            if !prev_info {
-                old.sa_flags &= !libc::SA_SIGINFO;
-            }
+    if let Some(old) = unsafe { old.as_mut() }
+        && old.sa_sigaction == w
+    {
+        old.sa_sigaction = prev;
+        if !prev_info {
+            old.sa_flags &= !libc::SA_SIGINFO;
         }
     }
     r

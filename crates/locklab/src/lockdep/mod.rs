@@ -494,10 +494,14 @@ struct Pair {
     tid: AtomicU32,
 }
 
-const MAX_CLASSES: usize = 1 << 16;
-const MAX_EDGES: usize = 1 << 18;
-const MAX_PAIRS: usize = 1 << 16;
-const MAX_OBJECTS: usize = 1 << 22;
+// The tables' capacities (Miri: small, it models every byte).
+const MAX_CLASSES: usize = if cfg!(miri) { 1 << 8 } else { 1 << 16 };
+const MAX_EDGES: usize = if cfg!(miri) { 1 << 9 } else { 1 << 18 };
+const MAX_PAIRS: usize = if cfg!(miri) { 1 << 8 } else { 1 << 16 };
+const MAX_OBJECTS: usize = if cfg!(miri) { 1 << 10 } else { 1 << 22 };
+
+/// Instances the same-class search visits at most.
+const INST_QUEUE: usize = if cfg!(miri) { 256 } else { 4096 };
 
 /// The validator's shared state, created on first use.
 struct Graph {
@@ -574,10 +578,10 @@ fn create_graph() -> Option<&'static Graph> {
             pairs: zeroed_array(MAX_PAIRS)?,
             n_pairs: AtomicU32::new(0),
             inst_heads: Table::new(MAX_PAIRS * 2)?,
-            inst_queue: zeroed_array(4096)?,
-            inst_parent: zeroed_array(4096)?,
+            inst_queue: zeroed_array(INST_QUEUE)?,
+            inst_parent: zeroed_array(INST_QUEUE)?,
             objects: Table::new(MAX_OBJECTS)?,
-            reported: Table::new(1 << 14)?,
+            reported: Table::new(if cfg!(miri) { 1 << 8 } else { 1 << 14 })?,
             stamp: AtomicU32::new(0),
             visited: zeroed_array(MAX_CLASSES * 2)?,
             parent: zeroed_array(MAX_CLASSES * 2)?,
@@ -698,7 +702,8 @@ fn class_with(
 }
 
 fn class_for_named(c: &'static LockClass) -> u32 {
-    let a = c as *const LockClass as usize;
+    // Exposed: a report turns the number back into the reference to print the name.
+    let a = (c as *const LockClass).expose_provenance();
     class_with(a, Kind::Mutex, Origin::Named, 0, a, 0)
 }
 
@@ -1224,20 +1229,20 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
             };
             let g = GRAPH.load(Ordering::Acquire);
             // SAFETY: published once, never freed (see `graph`).
-            if let Some(g) = unsafe { g.as_ref() } {
-                if g.class(class).flags.load(Ordering::Relaxed) & need == need {
-                    t.held[0] = Held {
-                        obj,
-                        site: site.0,
-                        epoch: ELSEWHERE_GEN.load(Ordering::Relaxed),
-                        class,
-                        depth: 1,
-                        mode: mode as u8,
-                        flags: flags.0,
-                    };
-                    t.n = 1;
-                    return false;
-                }
+            if let Some(g) = unsafe { g.as_ref() }
+                && g.class(class).flags.load(Ordering::Relaxed) & need == need
+            {
+                t.held[0] = Held {
+                    obj,
+                    site: site.0,
+                    epoch: ELSEWHERE_GEN.load(Ordering::Relaxed),
+                    class,
+                    depth: 1,
+                    mode: mode as u8,
+                    flags: flags.0,
+                };
+                t.n = 1;
+                return false;
             }
         }
         acquire_slow(t, obj, class, mode, site, flags)
@@ -1572,10 +1577,10 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
         .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
     if g.pair_keys.get(key).is_none() {
         let mut path = [0u32; 32];
-        if let Some(n) = instance_search(g, obj, h.obj, &mut path) {
-            if g.first_report(key ^ 0x5ca1e) {
-                report::same_class(g, class, h, obj, site, &path[..n]);
-            }
+        if let Some(n) = instance_search(g, obj, h.obj, &mut path)
+            && g.first_report(key ^ 0x5ca1e)
+        {
+            report::same_class(g, class, h, obj, site, &path[..n]);
         }
         let r = g.pair_keys.get_or_insert(key, || {
             let i = g.n_pairs.fetch_add(1, Ordering::Relaxed) + 1;
@@ -1887,18 +1892,18 @@ pub fn thread_exit() {
     let Some(g) = graph() else { return };
     let _ = with_thread(|t| {
         drop_stale(t);
-        if let Some(h) = t.held[..t.n].last().copied() {
-            if g.first_report(table::mix(h.site as u64 ^ 0xe417) ^ u64::from(h.class)) {
-                report::misuse(
-                    g,
-                    ReportKind::ExitHolding,
-                    "thread exiting with locks held",
-                    h.class,
-                    h.obj,
-                    h.site,
-                    Some(&h),
-                );
-            }
+        if let Some(h) = t.held[..t.n].last().copied()
+            && g.first_report(table::mix(h.site as u64 ^ 0xe417) ^ u64::from(h.class))
+        {
+            report::misuse(
+                g,
+                ReportKind::ExitHolding,
+                "thread exiting with locks held",
+                h.class,
+                h.obj,
+                h.site,
+                Some(&h),
+            );
         }
         t.n = 0;
         t.lost = 0;

@@ -33,8 +33,9 @@ impl Site {
     /// let _ = locklab::lockdep::Site::location(std::panic::Location::caller());
     /// ```
     pub fn location(l: &'static core::panic::Location<'static>) -> Site {
-        // Even: a Location is at least 4-aligned (it holds a reference).
-        Site(l as *const core::panic::Location<'static> as usize)
+        // Even: a Location is at least 4-aligned (it holds a reference). Exposed: `site` turns the
+        // number back into the reference.
+        Site((l as *const core::panic::Location<'static>).expose_provenance())
     }
 
     /// The caller's source location.
@@ -95,7 +96,7 @@ fn site(w: &mut dyn Write, v: u64) -> fmt::Result {
     }
     // SAFETY: even non-zero site values are made only by `Site::location` from a
     // `&'static Location` (the validator stores nothing else there).
-    let l = unsafe { &*(v as *const core::panic::Location<'static>) };
+    let l = unsafe { &*core::ptr::with_exposed_provenance::<core::panic::Location<'static>>(v) };
     write!(w, "{}:{}:{}", l.file(), l.line(), l.column())
 }
 
@@ -246,9 +247,9 @@ pub struct Report {
     pub text: String,
 }
 
-const TEXT_CAP: usize = 4 << 20;
-const JSON_CAP: usize = 4 << 20;
-const MAX_RECORDS: usize = 1 << 14;
+const TEXT_CAP: usize = if cfg!(miri) { 64 << 10 } else { 4 << 20 };
+const JSON_CAP: usize = if cfg!(miri) { 64 << 10 } else { 4 << 20 };
+const MAX_RECORDS: usize = if cfg!(miri) { 256 } else { 1 << 14 };
 const MAX_NAMES: usize = 8;
 
 struct Record {
@@ -601,7 +602,7 @@ fn describe(w: &mut dyn Write, g: &Graph, id: u32) -> fmt::Result {
     let named = c.named.load(Ordering::Relaxed) as usize;
     if named != 0 {
         // SAFETY: a named class's `named` is the address of a `&'static LockClass`.
-        let lc = unsafe { &*(named as *const super::LockClass) };
+        let lc = unsafe { &*core::ptr::with_exposed_provenance::<super::LockClass>(named) };
         write!(w, "class #{id} \"{}\"", lc.name())?;
     } else {
         write!(w, "{} #{id} (", c.kind().name())?;

@@ -16,16 +16,21 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// for them. `T` must be valid all-zero (atomics and integers only).
 pub(super) fn zeroed_array<T>(n: usize) -> Option<&'static [T]> {
     let bytes = n.checked_mul(core::mem::size_of::<T>())?;
-    #[cfg(unix)]
+    #[cfg(all(unix, not(miri)))]
     let p = {
-        // SAFETY: an anonymous private mapping; no pointer is passed in. MAP_NORESERVE: the tables are
-        // large and sparse, and only the pages touched are ever backed.
+        // The tables are large and sparse: only the pages touched are ever backed (Linux also
+        // reserves no swap for them).
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let noreserve = libc::MAP_NORESERVE;
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let noreserve = 0;
+        // SAFETY: an anonymous private mapping; no pointer is passed in.
         let p = unsafe {
             libc::mmap(
                 core::ptr::null_mut(),
                 bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | noreserve,
                 -1,
                 0,
             )
@@ -35,7 +40,7 @@ pub(super) fn zeroed_array<T>(n: usize) -> Option<&'static [T]> {
         }
         p.cast::<T>()
     };
-    #[cfg(not(unix))]
+    #[cfg(not(all(unix, not(miri))))]
     let p = {
         let layout = std::alloc::Layout::from_size_align(bytes, 64).ok()?;
         // SAFETY: a non-zero size (every caller asks for at least one element).
