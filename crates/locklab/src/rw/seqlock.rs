@@ -171,6 +171,8 @@ pub struct SeqLock<T: bytemuck::NoUninit> {
     seq: SeqCount,
     writer: crate::spin::qspinlock::RawQueuedSpinLock,
     data: UnsafeCell<MaybeUninit<T>>,
+    /// The writer side's lockdep class (the `lockdep` feature; zero-sized without it).
+    dep: crate::dep::Dep,
 }
 
 #[cfg(not(loom))]
@@ -193,6 +195,7 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
             seq: SeqCount::new(),
             writer: crate::spin::qspinlock::RawQueuedSpinLock::new(),
             data: UnsafeCell::new(MaybeUninit::new(value)),
+            dep: crate::dep::Dep::new(),
         }
     }
 
@@ -212,7 +215,14 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
 
     /// Starts a write: takes the writer lock, makes the sequence odd, and returns a guard holding a copy
     /// of the current value; changes to it are stored when the guard drops.
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn write(&self) -> SeqLockWriteGuard<'_, T> {
+        // Lockdep: the writer side is a spinlock (readers take nothing).
+        self.dep.lock(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+        );
         self.writer.lock();
         // SAFETY: writers are serialised by `writer`, held until the guard drops.
         unsafe { self.seq.write_begin() };
@@ -222,6 +232,7 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
     }
 
     /// Replaces the value.
+    #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn set(&self, value: T) {
         *self.write() = value;
     }
@@ -333,6 +344,9 @@ impl<T: bytemuck::NoUninit> Drop for SeqLockWriteGuard<'_, T> {
         self.lock.store_image(&self.value);
         // SAFETY: this guard's `write_begin` is the open write section.
         unsafe { self.lock.seq.write_end() };
+        self.lock
+            .dep
+            .unlock(self.lock as *const SeqLock<T> as *const ());
         // SAFETY: taken in `write`.
         unsafe { self.lock.writer.unlock() };
     }
