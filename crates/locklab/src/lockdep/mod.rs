@@ -69,6 +69,7 @@
 //! checking what does not fit. Time: see the README's lockdep section for measured figures.
 //!
 //! ```
+//! # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 //! use locklab::lockdep::{self, LockClass, Mode, Site};
 //! static A: LockClass = LockClass::new("doc-a");
 //! static B: LockClass = LockClass::new("doc-b");
@@ -122,6 +123,7 @@ static ACTION: AtomicU8 = AtomicU8::new(0);
 /// Sets what the validator does from now on (every thread).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::set_mode(locklab::lockdep::Action::Report);
 /// assert_eq!(locklab::lockdep::mode(), locklab::lockdep::Action::Report);
 /// ```
@@ -133,6 +135,7 @@ pub fn set_mode(a: Action) {
 /// (the default), `abort`; anything else is reported once on standard error and the default used).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let _ = locklab::lockdep::mode();
 /// ```
 pub fn mode() -> Action {
@@ -187,6 +190,7 @@ fn arm_thread_exit() {
 /// Parses a `LOCKLAB_LOCKDEP` value.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{parse_action, Action};
 /// assert_eq!(parse_action(b"abort"), Some(Action::Abort));
 /// assert_eq!(parse_action(b"1"), Some(Action::Report));
@@ -287,6 +291,7 @@ impl Kind {
     /// The name reports use.
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// assert_eq!(locklab::lockdep::Kind::RwLock.name(), "rwlock");
     /// ```
     pub fn name(self) -> &'static str {
@@ -319,6 +324,7 @@ pub enum Origin {
 /// given it ([`set_class`]) is checked as one class, wherever it was created or first locked.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, LockClass};
 /// static BUCKET: LockClass = LockClass::new("hash bucket");
 /// let buckets: Vec<locklab::Mutex<u32>> = (0..4).map(locklab::Mutex::new).collect();
@@ -336,6 +342,7 @@ impl LockClass {
     /// A class named `name` (the name is what reports print).
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("cache");
     /// assert_eq!(C.name(), "cache");
     /// ```
@@ -349,6 +356,7 @@ impl LockClass {
     /// The class's name.
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// assert_eq!(locklab::lockdep::LockClass::new("x").name(), "x");
     /// ```
     pub fn name(&self) -> &'static str {
@@ -359,6 +367,7 @@ impl LockClass {
     /// full or it cannot get memory).
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("ids");
     /// assert_eq!(C.id(), C.id());
     /// ```
@@ -398,6 +407,7 @@ impl<R: lock_api::RawRwLock + Classed, T: ?Sized> Classed for lock_api::RwLock<R
 /// locks carry no class, and this does nothing.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// static Q: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("queue");
 /// let m = locklab::Mutex::new(());
 /// locklab::lockdep::set_class(&m, &Q);
@@ -655,6 +665,7 @@ fn say_full(what: &str) {
 /// `kind`, `origin` and `site` if new. 0 if the validator is off or out of room.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, Kind, Origin, Site};
 /// lockdep::set_mode(lockdep::Action::Report);
 /// let c = lockdep::class_for(0x1234_5678, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
@@ -710,6 +721,7 @@ fn class_for_named(c: &'static LockClass) -> u32 {
 /// The class of a subclass of `class` (the kernel's nesting annotation; 0 stays 0).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, Kind, Origin, Site};
 /// let c = lockdep::class_for(0x42_0000, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
 /// assert_ne!(lockdep::subclass_of(c, 1), c);
@@ -742,6 +754,7 @@ pub fn subclass_of(class: u32, subclass: u8) -> u32 {
 /// The class recorded for the object at `obj`, if any ([`set_object_class`]).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, Kind, Origin, Site};
 /// lockdep::set_mode(lockdep::Action::Report);
 /// let c = lockdep::class_for(0x77_0000, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
@@ -786,6 +799,7 @@ static OBJ_EPOCH: AtomicU64 = AtomicU64::new(0);
 /// shared table.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, Flags, Kind, Mode, Site};
 /// lockdep::set_mode(lockdep::Action::Report);
 /// lockdep::acquire_object(0x7000, Kind::Mutex, Mode::Write, Site::caller(), Flags::NONE);
@@ -956,6 +970,7 @@ impl Flags {
     /// Both sets of flags.
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// use locklab::lockdep::Flags;
     /// assert!(Flags::TRY.with(Flags::RECURSIVE).has(Flags::TRY));
     /// ```
@@ -965,6 +980,7 @@ impl Flags {
     /// Whether every flag of `o` is set.
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// assert!(!locklab::lockdep::Flags::NONE.has(locklab::lockdep::Flags::TRY));
     /// ```
     pub const fn has(self, o: Flags) -> bool {
@@ -1075,6 +1091,7 @@ static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 /// pthread key there, whose destructor calls [`thread_exit`]).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// fn arm() {}
 /// locklab::lockdep::set_exit_hook(arm);
 /// ```
@@ -1132,6 +1149,7 @@ fn drop_stale(t: &mut ThreadState) {
 /// locks of one class taken in a fixed order.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let (parent, child) = (locklab::Mutex::new(()), locklab::Mutex::new(()));
 /// let _p = parent.lock();
 /// let _c = locklab::lockdep::with_subclass(1, || child.lock());
@@ -1163,6 +1181,7 @@ pub fn with_subclass<R>(sub: u8, f: impl FnOnce() -> R) -> R {
 /// `fork`). Locks taken after `f` returns still depend on the ones it left held.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let locks: Vec<locklab::Mutex<()>> = (0..3).map(|_| locklab::Mutex::new(())).collect();
 /// let guards = locklab::lockdep::without_dependencies(|| {
 ///     locks.iter().map(|l| l.lock()).collect::<Vec<_>>()
@@ -1207,6 +1226,7 @@ pub fn current_subclass() -> u8 {
 /// after a trylock succeeds. A class of 0 (the validator could not classify) is not checked.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, Flags, Mode, Site};
 /// static C: lockdep::LockClass = lockdep::LockClass::new("acquire-doc");
 /// lockdep::acquire(0x10, C.id(), Mode::Write, Site::caller(), Flags::NONE);
@@ -1689,6 +1709,7 @@ fn forget_pairs(g: &Graph, obj: usize) {
 /// did not hold it (the caller decides whether that is misuse: [`unlock_not_held`]).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// assert!(!locklab::lockdep::release(0x9999, locklab::lockdep::Site::UNKNOWN), "not held by this thread");
 /// ```
 #[inline]
@@ -1704,6 +1725,7 @@ pub fn release(obj: usize, site: Site) -> bool {
 /// so the owner's record must stay): `false` if this thread does not hold it.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// assert!(!locklab::lockdep::release_owned(0x9998));
 /// ```
 pub fn release_owned(obj: usize) -> bool {
@@ -1742,6 +1764,7 @@ fn pop(t: &mut ThreadState, obj: usize, elsewhere: bool) -> bool {
 /// Undoes an [`acquire`] that did not take the lock (a timed-out or refused acquisition).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::{self, Flags, Mode, Site};
 /// static C: lockdep::LockClass = lockdep::LockClass::new("forget-doc");
 /// lockdep::acquire(0x20, C.id(), Mode::Write, Site::caller(), Flags::NONE);
@@ -1769,6 +1792,7 @@ pub fn forget(obj: usize) {
 /// Whether this thread holds the lock at `obj` (as far as the validator knows).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// assert!(!locklab::lockdep::holds(0x30));
 /// ```
 pub fn holds(obj: usize) -> bool {
@@ -1778,6 +1802,7 @@ pub fn holds(obj: usize) -> bool {
 /// How many locks this thread holds (as far as the validator knows).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// assert_eq!(locklab::lockdep::held_count(), 0);
 /// ```
 pub fn held_count() -> usize {
@@ -1788,6 +1813,7 @@ pub fn held_count() -> usize {
 /// hold, where its kind forbids that (an error-checking or recursive mutex: glibc answers `EPERM`).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// // Misuse is reported, and the program goes on (the default action).
 /// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("unlock-doc");
 /// locklab::lockdep::unlock_not_held(0x40, C.id(), locklab::lockdep::Site::caller());
@@ -1817,6 +1843,7 @@ pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
 /// object is forgotten (its instance pairs, its recorded class).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::destroyed(0x50, locklab::lockdep::Site::UNKNOWN);
 /// ```
 pub fn destroyed(obj: usize, site: Site) {
@@ -1857,6 +1884,7 @@ pub fn destroyed(obj: usize, site: Site) {
 /// `mutex`: a warning (once per pair of classes) if this thread holds any other lock meanwhile.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::cond_wait(0x60, 0x61, locklab::lockdep::Site::UNKNOWN);
 /// ```
 pub fn cond_wait(cond: usize, mutex: usize, site: Site) {
@@ -1883,6 +1911,7 @@ pub fn cond_wait(cond: usize, mutex: usize, site: Site) {
 /// Checks, at a thread's exit, that it holds no lock (reported once per class and site).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::thread_exit();
 /// ```
 pub fn thread_exit() {
@@ -1918,6 +1947,7 @@ pub fn thread_exit() {
 /// can interrupt its holder deadlocks). The preload library wraps a program's handlers in this.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::signal_handler(10, || {});
 /// ```
 pub fn signal_handler<R>(sig: i32, f: impl FnOnce() -> R) -> R {
@@ -1956,6 +1986,7 @@ pub fn signal_handler<R>(sig: i32, f: impl FnOnce() -> R) -> R {
 /// `siglongjmp` is noticed at the next acquisition (its stack frame is gone).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let s = locklab::lockdep::signal_enter(12);
 /// locklab::lockdep::signal_leave(s);
 /// ```
@@ -2074,6 +2105,7 @@ fn blocked_signals() -> u64 {
 /// exist in the child, and its held stacks are gone with them (the forking thread's stays).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::after_fork_child();
 /// ```
 pub fn after_fork_child() {
@@ -2086,5 +2118,6 @@ pub fn after_fork_child() {
     report::after_fork_child();
 }
 
-#[cfg(test)]
+// Not under Miri: it models every byte of the validator's tables (the table's own tests run there).
+#[cfg(all(test, not(miri)))]
 mod tests;

@@ -15,6 +15,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 /// code address (the preload library: its caller's return address), or unknown.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// use locklab::lockdep::Site;
 /// let s = Site::caller();
 /// assert_ne!(s, Site::UNKNOWN);
@@ -30,6 +31,7 @@ impl Site {
     /// A source location.
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// let _ = locklab::lockdep::Site::location(std::panic::Location::caller());
     /// ```
     pub fn location(l: &'static core::panic::Location<'static>) -> Site {
@@ -41,6 +43,7 @@ impl Site {
     /// The caller's source location.
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// let _ = locklab::lockdep::Site::caller();
     /// ```
     #[track_caller]
@@ -52,6 +55,7 @@ impl Site {
     /// A code address (0: unknown).
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// assert_ne!(locklab::lockdep::Site::address(0x401000), locklab::lockdep::Site::UNKNOWN);
     /// ```
     pub fn address(a: usize) -> Site {
@@ -70,6 +74,7 @@ static ADDR_FMT: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 /// Sets how code-address sites ([`Site::address`]) are printed (default: `0x` and the address).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// fn name(a: usize, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
 ///     write!(w, "code@{a:#x}")
 /// }
@@ -217,6 +222,7 @@ impl ReportKind {
     /// The name used in the JSON (`"kind"`).
     ///
     /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
     /// assert_eq!(locklab::lockdep::ReportKind::Cycle.name(), "circular-dependency");
     /// ```
     pub fn name(self) -> &'static str {
@@ -345,6 +351,7 @@ fn read(buf: &[AtomicU8], from: usize, to: usize) -> Vec<u8> {
 /// Every report so far, oldest first.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let n = locklab::lockdep::reports().len();
 /// assert!(locklab::lockdep::reports().len() >= n);
 /// ```
@@ -387,6 +394,7 @@ pub fn reports() -> Vec<Report> {
 /// class, mode and site, and the thread that made it).
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let j = locklab::lockdep::reports_json();
 /// assert!(j.starts_with('[') && j.ends_with(']'));
 /// ```
@@ -409,6 +417,7 @@ pub fn reports_json() -> String {
 /// allocation.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// # #[cfg(unix)]
 /// locklab::lockdep::write_json_fd(-1); // a bad descriptor: nothing written, no error
 /// ```
@@ -446,6 +455,7 @@ pub fn write_json_fd(fd: i32) {
 /// How many reports so far.
 ///
 /// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// let _ = locklab::lockdep::report_count();
 /// ```
 pub fn report_count() -> usize {
