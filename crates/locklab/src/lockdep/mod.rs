@@ -101,7 +101,10 @@ pub use report::{
 };
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    compiler_fence,
+};
 use table::{Table, zeroed_array};
 
 // --- configuration -------------------------------------------------------------------------------------
@@ -524,7 +527,8 @@ struct Graph {
     pair_keys: Table,
     pairs: &'static [Pair],
     n_pairs: AtomicU32,
-    /// Instance (address | 1 << 63) -> its first same-class pair (index + 1).
+    /// Instance (address | 1 << 63) -> its first same-class pair (index + 1); (address | 1 << 62)
+    /// -> 1 for an instance taken second in some pair.
     inst_heads: Table,
     /// The instance search's queue and parent links (graph lock).
     inst_queue: &'static [AtomicU64],
@@ -546,6 +550,8 @@ struct Graph {
 }
 
 static GRAPH: AtomicPtr<Graph> = AtomicPtr::new(core::ptr::null_mut());
+/// How long a thread waits for the validator's lock before turning the validator off.
+const LOCK_PATIENCE_NS: u128 = 10_000_000_000;
 /// 0: not created; 1: being created; 2: created; 3: could not be created.
 static GRAPH_STATE: AtomicU8 = AtomicU8::new(0);
 
@@ -587,7 +593,7 @@ fn create_graph() -> Option<&'static Graph> {
             pair_keys: Table::new(MAX_PAIRS * 2)?,
             pairs: zeroed_array(MAX_PAIRS)?,
             n_pairs: AtomicU32::new(0),
-            inst_heads: Table::new(MAX_PAIRS * 2)?,
+            inst_heads: Table::new(MAX_PAIRS * 4)?,
             inst_queue: zeroed_array(INST_QUEUE)?,
             inst_parent: zeroed_array(INST_QUEUE)?,
             objects: Table::new(MAX_OBJECTS)?,
@@ -622,15 +628,30 @@ fn create_graph() -> Option<&'static Graph> {
 }
 
 impl Graph {
-    fn lock(&self) {
-        // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
-        while self
-            .lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            while self.lock.load(Ordering::Relaxed) {
-                crate::sys::sched_yield();
+    /// Takes the validator's lock; `false` if it stays held for [`LOCK_PATIENCE_NS`] (its holder
+    /// was left by `siglongjmp` or cancelled inside the validator): the validator then turns itself
+    /// off rather than wedge the program.
+    #[must_use]
+    fn lock(&self) -> bool {
+        let mut since: Option<std::time::Instant> = None;
+        loop {
+            // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
+            if self
+                .lock
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+            crate::sys::sched_yield();
+            let t0 = *since.get_or_insert_with(std::time::Instant::now);
+            if t0.elapsed().as_nanos() > LOCK_PATIENCE_NS {
+                set_mode(Action::Off);
+                report::say(format_args!(
+                    "locklab lockdep: the validator's lock has been held for 10 s (a thread left it \
+                     by siglongjmp or cancellation?): lockdep is off\n"
+                ));
+                return false;
             }
         }
     }
@@ -811,7 +832,7 @@ pub fn acquire_object(obj: usize, kind: Kind, mode: Mode, site: Site, flags: Fla
     if !enabled() {
         return;
     }
-    let first = with_thread(|t| {
+    let first = with_thread(|t, x| {
         // Acquire pairs with the Release bumps: a class changed before the bump is not used after.
         let e = OBJ_EPOCH.load(Ordering::Acquire);
         if t.cache_epoch != e {
@@ -825,7 +846,12 @@ pub fn acquire_object(obj: usize, kind: Kind, mode: Mode, site: Site, flags: Fla
             NOTED_SIG
         };
         let (o, _, noted) = t.cache[slot];
-        if o == obj && t.n == 0 && t.sig == 0 && noted & need == need && t.exit_armed {
+        if o == obj
+            && t.n == 0
+            && x.sig.load(Ordering::Relaxed) == 0
+            && noted & need == need
+            && t.exit_armed
+        {
             // The steady state of a lock taken alone: nothing held to depend on or to take again,
             // and the class's once-only facts (written, held outside a handler) already recorded.
             t.held[0] = Held {
@@ -840,7 +866,7 @@ pub fn acquire_object(obj: usize, kind: Kind, mode: Mode, site: Site, flags: Fla
             t.n = 1;
             return false;
         }
-        acquire_object_slow(t, obj, kind, mode, site, flags, slot)
+        acquire_object_slow(t, x, obj, kind, mode, site, flags, slot)
     });
     if first == Some(true) {
         run_exit_hook();
@@ -850,8 +876,10 @@ pub fn acquire_object(obj: usize, kind: Kind, mode: Mode, site: Site, flags: Fla
 /// `acquire_object` past its steady-state fast path: the class looked up (or made) and cached, the
 /// acquisition checked. Returns whether this is the thread's first acquisition.
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn acquire_object_slow(
     t: &mut ThreadState,
+    x: &Tls,
     obj: usize,
     kind: Kind,
     mode: Mode,
@@ -879,7 +907,7 @@ fn acquire_object_slow(
     }
     let first = !t.exit_armed;
     t.exit_armed = true;
-    acquire_in(t, obj, class, mode, site.0, flags);
+    acquire_in(t, x, obj, class, mode, site.0, flags);
     if let Some(g) = graph() {
         let f = g.class(class).flags.load(Ordering::Relaxed);
         let noted = if f & FLAG_WRITTEN != 0 {
@@ -1018,20 +1046,8 @@ struct ThreadState {
     n: usize,
     /// Acquisitions that did not fit in `held` (their releases are not looked for).
     lost: usize,
-    /// The validator is running on this thread (a signal handler that locks, or an allocator the
-    /// validator's report calls into, is not validated meanwhile).
-    busy: bool,
-    /// The subclass of this thread's acquisitions inside [`with_subclass`].
-    subclass: u8,
-    /// Signal handler nesting (the preload library's wrapped handlers, [`signal_handler`]).
-    sig: u32,
-    /// The signal of the innermost handler, and the stack pointer at its entry.
-    sig_no: i32,
-    sig_sp: usize,
     /// The exit check is armed for this thread.
     exit_armed: bool,
-    /// Inside [`without_dependencies`]: acquisitions are recorded as held but add no dependency.
-    no_deps: u32,
     /// `acquire_object`'s cache of (object, class, NOTED_* facts of the class), valid for
     /// `cache_epoch`.
     cache: [(usize, u32, u8); CACHE],
@@ -1045,39 +1061,63 @@ const NOTED_WRITE: u8 = 1;
 /// The class is known to be held outside a signal handler ([`FLAG_SIG_OUT`]).
 const NOTED_SIG: u8 = 2;
 
+/// A thread's validator state: the part only validator calls touch (behind `busy`), and the part
+/// that code running on top of a validator call (a signal handler) may change, in atomics (Relaxed:
+/// one thread; `compiler_fence`s order them against the interrupted code).
+struct Tls {
+    state: UnsafeCell<ThreadState>,
+    /// A validator call is running on this thread (a signal handler that locks meanwhile is not
+    /// validated; a handler left by `siglongjmp` out of a validator call leaves the thread
+    /// unchecked from then on, never inconsistent).
+    busy: AtomicBool,
+    /// The subclass of this thread's acquisitions inside [`with_subclass`].
+    subclass: AtomicU8,
+    /// Inside [`without_dependencies`]: acquisitions are recorded as held but add no dependency.
+    no_deps: AtomicU32,
+    /// Signal handler nesting (the preload library's wrapped handlers, [`signal_handler`]).
+    sig: AtomicU32,
+    /// The signal of the innermost handler, and the stack pointer at its entry.
+    sig_no: AtomicI32,
+    sig_sp: AtomicUsize,
+}
+
 std::thread_local! {
     // No destructor: usable in every thread-local destructor, and no registration on first use.
-    static THREAD: UnsafeCell<ThreadState> = const { UnsafeCell::new(ThreadState {
-        held: [EMPTY; MAX_HELD],
-        n: 0,
-        lost: 0,
-        busy: false,
-        subclass: 0,
-        sig: 0,
-        sig_no: 0,
-        sig_sp: 0,
-        exit_armed: false,
-        no_deps: 0,
-        cache: [(0, 0, 0); CACHE],
-        cache_epoch: 0,
-    }) };
+    static THREAD: Tls = const { Tls {
+        state: UnsafeCell::new(ThreadState {
+            held: [EMPTY; MAX_HELD],
+            n: 0,
+            lost: 0,
+            exit_armed: false,
+            cache: [(0, 0, 0); CACHE],
+            cache_epoch: 0,
+        }),
+        busy: AtomicBool::new(false),
+        subclass: AtomicU8::new(0),
+        no_deps: AtomicU32::new(0),
+        sig: AtomicU32::new(0),
+        sig_no: AtomicI32::new(0),
+        sig_sp: AtomicUsize::new(0),
+    } };
 }
 
 /// Runs `f` on this thread's state unless the validator is already running on this thread.
 #[inline]
-fn with_thread<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
+fn with_thread<R>(f: impl FnOnce(&mut ThreadState, &Tls) -> R) -> Option<R> {
     THREAD
-        .try_with(|t| {
-            let p = t.get();
-            // SAFETY: the state is this thread's; `busy` keeps a nested call (a signal handler that
-            // interrupts the validator, or an allocator the report calls) from touching it.
-            let t = unsafe { &mut *p };
-            if t.busy {
+        .try_with(|x| {
+            if x.busy.load(Ordering::Relaxed) {
                 return None;
             }
-            t.busy = true;
-            let r = f(t);
-            t.busy = false;
+            x.busy.store(true, Ordering::Relaxed);
+            // A signal handler that interrupts what follows sees `busy` set.
+            compiler_fence(Ordering::SeqCst);
+            // SAFETY: the state is this thread's, and `busy` keeps every nested call (a signal
+            // handler that interrupts this one) from making a second reference to it.
+            let t = unsafe { &mut *x.state.get() };
+            let r = f(t, x);
+            compiler_fence(Ordering::SeqCst);
+            x.busy.store(false, Ordering::Relaxed);
             Some(r)
         })
         .ok()
@@ -1156,19 +1196,12 @@ fn drop_stale(t: &mut ThreadState) {
 /// ```
 pub fn with_subclass<R>(sub: u8, f: impl FnOnce() -> R) -> R {
     let old = THREAD
-        .try_with(|t| {
-            // SAFETY: this thread's state; only the subclass byte, outside any validator call.
-            let t = unsafe { &mut *t.get() };
-            core::mem::replace(&mut t.subclass, sub)
-        })
+        .try_with(|x| x.subclass.swap(sub, Ordering::Relaxed))
         .unwrap_or(0);
     struct Restore(u8);
     impl Drop for Restore {
         fn drop(&mut self) {
-            let _ = THREAD.try_with(|t| {
-                // SAFETY: as above.
-                unsafe { (*t.get()).subclass = self.0 };
-            });
+            let _ = THREAD.try_with(|x| x.subclass.store(self.0, Ordering::Relaxed));
         }
     }
     let _r = Restore(old);
@@ -1190,10 +1223,10 @@ pub fn with_subclass<R>(sub: u8, f: impl FnOnce() -> R) -> R {
 /// ```
 pub fn without_dependencies<R>(f: impl FnOnce() -> R) -> R {
     let set = |d: i32| {
-        let _ = THREAD.try_with(|t| {
-            // SAFETY: this thread's state, outside any validator call.
-            let t = unsafe { &mut *t.get() };
-            t.no_deps = t.no_deps.saturating_add_signed(d);
+        let _ = THREAD.try_with(|x| {
+            let n = x.no_deps.load(Ordering::Relaxed);
+            x.no_deps
+                .store(n.saturating_add_signed(d), Ordering::Relaxed);
         });
     };
     struct Restore<F: Fn(i32)>(F);
@@ -1211,10 +1244,7 @@ pub fn without_dependencies<R>(f: impl FnOnce() -> R) -> R {
 #[inline]
 pub fn current_subclass() -> u8 {
     THREAD
-        .try_with(|t| {
-            // SAFETY: a byte read of this thread's state.
-            unsafe { (*t.get()).subclass }
-        })
+        .try_with(|x| x.subclass.load(Ordering::Relaxed))
         .unwrap_or(0)
 }
 
@@ -1238,8 +1268,12 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
     if class == 0 || !enabled() {
         return;
     }
-    let first = with_thread(|t| {
-        if t.n == 0 && t.sig == 0 && t.exit_armed && t.subclass == 0 {
+    let first = with_thread(|t, x| {
+        if t.n == 0
+            && t.exit_armed
+            && x.sig.load(Ordering::Relaxed) == 0
+            && x.subclass.load(Ordering::Relaxed) == 0
+        {
             // The steady state of a lock taken alone (see `acquire_object`): the class's
             // once-only facts already recorded.
             let need = if mode == Mode::Write {
@@ -1265,7 +1299,7 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
                 return false;
             }
         }
-        acquire_slow(t, obj, class, mode, site, flags)
+        acquire_slow(t, x, obj, class, mode, site, flags)
     });
     if first == Some(true) {
         run_exit_hook();
@@ -1275,23 +1309,32 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
 #[inline(never)]
 fn acquire_slow(
     t: &mut ThreadState,
+    x: &Tls,
     obj: usize,
     class: u32,
     mode: Mode,
     site: Site,
     flags: Flags,
 ) -> bool {
-    let class = match t.subclass {
+    let class = match x.subclass.load(Ordering::Relaxed) {
         0 => class,
         s => subclass_of(class, s),
     };
     let first = !t.exit_armed;
     t.exit_armed = true;
-    acquire_in(t, obj, class, mode, site.0, flags);
+    acquire_in(t, x, obj, class, mode, site.0, flags);
     first
 }
 
-fn acquire_in(t: &mut ThreadState, obj: usize, class: u32, mode: Mode, site: usize, flags: Flags) {
+fn acquire_in(
+    t: &mut ThreadState,
+    x: &Tls,
+    obj: usize,
+    class: u32,
+    mode: Mode,
+    site: usize,
+    flags: Flags,
+) {
     let Some(g) = graph() else { return };
     // Taken again?
     if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
@@ -1311,10 +1354,10 @@ fn acquire_in(t: &mut ThreadState, obj: usize, class: u32, mode: Mode, site: usi
             report::recursion(g, class, h, mode, site);
         }
         t.held[i].depth += 1;
-        note_mode(g, class, mode, site, t);
+        note_mode(g, class, mode, site, x);
         return;
     }
-    if !flags.has(Flags::TRY) && t.no_deps == 0 {
+    if !flags.has(Flags::TRY) && x.no_deps.load(Ordering::Relaxed) == 0 {
         // Dependencies from the top of the stack down to (and including) the first non-trylock.
         let mut i = t.n;
         let mut dropped = false;
@@ -1334,7 +1377,7 @@ fn acquire_in(t: &mut ThreadState, obj: usize, class: u32, mode: Mode, site: usi
             drop_stale(t);
         }
     }
-    note_mode(g, class, mode, site, t);
+    note_mode(g, class, mode, site, x);
     if t.n < MAX_HELD {
         t.held[t.n] = Held {
             obj,
@@ -1353,7 +1396,7 @@ fn acquire_in(t: &mut ThreadState, obj: usize, class: u32, mode: Mode, site: usi
 
 /// Class-wide facts of one acquisition: written (for the recursive-read rule) and signal context.
 #[inline]
-fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, t: &ThreadState) {
+fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, x: &Tls) {
     let c = g.class(class);
     let f = c.flags.load(Ordering::Relaxed);
     if mode == Mode::Write && f & FLAG_WRITTEN == 0 {
@@ -1363,8 +1406,8 @@ fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, t: &ThreadState) {
             report_rr(g, class);
         }
     }
-    if t.sig > 0 {
-        in_signal(g, class, t, site);
+    if x.sig.load(Ordering::Relaxed) > 0 {
+        in_signal(g, class, x, site);
     } else if f & FLAG_SIG_OUT == 0 {
         held_outside_signal(g, class, site);
     }
@@ -1416,7 +1459,9 @@ fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usi
     if stale(h) {
         return false;
     }
-    g.lock();
+    if !g.lock() {
+        return true;
+    }
     let key = u64::from(h.class) << 32 | u64::from(class);
     let known = g
         .edge_keys
@@ -1591,7 +1636,9 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
     if stale(h) {
         return;
     }
-    g.lock();
+    if !g.lock() {
+        return;
+    }
     g.class(class)
         .flags
         .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
@@ -1614,6 +1661,13 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
             p.acq_site.store(site as u64, Ordering::Relaxed);
             p.tid.store(report::tid(), Ordering::Relaxed);
             // Link it first in the list of pairs from `h.obj`.
+            // `obj` is in a pair too (as the one taken second), for `forget_pairs`.
+            if g.inst_heads
+                .get_or_insert(obj as u64 | 1 << 62, || 1)
+                .is_none()
+            {
+                say_full("instance");
+            }
             let head = g.inst_heads.get(h.obj as u64 | 1 << 63).unwrap_or(u64::MAX);
             p.next.store(
                 if head == u64::MAX { 0 } else { head as u32 },
@@ -1691,10 +1745,16 @@ fn instance_search(g: &Graph, from: usize, to: usize, out: &mut [u32; 32]) -> Op
 /// Forgets the instance pairs of a destroyed object (a later lock at its address is another lock).
 fn forget_pairs(g: &Graph, obj: usize) {
     let n = (g.n_pairs.load(Ordering::Relaxed) as usize).min(MAX_PAIRS);
-    if n == 0 {
+    // Only an object that is in some pair costs a scan (most destroyed locks never nested).
+    if n == 0
+        || (g.inst_heads.get(obj as u64 | 1 << 63).is_none()
+            && g.inst_heads.get(obj as u64 | 1 << 62).is_none())
+    {
         return;
     }
-    g.lock();
+    if !g.lock() {
+        return;
+    }
     for p in &g.pairs[..n] {
         if p.a.load(Ordering::Relaxed) == obj as u64 || p.b.load(Ordering::Relaxed) == obj as u64 {
             // A pair of addresses never used again as such (the key is left: tables only grow).
@@ -1718,7 +1778,7 @@ pub fn release(obj: usize, site: Site) -> bool {
     if !enabled() {
         return true;
     }
-    with_thread(|t| pop(t, obj, true)).unwrap_or(true)
+    with_thread(|t, _| pop(t, obj, true)).unwrap_or(true)
 }
 
 /// As [`release`], for a lock whose kind only lets its owner unlock it (a non-owner's unlock fails,
@@ -1732,7 +1792,7 @@ pub fn release_owned(obj: usize) -> bool {
     if !enabled() {
         return true;
     }
-    with_thread(|t| pop(t, obj, false)).unwrap_or(true)
+    with_thread(|t, _| pop(t, obj, false)).unwrap_or(true)
 }
 
 #[inline]
@@ -1775,7 +1835,7 @@ pub fn forget(obj: usize) {
     if !enabled() {
         return;
     }
-    let _ = with_thread(|t| {
+    let _ = with_thread(|t, _| {
         if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
             if t.held[i].depth > 1 {
                 t.held[i].depth -= 1;
@@ -1796,7 +1856,7 @@ pub fn forget(obj: usize) {
 /// assert!(!locklab::lockdep::holds(0x30));
 /// ```
 pub fn holds(obj: usize) -> bool {
-    with_thread(|t| t.held[..t.n].iter().any(|h| h.obj == obj)).unwrap_or(false)
+    with_thread(|t, _| t.held[..t.n].iter().any(|h| h.obj == obj)).unwrap_or(false)
 }
 
 /// How many locks this thread holds (as far as the validator knows).
@@ -1806,7 +1866,7 @@ pub fn holds(obj: usize) -> bool {
 /// assert_eq!(locklab::lockdep::held_count(), 0);
 /// ```
 pub fn held_count() -> usize {
-    with_thread(|t| t.n + t.lost).unwrap_or(0)
+    with_thread(|t, _| t.n + t.lost).unwrap_or(0)
 }
 
 /// Reports an unlock, at `site`, of the lock at `obj` of class `class` that this thread does not
@@ -1824,7 +1884,7 @@ pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
         return;
     }
     let Some(g) = graph() else { return };
-    let _ = with_thread(|_| {
+    let _ = with_thread(|_, _| {
         if g.first_report(table::mix(site as u64 ^ 0x0dd) ^ u64::from(class)) {
             report::misuse(
                 g,
@@ -1852,7 +1912,7 @@ pub fn destroyed(obj: usize, site: Site) {
         return;
     }
     let Some(g) = graph() else { return };
-    let _ = with_thread(|t| {
+    let _ = with_thread(|t, _| {
         if let Some(h) = t.held[..t.n].iter().find(|h| h.obj == obj).copied() {
             if g.first_report(table::mix(site as u64 ^ 0xde5) ^ u64::from(h.class)) {
                 report::misuse(
@@ -1893,7 +1953,7 @@ pub fn cond_wait(cond: usize, mutex: usize, site: Site) {
         return;
     }
     let Some(g) = graph() else { return };
-    let _ = with_thread(|t| {
+    let _ = with_thread(|t, _| {
         drop_stale(t);
         let mclass = t.held[..t.n]
             .iter()
@@ -1919,7 +1979,7 @@ pub fn thread_exit() {
         return;
     }
     let Some(g) = graph() else { return };
-    let _ = with_thread(|t| {
+    let _ = with_thread(|t, _| {
         drop_stale(t);
         if let Some(h) = t.held[..t.n].last().copied()
             && g.first_report(table::mix(h.site as u64 ^ 0xe417) ^ u64::from(h.class))
@@ -1951,30 +2011,11 @@ pub fn thread_exit() {
 /// locklab::lockdep::signal_handler(10, || {});
 /// ```
 pub fn signal_handler<R>(sig: i32, f: impl FnOnce() -> R) -> R {
-    let marker = 0u8;
-    let sp = &marker as *const u8 as usize;
-    let saved = THREAD
-        .try_with(|t| {
-            // SAFETY: this thread's state; the fields below are written only outside validator
-            // calls (a handler runs on top of whatever it interrupted, which `busy` guards).
-            let t = unsafe { &mut *t.get() };
-            let saved = (t.sig, t.sig_no, t.sig_sp);
-            t.sig += 1;
-            t.sig_no = sig;
-            t.sig_sp = sp;
-            saved
-        })
-        .ok();
-    struct Restore(Option<(u32, i32, usize)>);
+    let saved = signal_enter(sig);
+    struct Restore(u64);
     impl Drop for Restore {
         fn drop(&mut self) {
-            if let Some((n, no, sp)) = self.0 {
-                let _ = THREAD.try_with(|t| {
-                    // SAFETY: as above.
-                    let t = unsafe { &mut *t.get() };
-                    (t.sig, t.sig_no, t.sig_sp) = (n, no, sp);
-                });
-            }
+            signal_leave(self.0);
         }
     }
     let _r = Restore(saved);
@@ -1994,13 +2035,13 @@ pub fn signal_enter(sig: i32) -> u64 {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
     THREAD
-        .try_with(|t| {
-            // SAFETY: as in `signal_handler`.
-            let t = unsafe { &mut *t.get() };
-            let saved = u64::from(t.sig) << 32 | t.sig_no as u32 as u64;
-            t.sig += 1;
-            t.sig_no = sig;
-            t.sig_sp = sp;
+        .try_with(|x| {
+            let depth = x.sig.load(Ordering::Relaxed);
+            let saved = u64::from(depth) << 32 | x.sig_no.load(Ordering::Relaxed) as u32 as u64;
+            x.sig_no.store(sig, Ordering::Relaxed);
+            x.sig_sp.store(sp, Ordering::Relaxed);
+            x.sig.store(depth + 1, Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
             saved
         })
         .unwrap_or(u64::MAX)
@@ -2011,26 +2052,24 @@ pub fn signal_leave(saved: u64) {
     if saved == u64::MAX {
         return;
     }
-    let _ = THREAD.try_with(|t| {
-        // SAFETY: as in `signal_handler`.
-        let t = unsafe { &mut *t.get() };
-        t.sig = (saved >> 32) as u32;
-        t.sig_no = saved as u32 as i32;
-        if t.sig == 0 {
-            t.sig_sp = 0;
+    let _ = THREAD.try_with(|x| {
+        compiler_fence(Ordering::SeqCst);
+        let depth = (saved >> 32) as u32;
+        x.sig.store(depth, Ordering::Relaxed);
+        x.sig_no.store(saved as u32 as i32, Ordering::Relaxed);
+        if depth == 0 {
+            x.sig_sp.store(0, Ordering::Relaxed);
         }
     });
 }
 
-#[cold]
-#[inline(never)]
-fn in_signal(g: &Graph, class: u32, t: &ThreadState, site: usize) {
+fn in_signal(g: &Graph, class: u32, x: &Tls, site: usize) {
     // A handler left by siglongjmp: the stack is back above its frame.
     let marker = 0u8;
-    if (&marker as *const u8 as usize) > t.sig_sp {
+    if (&marker as *const u8 as usize) > x.sig_sp.load(Ordering::Relaxed) {
         return;
     }
-    let sig = t.sig_no;
+    let sig = x.sig_no.load(Ordering::Relaxed);
     if !(1..=64).contains(&sig) {
         return;
     }

@@ -357,7 +357,9 @@ fn read(buf: &[AtomicU8], from: usize, to: usize) -> Vec<u8> {
 /// ```
 pub fn reports() -> Vec<Report> {
     let Some(g) = graph() else { return Vec::new() };
-    g.lock();
+    if !g.lock() {
+        return Vec::new();
+    }
     let s = &g.store;
     let n = s.n_records.load(Ordering::Relaxed).min(MAX_RECORDS);
     let out = s.records[..n]
@@ -402,7 +404,9 @@ pub fn reports_json() -> String {
     let Some(g) = graph() else {
         return "[]".into();
     };
-    g.lock();
+    if !g.lock() {
+        return "[]".into();
+    }
     let n = g.store.json_len.load(Ordering::Relaxed);
     let body = read(g.store.json, 0, n);
     g.unlock();
@@ -424,7 +428,9 @@ pub fn reports_json() -> String {
 #[cfg(unix)]
 pub fn write_json_fd(fd: i32) {
     let Some(g) = graph() else { return };
-    g.lock();
+    if !g.lock() {
+        return;
+    }
     let n = g.store.json_len.load(Ordering::Relaxed);
     let mut chunk = [0u8; 4096];
     let put = |b: &[u8]| {
@@ -635,8 +641,8 @@ fn describe(w: &mut dyn Write, g: &Graph, id: u32) -> fmt::Result {
 }
 
 fn with_lock(g: &Graph, held: bool, f: impl FnOnce()) {
-    if !held {
-        g.lock();
+    if !held && !g.lock() {
+        return;
     }
     f();
     if !held {
