@@ -176,18 +176,55 @@ fn decide() -> Action {
     a
 }
 
+/// Arms the thread-exit check of the library's locks: a pthread key (made once; neither it nor
+/// `pthread_setspecific` on it allocates, so a `#[global_allocator]` built on these locks can take
+/// its first lock here), elsewhere a thread-local destructor.
 #[cfg(feature = "lockdep")]
 fn arm_thread_exit() {
-    struct ExitCheck;
-    impl Drop for ExitCheck {
-        fn drop(&mut self) {
+    #[cfg(all(unix, not(miri)))]
+    {
+        static KEY: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+        unsafe extern "C" fn at_exit(_: *mut libc::c_void) {
             thread_exit();
         }
+        let mut k = KEY.load(Ordering::Acquire);
+        if k < 0 {
+            let mut key: libc::pthread_key_t = 0;
+            // SAFETY: a valid out-pointer and destructor.
+            if unsafe { libc::pthread_key_create(&mut key, Some(at_exit)) } != 0 {
+                return;
+            }
+            // AcqRel: one key for every thread; the loser of a race deletes its own.
+            match KEY.compare_exchange(-1, key as i64, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => k = key as i64,
+                Err(won) => {
+                    // SAFETY: our own key, unused.
+                    unsafe { libc::pthread_key_delete(key) };
+                    k = won;
+                }
+            }
+        }
+        // SAFETY: the key made above; a non-null value makes its destructor run at thread exit.
+        unsafe {
+            libc::pthread_setspecific(
+                k as libc::pthread_key_t,
+                core::ptr::dangling::<libc::c_void>(),
+            )
+        };
     }
-    std::thread_local! {
-        static EXIT: ExitCheck = const { ExitCheck };
+    #[cfg(not(all(unix, not(miri))))]
+    {
+        struct ExitCheck;
+        impl Drop for ExitCheck {
+            fn drop(&mut self) {
+                thread_exit();
+            }
+        }
+        std::thread_local! {
+            static EXIT: ExitCheck = const { ExitCheck };
+        }
+        let _ = EXIT.try_with(|_| {});
     }
-    let _ = EXIT.try_with(|_| {});
 }
 
 /// Parses a `LOCKLAB_LOCKDEP` value.
@@ -1493,7 +1530,7 @@ fn record_edge(g: &Graph, key: u64, from: u32, to: u32, t: usize, held_site: usi
         c.first_edge.store(idx, Ordering::Relaxed);
         u64::from(idx)
     });
-    let Some((idx, _)) = r.filter(|&(i, _)| i != u64::MAX) else {
+    let Some((idx, _)) = r.filter(|&(i, _)| i != u64::MAX && i != 0) else {
         say_full("dependency");
         return;
     };

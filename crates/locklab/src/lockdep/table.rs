@@ -119,7 +119,7 @@ impl Table {
             // published, or 0 for an instant.
             let k = s.key.load(Ordering::Acquire);
             if k == key {
-                return Some(self.value(s));
+                return Some(self.value(s)).filter(|&v| v != 0);
             }
             if k == 0 {
                 return None;
@@ -129,10 +129,11 @@ impl Table {
         None
     }
 
-    /// Waits out a claimer that has not yet stored its value (a few instructions away).
+    /// Waits out a claimer that has not yet stored its value (a few instructions away); 0 if it
+    /// never does (in a child of `fork`, a claimer that was another thread of the parent).
     #[inline]
     fn value(&self, s: &Slot) -> u64 {
-        loop {
+        for _ in 0..1 << 20 {
             // Acquire pairs with the claimer's Release store: what the value names was written first.
             let v = s.val.load(Ordering::Acquire);
             if v != 0 {
@@ -140,10 +141,12 @@ impl Table {
             }
             core::hint::spin_loop();
         }
+        0
     }
 
     /// The value of `key`, inserting `make()` if absent: `(value, inserted)`. `None` if the table is
-    /// full. `make` runs only for the winner of a race to insert, before the value is published.
+    /// full, or the key's claimer never published its value. `make` runs only for the winner of a
+    /// race to insert, before the value is published.
     pub(super) fn get_or_insert(
         &self,
         key: u64,
@@ -156,7 +159,7 @@ impl Table {
             let s = &self.slots[i];
             let k = s.key.load(Ordering::Acquire);
             if k == key {
-                return Some((self.value(s), false));
+                return Some((self.value(s), false)).filter(|&(v, _)| v != 0);
             }
             if k == 0 {
                 // AcqRel: Acquire as the load above when it fails; the claim itself publishes nothing
@@ -173,7 +176,9 @@ impl Table {
                         s.val.store(v, Ordering::Release);
                         return Some((v, true));
                     }
-                    Err(other) if other == key => return Some((self.value(s), false)),
+                    Err(other) if other == key => {
+                        return Some((self.value(s), false)).filter(|&(v, _)| v != 0);
+                    }
                     Err(_) => {}
                 }
             }
