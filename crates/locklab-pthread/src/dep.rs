@@ -168,7 +168,8 @@ fn mutex_flags(kind: i32) -> Flags {
     match kind & 3 {
         1 => Flags::RECURSIVE,
         2 => Flags::RELOCK_ERRORS,
-        _ => Flags::NONE,
+        // Normal and adaptive: glibc lets any thread unlock them.
+        _ => Flags::OWNERLESS,
     }
 }
 

@@ -55,7 +55,7 @@ fn kinds(reports: &[Value]) -> Vec<String> {
         .collect()
 }
 
-const EXPECTED: [(&str, &[&str]); 16] = [
+const EXPECTED: [(&str, &[&str]); 17] = [
     ("abba", &["circular-dependency"]),
     ("cycle3", &["circular-dependency"]),
     ("philosophers", &["same-class-order"]),
@@ -75,6 +75,7 @@ const EXPECTED: [(&str, &[&str]); 16] = [
     ("rw_readers", &[]),
     ("recursive_read_ok", &[]),
     ("signal_blocked", &[]),
+    ("semaphore", &[]),
 ];
 
 #[test]

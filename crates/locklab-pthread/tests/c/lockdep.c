@@ -10,6 +10,7 @@
 #include <threads.h>
 #include <time.h>
 #include <errno.h>
+#include <unistd.h>
 
 static pthread_mutex_t A = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t B = PTHREAD_MUTEX_INITIALIZER;
@@ -58,6 +59,7 @@ static void *write_once(void *x) { (void)x; pthread_rwlock_wrlock(&W); pthread_r
 static void on_usr1(int sig) { (void)sig; pthread_mutex_lock(&C); pthread_mutex_unlock(&C); }
 
 static void *exit_holding(void *x) { (void)x; pthread_mutex_lock(&C); return NULL; }
+static void *post(void *x) { (void)x; usleep(20000); pthread_mutex_unlock(&A); return NULL; }
 
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
@@ -157,6 +159,19 @@ int main(int argc, char **argv) {
         pthread_mutex_unlock(&e);
         pthread_mutex_destroy(&e);
         run(exit_holding, NULL);                                    /* exit, holding C */
+    } else if (!strcmp(s, "semaphore")) {
+        /* A normal mutex as a binary semaphore (glibc lets another thread unlock it): the holder
+         * takes it again and waits for the other thread's unlock. */
+        pthread_t t;
+        pthread_mutex_lock(&A);
+        pthread_create(&t, NULL, post, NULL);
+        pthread_mutex_lock(&A);
+        pthread_join(t, NULL);
+        pthread_mutex_unlock(&A);
+        pthread_mutex_lock(&A);
+        pthread_mutex_lock(&B);
+        pthread_mutex_unlock(&B);
+        pthread_mutex_unlock(&A);
     } else if (!strcmp(s, "c11")) {
         mtx_t x, y;
         mtx_init(&x, mtx_plain);

@@ -1031,6 +1031,10 @@ impl Flags {
     /// A timed acquisition: it adds dependencies as a blocking one, but taking a lock the thread
     /// holds is not reported (it times out; the caller [`forget`]s it).
     pub const TIMED: Flags = Flags(8);
+    /// Any thread may unlock it (glibc's normal mutexes, which programs use as binary semaphores):
+    /// its holder taking it again waits for another thread's unlock, not for ever, and is not
+    /// reported.
+    pub const OWNERLESS: Flags = Flags(16);
 
     /// Both sets of flags.
     ///
@@ -1041,6 +1045,15 @@ impl Flags {
     /// ```
     pub const fn with(self, o: Flags) -> Flags {
         Flags(self.0 | o.0)
+    }
+    /// These flags without those of `o`.
+    ///
+    /// ```
+    /// use locklab::lockdep::Flags;
+    /// assert!(!Flags::TRY.with(Flags::TIMED).without(Flags::TRY).has(Flags::TRY));
+    /// ```
+    pub const fn without(self, o: Flags) -> Flags {
+        Flags(self.0 & !o.0)
     }
     /// Whether every flag of `o` is set.
     ///
@@ -1376,6 +1389,22 @@ fn acquire_in(
     // Taken again?
     if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
         let h = t.held[i];
+        if flags.has(Flags::OWNERLESS) && h.mode == Mode::Write as u8 && mode == Mode::Write {
+            // Another thread may unlock it (a mutex used as a binary semaphore): the old hold is
+            // left to that thread, and this is a new acquisition (a real self-deadlock shows as
+            // a hang of this thread, which the program's author sees anyway).
+            t.held.copy_within(i + 1..t.n, i);
+            t.n -= 1;
+            return acquire_in(
+                t,
+                x,
+                obj,
+                class,
+                mode,
+                site,
+                flags.without(Flags::OWNERLESS),
+            );
+        }
         let held = Mode::from_u8(h.mode);
         let ok = if held != Mode::Write && mode != Mode::Write {
             if mode == Mode::Read && !flags.has(Flags::TRY) {
