@@ -60,8 +60,9 @@ pub unsafe extern "C" fn mtx_init(m: *mut pthread_mutex_t, ty: c_int) -> c_int {
 /// `m` points to a valid `mtx_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mtx_destroy(m: *mut pthread_mutex_t) {
+    // Through the exported `pthread_mutex_destroy` (lockdep forgets the object there).
     // SAFETY: forwarded.
-    unsafe { pthread_mutex_destroy(m) };
+    unsafe { crate::entry::pthread_mutex_destroy(m) };
 }
 
 /// `cnd_init`.

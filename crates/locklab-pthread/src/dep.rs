@@ -87,6 +87,7 @@ pub(crate) fn init() {
         EXIT_KEY.store(key as i32, Ordering::Relaxed);
         ld::set_exit_hook(arm_exit);
     }
+    // Release: the configuration above is written before the entry points see lockdep on.
     ON.store(true, Ordering::Release);
 }
 
@@ -158,9 +159,17 @@ pub(crate) fn created(obj: usize, kind: Kind, site: usize) {
     }
 }
 
-/// An object destroyed at `site`.
-pub(crate) fn destroyed(obj: usize, site: usize) {
+/// Before an object's destruction at `site` (a held one is reported).
+pub(crate) fn destroying(obj: usize, site: usize) {
     ld::destroyed(obj, Site::address(site));
+}
+
+/// After a destruction that returned `r`: a destroyed object is forgotten.
+pub(crate) fn destroyed(obj: usize, r: c_int) -> c_int {
+    if r == 0 {
+        ld::destroy_done(obj);
+    }
+    r
 }
 
 /// `kind & 3` of a mutex: 1 recursive, 2 error-checking.
@@ -287,28 +296,12 @@ pub(crate) fn write_out() {
     let mut path = [0u8; OUT_MAX + 32];
     let mut k = 0;
     let mut i = 0;
-    while i < tmpl.len() && k < OUT_MAX {
-        if tmpl[i] == b'%' && tmpl.get(i + 1) == Some(&b'p') {
-            let mut num = [0u8; 12];
-            let mut pid = std::process::id();
-            let mut d = 0;
-            loop {
-                num[d] = b'0' + (pid % 10) as u8;
-                d += 1;
-                pid /= 10;
-                if pid == 0 {
-                    break;
-                }
-            }
-            while d > 0 && k < OUT_MAX {
-                d -= 1;
-                path[k] = num[d];
-                k += 1;
-            }
+    while i < tmpl.len() {
+        if tmpl[i..].starts_with(b"%p") {
+            crate::stat::put_u64(&mut path[..OUT_MAX], &mut k, u64::from(std::process::id()));
             i += 2;
         } else {
-            path[k] = tmpl[i];
-            k += 1;
+            crate::stat::put(&mut path[..OUT_MAX], &mut k, &tmpl[i..i + 1]);
             i += 1;
         }
     }

@@ -151,6 +151,19 @@ with_site! {
     /// `pthread_spin_destroy`.
     "C" fn pthread_spin_destroy(s: *mut pthread_spinlock_t) => spin_destroy, "rsi", "x1";
 
+    /// `pthread_mutex_unlock`.
+    "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) => mutex_unlock, "rsi", "x1";
+    /// `__pthread_mutex_unlock`, the old alias.
+    "C" fn __pthread_mutex_unlock(m: *mut pthread_mutex_t) => mutex_unlock, "rsi", "x1";
+    /// `mtx_unlock`.
+    "C" fn mtx_unlock(m: *mut pthread_mutex_t) => c11_unlock, "rsi", "x1";
+    /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
+    "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rw_unlock, "rsi", "x1";
+    /// `__pthread_rwlock_unlock`, the old alias.
+    "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rw_unlock, "rsi", "x1";
+    /// `pthread_spin_unlock`.
+    "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) => spin_unlock, "rsi", "x1";
+
     /// `pthread_spin_lock`.
     "C" fn pthread_spin_lock(s: *mut pthread_spinlock_t) => spin_lock, "rsi", "x1";
     /// `pthread_spin_trylock`: `EBUSY` if held.
@@ -299,11 +312,13 @@ unsafe extern "C" fn mutex_init(
 }
 
 unsafe extern "C" fn mutex_destroy(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    if dep::on() {
-        dep::destroyed(m as usize, site);
+    if !dep::on() {
+        // SAFETY: forwarded.
+        return unsafe { mutex::pthread_mutex_destroy(m) };
     }
+    dep::destroying(m as usize, site);
     // SAFETY: forwarded.
-    unsafe { mutex::pthread_mutex_destroy(m) }
+    dep::destroyed(m as usize, unsafe { mutex::pthread_mutex_destroy(m) })
 }
 
 unsafe extern "C" fn c11_init(m: *mut pthread_mutex_t, ty: c_int, site: usize) -> c_int {
@@ -329,11 +344,13 @@ unsafe extern "C" fn rw_init(
 }
 
 unsafe extern "C" fn rw_destroy(l: *mut pthread_rwlock_t, site: usize) -> c_int {
-    if dep::on() {
-        dep::destroyed(l as usize, site);
+    if !dep::on() {
+        // SAFETY: forwarded.
+        return unsafe { rwlock::pthread_rwlock_destroy(l) };
     }
+    dep::destroying(l as usize, site);
     // SAFETY: forwarded.
-    unsafe { rwlock::pthread_rwlock_destroy(l) }
+    dep::destroyed(l as usize, unsafe { rwlock::pthread_rwlock_destroy(l) })
 }
 
 unsafe extern "C" fn spin_init(s: *mut pthread_spinlock_t, pshared: c_int, site: usize) -> c_int {
@@ -346,11 +363,13 @@ unsafe extern "C" fn spin_init(s: *mut pthread_spinlock_t, pshared: c_int, site:
 }
 
 unsafe extern "C" fn spin_destroy(s: *mut pthread_spinlock_t, site: usize) -> c_int {
-    if dep::on() {
-        dep::destroyed(s as usize, site);
+    if !dep::on() {
+        // SAFETY: forwarded.
+        return unsafe { spin::pthread_spin_destroy(s) };
     }
+    dep::destroying(s as usize, site);
     // SAFETY: forwarded.
-    unsafe { spin::pthread_spin_destroy(s) }
+    dep::destroyed(s as usize, unsafe { spin::pthread_spin_destroy(s) })
 }
 
 counted! {
@@ -390,14 +409,9 @@ counted_try! {
 
 // --- mutexes ---------------------------------------------------------------------------------------------
 
-/// `pthread_mutex_unlock`.
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+unsafe extern "C" fn mutex_unlock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     if dep::on() {
-        dep::mutex_unlock(m, 0);
+        dep::mutex_unlock(m, site);
     }
     if stat::on() && mutex::releases(M(m)) {
         stat::release(m as usize);
@@ -406,24 +420,9 @@ pub unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int 
     unsafe { mutex::pthread_mutex_unlock(m) }
 }
 
-/// `__pthread_mutex_unlock`, the old alias.
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
+unsafe extern "C" fn c11_unlock(m: *mut pthread_mutex_t, site: usize) -> c_int {
     // SAFETY: forwarded.
-    unsafe { pthread_mutex_unlock(m) }
-}
-
-/// `mtx_unlock`.
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_unlock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded.
-    result(unsafe { pthread_mutex_unlock(m) })
+    result(unsafe { mutex_unlock(m, site) })
 }
 
 unsafe extern "C" fn c11_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
@@ -551,14 +550,9 @@ unsafe extern "C" fn c11_broadcast(c: *mut pthread_cond_t, site: usize) -> c_int
 
 // --- rwlocks ---------------------------------------------------------------------------------------------
 
-/// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
+unsafe extern "C" fn rw_unlock(l: *mut pthread_rwlock_t, site: usize) -> c_int {
     if dep::on() {
-        dep::unlock(l as usize, 0);
+        dep::unlock(l as usize, site);
     }
     if stat::on() {
         stat::release(l as usize);
@@ -567,26 +561,11 @@ pub unsafe extern "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_in
     unsafe { rwlock::pthread_rwlock_unlock(l) }
 }
 
-/// `__pthread_rwlock_unlock`, the old alias.
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { pthread_rwlock_unlock(l) }
-}
-
 // --- spinlocks -------------------------------------------------------------------------------------------
 
-/// `pthread_spin_unlock`.
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) -> c_int {
+unsafe extern "C" fn spin_unlock(s: *mut pthread_spinlock_t, site: usize) -> c_int {
     if dep::on() {
-        dep::unlock(s as usize, 0);
+        dep::unlock(s as usize, site);
     }
     if stat::on() {
         stat::release(s as usize);

@@ -874,13 +874,13 @@ pub(crate) fn after_fork_child() {
 }
 
 /// Appends `src` to `buf` at `*n`, truncating at the end.
-fn put(buf: &mut [u8], n: &mut usize, src: &[u8]) {
+pub(crate) fn put(buf: &mut [u8], n: &mut usize, src: &[u8]) {
     let k = src.len().min(buf.len().saturating_sub(*n));
     buf[*n..*n + k].copy_from_slice(&src[..k]);
     *n += k;
 }
 
-fn put_u64(buf: &mut [u8], n: &mut usize, v: u64) {
+pub(crate) fn put_u64(buf: &mut [u8], n: &mut usize, v: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
     let mut v = v;

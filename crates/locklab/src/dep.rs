@@ -107,7 +107,7 @@ mod on {
         /// holds is not reported (it times out rather than deadlocks).
         #[track_caller]
         #[inline]
-        pub(crate) fn lock_timed(&self, obj: *const (), k: K, m: M) {
+        fn lock_timed(&self, obj: *const (), k: K, m: M) {
             if ld::enabled() {
                 ld::acquire(
                     obj as usize,
@@ -119,11 +119,11 @@ mod on {
             }
         }
 
-        /// After a trylock that succeeded.
+        /// A trylock's result `r`: recorded if it succeeded.
         #[track_caller]
         #[inline]
-        pub(crate) fn tried(&self, obj: *const (), k: K, m: M) {
-            if ld::enabled() {
+        pub(crate) fn tried<G>(&self, obj: *const (), k: K, m: M, r: Option<G>) -> Option<G> {
+            if r.is_some() && ld::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -132,12 +132,25 @@ mod on {
                     Flags::TRY,
                 );
             }
+            r
         }
 
-        /// A timed acquisition announced with [`Dep::lock`] that timed out.
+        /// A timed acquisition `f`: checked before it waits, forgotten if it times out.
+        #[track_caller]
         #[inline]
-        pub(crate) fn failed(&self, obj: *const ()) {
-            ld::forget(obj as usize);
+        pub(crate) fn timed<G>(
+            &self,
+            obj: *const (),
+            k: K,
+            m: M,
+            f: impl FnOnce() -> Option<G>,
+        ) -> Option<G> {
+            self.lock_timed(obj, k, m);
+            let r = f();
+            if r.is_none() {
+                ld::forget(obj as usize);
+            }
+            r
         }
 
         /// Before an unlock.
@@ -208,11 +221,19 @@ mod on {
         #[inline(always)]
         pub(crate) fn lock(&self, _: *const (), _: K, _: M) {}
         #[inline(always)]
-        pub(crate) fn lock_timed(&self, _: *const (), _: K, _: M) {}
+        pub(crate) fn tried<G>(&self, _: *const (), _: K, _: M, r: Option<G>) -> Option<G> {
+            r
+        }
         #[inline(always)]
-        pub(crate) fn tried(&self, _: *const (), _: K, _: M) {}
-        #[inline(always)]
-        pub(crate) fn failed(&self, _: *const ()) {}
+        pub(crate) fn timed<G>(
+            &self,
+            _: *const (),
+            _: K,
+            _: M,
+            f: impl FnOnce() -> Option<G>,
+        ) -> Option<G> {
+            f()
+        }
         #[inline(always)]
         pub(crate) fn unlock(&self, _: *const ()) {}
         #[cfg(not(loom))]

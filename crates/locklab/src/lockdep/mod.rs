@@ -187,6 +187,7 @@ fn arm_thread_exit() {
         unsafe extern "C" fn at_exit(_: *mut libc::c_void) {
             thread_exit();
         }
+        // Acquire pairs with the AcqRel exchange below: the key is made.
         let mut k = KEY.load(Ordering::Acquire);
         if k < 0 {
             let mut key: libc::pthread_key_t = 0;
@@ -606,6 +607,8 @@ fn graph() -> Option<&'static Graph> {
 #[cold]
 fn create_graph() -> Option<&'static Graph> {
     loop {
+        // Acquire pairs with the Release stores of 2 and 3 below: the graph (or its absence) is
+        // published with them.
         match GRAPH_STATE.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => break,
             Err(2) => {
@@ -644,6 +647,7 @@ fn create_graph() -> Option<&'static Graph> {
         })
     })();
     let Some(made) = made else {
+        // Release: waiters (Acquire above) see the final state.
         GRAPH_STATE.store(3, Ordering::Release);
         report::say(format_args!(
             "locklab lockdep: could not reserve the validator's tables: validation is off\n"
@@ -651,6 +655,7 @@ fn create_graph() -> Option<&'static Graph> {
         return None;
     };
     let Some(slot) = zeroed_array::<core::mem::MaybeUninit<Graph>>(1) else {
+        // Release as above.
         GRAPH_STATE.store(3, Ordering::Release);
         return None;
     };
@@ -959,6 +964,7 @@ fn acquire_object_slow(
 
 #[cold]
 fn run_exit_hook() {
+    // Acquire pairs with the Release in `set_exit_hook`.
     let f = EXIT_HOOK.load(Ordering::Acquire);
     if !f.is_null() {
         // SAFETY: set only by `set_exit_hook` from a `fn()`.
@@ -1200,6 +1206,8 @@ static ELSEWHERE_AT: [AtomicU64; RING] = [const { AtomicU64::new(0) }; RING];
 #[cold]
 #[inline(never)]
 fn released_elsewhere(obj: usize) {
+    // AcqRel: a generation per release elsewhere; its ring slot is published below (Release on
+    // ELSEWHERE_AT), this only numbers it.
     let g = ELSEWHERE_GEN.fetch_add(1, Ordering::AcqRel) + 1;
     let i = g as usize % RING;
     ELSEWHERE[i].store(obj as u64, Ordering::Relaxed);
@@ -1216,6 +1224,7 @@ fn stale(h: &Held) -> bool {
     let first = h.epoch.max(now.saturating_sub(RING as u64 - 1)) + 1;
     (first..=now).any(|e| {
         let i = e as usize % RING;
+        // Acquire pairs with the Release store in `released_elsewhere`: the object is written.
         ELSEWHERE_AT[i].load(Ordering::Acquire) == e
             && ELSEWHERE[i].load(Ordering::Relaxed) == h.obj as u64
     })
@@ -1331,6 +1340,7 @@ pub fn acquire(obj: usize, class: u32, mode: Mode, site: Site, flags: Flags) {
             } else {
                 FLAG_SIG_OUT
             };
+            // Acquire pairs with the Release in `create_graph`.
             let g = GRAPH.load(Ordering::Acquire);
             // SAFETY: published once, never freed (see `graph`).
             if let Some(g) = unsafe { g.as_ref() }
@@ -1467,6 +1477,8 @@ fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, x: &Tls) {
     let f = c.flags.load(Ordering::Relaxed);
     if mode == Mode::Write && f & FLAG_WRITTEN == 0 {
         c.write_site.store(site as u64, Ordering::Relaxed);
+        // AcqRel pairs with `recursive_read`'s: whichever comes second sees the other's flag (and,
+        // through it, its sites) and reports.
         let old = c.flags.fetch_or(FLAG_WRITTEN, Ordering::AcqRel);
         if old & FLAG_RR != 0 && old & FLAG_WRITTEN == 0 {
             report_rr(g, class);
@@ -1499,6 +1511,7 @@ fn recursive_read(g: &Graph, class: u32, held_site: usize, site: usize) {
 #[inline(never)]
 fn report_rr(g: &Graph, class: u32) {
     let c = g.class(class);
+    // AcqRel: one reporter wins; the sites it reads were published with the flags above.
     if c.flags.fetch_or(FLAG_RR_REPORTED, Ordering::AcqRel) & FLAG_RR_REPORTED == 0 {
         report::recursive_read(g, class);
     }
@@ -1965,12 +1978,13 @@ pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
     });
 }
 
-/// Checks the destruction, at `site`, of the lock at `obj`: reported if this thread holds it. The
-/// object is forgotten (its instance pairs, its recorded class).
+/// Checks the destruction, at `site`, of the lock at `obj`: reported if this thread holds it.
+/// Call it before the destruction; if the destruction succeeds, call [`destroy_done`].
 ///
 /// ```
 /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::destroyed(0x50, locklab::lockdep::Site::UNKNOWN);
+/// locklab::lockdep::destroy_done(0x50);
 /// ```
 pub fn destroyed(obj: usize, site: Site) {
     let site = site.0;
@@ -1979,31 +1993,40 @@ pub fn destroyed(obj: usize, site: Site) {
     }
     let Some(g) = graph() else { return };
     let _ = with_thread(|t, _| {
-        if let Some(h) = t.held[..t.n].iter().find(|h| h.obj == obj).copied() {
-            if g.first_report(table::mix(site as u64 ^ 0xde5) ^ u64::from(h.class)) {
-                report::misuse(
-                    g,
-                    ReportKind::DestroyHeld,
-                    "destruction of a lock this thread holds",
-                    h.class,
-                    obj,
-                    site,
-                    Some(&h),
-                );
-            }
-            if let Some(i) = t.held[..t.n].iter().position(|x| x.obj == obj) {
-                t.held.copy_within(i + 1..t.n, i);
-                t.n -= 1;
-            }
-        }
-        if g.objects.get(obj as u64).is_some() && g.objects.set(obj as u64, u64::MAX) {
-            // Release as in `set_object_class`.
-            OBJ_EPOCH.fetch_add(1, Ordering::Release);
-        }
-        if g.n_pairs.load(Ordering::Relaxed) > 0 {
-            forget_pairs(g, obj);
+        if let Some(h) = t.held[..t.n].iter().find(|h| h.obj == obj).copied()
+            && g.first_report(table::mix(site as u64 ^ 0xde5) ^ u64::from(h.class))
+        {
+            report::misuse(
+                g,
+                ReportKind::DestroyHeld,
+                "destruction of a lock this thread holds",
+                h.class,
+                obj,
+                site,
+                Some(&h),
+            );
         }
     });
+}
+
+/// A lock at `obj` was destroyed: this thread no longer holds it, and the object is forgotten (its
+/// recorded class and its instance orders; a later lock at that address is another lock).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::destroy_done(0x51);
+/// ```
+pub fn destroy_done(obj: usize) {
+    if !enabled() {
+        return;
+    }
+    let _ = with_thread(|t, _| {
+        if let Some(i) = t.held[..t.n].iter().position(|x| x.obj == obj) {
+            t.held.copy_within(i + 1..t.n, i);
+            t.n -= 1;
+        }
+    });
+    forget_object(obj);
 }
 
 /// Checks a condition-variable wait at `site` on the condvar at `cond`, releasing the mutex at
@@ -2107,6 +2130,7 @@ pub fn signal_enter(sig: i32) -> u64 {
             x.sig_no.store(sig, Ordering::Relaxed);
             x.sig_sp.store(sp, Ordering::Relaxed);
             x.sig.store(depth + 1, Ordering::Relaxed);
+            // The handler's locks come after these stores (same thread: a compiler fence).
             compiler_fence(Ordering::SeqCst);
             saved
         })
@@ -2119,6 +2143,7 @@ pub fn signal_leave(saved: u64) {
         return;
     }
     let _ = THREAD.try_with(|x| {
+        // The handler's locks come before these stores (as in `signal_enter`).
         compiler_fence(Ordering::SeqCst);
         let depth = (saved >> 32) as u32;
         x.sig.store(depth, Ordering::Relaxed);
@@ -2143,8 +2168,10 @@ fn in_signal(g: &Graph, class: u32, x: &Tls, site: usize) {
     let c = g.class(class);
     if c.sig_in.load(Ordering::Relaxed) & bit == 0 {
         c.sig_in_site.store(site as u64, Ordering::Relaxed);
+        // AcqRel pairs with `held_outside_signal`'s Acquire load: the site is written first.
         c.sig_in.fetch_or(bit, Ordering::AcqRel);
     }
+    // Acquire pairs with the AcqRel fetch_or in `held_outside_signal`: its mask and site are written.
     if c.flags.load(Ordering::Acquire) & FLAG_SIG_OUT != 0
         && c.sig_out.load(Ordering::Relaxed) & bit != 0
     {
@@ -2164,6 +2191,7 @@ fn held_outside_signal(g: &Graph, class: u32, site: usize) {
     if old & FLAG_SIG_OUT != 0 {
         return;
     }
+    // Acquire pairs with the AcqRel fetch_or in `in_signal`.
     let inside = c.sig_in.load(Ordering::Acquire) & unblocked;
     if inside != 0 {
         report_signal(g, class, inside.trailing_zeros() as i32 + 1);
@@ -2174,6 +2202,7 @@ fn held_outside_signal(g: &Graph, class: u32, site: usize) {
 #[inline(never)]
 fn report_signal(g: &Graph, class: u32, sig: i32) {
     let c = g.class(class);
+    // AcqRel: one reporter wins (as `report_rr`).
     if c.flags.fetch_or(FLAG_SIG_REPORTED, Ordering::AcqRel) & FLAG_SIG_REPORTED == 0 {
         report::signal(g, class, sig);
     }
@@ -2218,6 +2247,7 @@ pub fn after_fork_child() {
         .then(graph)
         .flatten()
     {
+        // Release as in `Graph::unlock` (the holder may be a thread that does not exist here).
         g.lock.store(false, Ordering::Release);
     }
     report::after_fork_child();

@@ -91,6 +91,7 @@ fn site(w: &mut dyn Write, v: u64) -> fmt::Result {
         return w.write_str("an unknown site");
     }
     if v & 1 == 1 {
+        // Acquire pairs with the Release in `set_address_formatter`.
         let f = ADDR_FMT.load(Ordering::Acquire);
         if f.is_null() {
             return write!(w, "{:#x}", v >> 1);
@@ -465,7 +466,8 @@ pub fn write_json_fd(fd: i32) {
 /// let _ = locklab::lockdep::report_count();
 /// ```
 pub fn report_count() -> usize {
-    graph().map_or(0, |g| g.store.n_records.load(Ordering::Relaxed))
+    // Acquire pairs with the Release count in `Rep::end`.
+    graph().map_or(0, |g| g.store.n_records.load(Ordering::Acquire))
 }
 
 pub(super) fn after_fork_child() {}
@@ -600,6 +602,8 @@ impl<'g> Rep<'g> {
         if let Some(r) = self.rec {
             r.text[0].store(self.text_start as u32, Ordering::Relaxed);
             r.text[1].store(end as u32, Ordering::Relaxed);
+            // Release: the record is complete before it is counted (readers hold the graph lock
+            // too; this keeps `report_count`'s lock-free read honest).
             s.n_records.fetch_add(1, Ordering::Release);
         }
         // Print what was composed (a full arena prints nothing more, but still counts).

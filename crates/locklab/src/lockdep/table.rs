@@ -157,6 +157,7 @@ impl Table {
         let mut i = mix(key) as usize & mask;
         for _ in 0..MAX_PROBE.min(self.slots.len()) {
             let s = &self.slots[i];
+            // Acquire as in `get`.
             let k = s.key.load(Ordering::Acquire);
             if k == key {
                 return Some((self.value(s), false)).filter(|&(v, _)| v != 0);
@@ -194,6 +195,7 @@ impl Table {
         let mut i = mix(key) as usize & mask;
         for _ in 0..MAX_PROBE.min(self.slots.len()) {
             let s = &self.slots[i];
+            // Acquire as in `get`.
             let k = s.key.load(Ordering::Acquire);
             if k == key {
                 // Release as in `get_or_insert`.

@@ -195,15 +195,12 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<BrReadGuard> {
-        let r = { self.try_read() };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Read,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+            self.try_read(),
+        )
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -224,15 +221,12 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        let r = { self.try_write().then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+            self.try_write().then(lock_api::GuardSend::new),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
@@ -257,34 +251,24 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<BrReadGuard> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = {
-            match crate::primitive::deadline_after(timeout) {
+            || match crate::primitive::deadline_after(timeout) {
                 Some(d) => self.try_read_until(d),
                 None => Some(self.read()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = { self.try_read_until(deadline) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.try_read_until(deadline),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
@@ -296,19 +280,15 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            self.try_write_until(deadline)
-                .then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                self.try_write_until(deadline)
+                    .then(lock_api::GuardSend::new)
+            },
+        )
     }
 }
 

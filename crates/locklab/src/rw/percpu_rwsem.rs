@@ -850,15 +850,12 @@ unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<PercpuReadToken> {
-        let r = { self.try_read() };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Read,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+            self.try_read(),
+        )
     }
     #[inline(always)]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -880,15 +877,12 @@ unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<PercpuWriteToken> {
-        let r = { self.try_write() };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+            self.try_write(),
+        )
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -922,65 +916,45 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = {
-            match std::time::Instant::now().checked_add(timeout) {
+            || match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_at(my_index(), Some(&d)),
                 None => Some(self.read()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = { self.read_at(my_index(), Some(&timeout)) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.read_at(my_index(), Some(&timeout)),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            match std::time::Instant::now().checked_add(timeout) {
+            || match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.write_until(&d),
                 None => Some(self.write()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = { self.write_until(&timeout) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.write_until(&timeout),
+        )
     }
 }
 

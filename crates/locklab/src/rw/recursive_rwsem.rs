@@ -308,15 +308,12 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<lock_api::GuardSend> {
-        let r = { self.try_read().then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::RecRead,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::RecRead,
+            self.try_read().then(lock_api::GuardSend::new),
+        )
     }
 
     #[inline]
@@ -341,15 +338,12 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        let r = { self.try_write().then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+            self.try_write().then(lock_api::GuardSend::new),
+        )
     }
 
     #[inline]
@@ -377,76 +371,60 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::RecRead,
-        );
-        let r = {
-            let ok = match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_until(Some(&d)),
-                None => self.read_until(None),
-            };
-            ok.then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                let ok = match std::time::Instant::now().checked_add(timeout) {
+                    Some(d) => self.read_until(Some(&d)),
+                    None => self.read_until(None),
+                };
+                ok.then(lock_api::GuardSend::new)
+            },
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::RecRead,
-        );
-        let r = {
-            self.read_until(Some(&deadline))
-                .then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                self.read_until(Some(&deadline))
+                    .then(lock_api::GuardSend::new)
+            },
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            let ok = match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.write_until(Some(&d)),
-                None => self.write_until(None),
-            };
-            ok.then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                let ok = match std::time::Instant::now().checked_add(timeout) {
+                    Some(d) => self.write_until(Some(&d)),
+                    None => self.write_until(None),
+                };
+                ok.then(lock_api::GuardSend::new)
+            },
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            self.write_until(Some(&deadline))
-                .then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                self.write_until(Some(&deadline))
+                    .then(lock_api::GuardSend::new)
+            },
+        )
     }
 }
 

@@ -1179,15 +1179,12 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<RwSemToken> {
-        let r = { self.try_read() };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Read,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+            self.try_read(),
+        )
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -1209,15 +1206,12 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<RwSemToken> {
-        let r = { self.try_write() };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+            self.try_write(),
+        )
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -1273,65 +1267,45 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = {
-            match std::time::Instant::now().checked_add(timeout) {
+            || match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_until(&d),
                 None => Some(self.read()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = { self.read_until(&timeout) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.read_until(&timeout),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            match std::time::Instant::now().checked_add(timeout) {
+            || match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.write_until(&d),
                 None => Some(self.write()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = { self.write_until(&timeout) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.write_until(&timeout),
+        )
     }
 }
 
@@ -1353,15 +1327,12 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable(&self) -> Option<RwSemToken> {
-        let r = { self.try_read_upgradable() };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+            self.try_read_upgradable(),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_upgradable(&self, _g: RwSemToken) {
@@ -1414,34 +1385,24 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwSem {
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: std::time::Duration) -> Option<RwSemToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            match std::time::Instant::now().checked_add(timeout) {
+            || match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_upgradable_until(Some(&d)),
                 None => Some(self.read_upgradable()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_until(&self, timeout: std::time::Instant) -> Option<RwSemToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = { self.read_upgradable_until(Some(&timeout)) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.read_upgradable_until(Some(&timeout)),
+        )
     }
     unsafe fn try_upgrade_for(
         &self,

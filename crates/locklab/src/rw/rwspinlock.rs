@@ -353,15 +353,12 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
-        let r = { self.try_read().then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Read,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Read,
+            self.try_read().then(lock_api::GuardSend::new),
+        )
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -384,15 +381,12 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<Self::ExclusiveGuard> {
-        let r = { self.try_write().then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::RwLock,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::RwLock,
+            crate::dep::M::Write,
+            self.try_write().then(lock_api::GuardSend::new),
+        )
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -429,19 +423,15 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<Self::SharedGuard> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Read,
-        );
-        let r = {
-            crate::primitive::spin_until(deadline, || self.try_read())
-                .then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                crate::primitive::spin_until(deadline, || self.try_read())
+                    .then(lock_api::GuardSend::new)
+            },
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<Self::ExclusiveGuard> {
@@ -453,19 +443,15 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<Self::ExclusiveGuard> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::RwLock,
             crate::dep::M::Write,
-        );
-        let r = {
-            crate::primitive::spin_until(deadline, || self.try_write())
-                .then(lock_api::GuardSend::new)
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || {
+                crate::primitive::spin_until(deadline, || self.try_write())
+                    .then(lock_api::GuardSend::new)
+            },
+        )
     }
 }
 

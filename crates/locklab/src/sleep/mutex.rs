@@ -960,15 +960,12 @@ unsafe impl lock_api::RawMutex for RawMutex {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<MutexToken> {
-        let r = { RawMutex::try_lock(self) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::Mutex,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+            RawMutex::try_lock(self),
+        )
     }
 
     #[inline]
@@ -1006,35 +1003,25 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,
-        );
-        let r = {
-            match std::time::Instant::now().checked_add(timeout) {
+            || match std::time::Instant::now().checked_add(timeout) {
                 Some(deadline) => self.lock_until(&deadline),
                 None => Some(self.lock()),
-            }
-        };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            },
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.dep.lock_timed(
+        self.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,
-        );
-        let r = { self.lock_until(&deadline) };
-        if r.is_none() {
-            self.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || self.lock_until(&deadline),
+        )
     }
 }
 

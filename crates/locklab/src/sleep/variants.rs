@@ -67,15 +67,12 @@ unsafe impl lock_api::RawMutex for RawFairMutex {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<MutexToken> {
-        let r = { self.0.try_lock() };
-        if r.is_some() {
-            self.0.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::Mutex,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.0.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::Mutex,
+            crate::dep::M::Write,
+            self.0.try_lock(),
+        )
     }
 
     #[inline]
@@ -110,30 +107,22 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.0.dep.lock_timed(
+        self.0.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,
-        );
-        let r = { lock_api::RawMutexTimed::try_lock_for(&self.0, timeout) };
-        if r.is_none() {
-            self.0.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || lock_api::RawMutexTimed::try_lock_for(&self.0, timeout),
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.0.dep.lock_timed(
+        self.0.dep.timed(
             self as *const Self as *const (),
             crate::dep::K::Mutex,
             crate::dep::M::Write,
-        );
-        let r = { lock_api::RawMutexTimed::try_lock_until(&self.0, deadline) };
-        if r.is_none() {
-            self.0.dep.failed(self as *const Self as *const ());
-        }
-        r
+            || lock_api::RawMutexTimed::try_lock_until(&self.0, deadline),
+        )
     }
 }
 

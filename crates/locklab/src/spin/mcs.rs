@@ -447,15 +447,12 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        let r = { self.try_lock_held().then_some(McsGuard { node: None }) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::Spin,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+            self.try_lock_held().then_some(McsGuard { node: None }),
+        )
     }
 
     #[inline]

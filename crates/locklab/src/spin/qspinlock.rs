@@ -365,15 +365,12 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        let r = { RawQueuedSpinLock::try_lock(self).then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::Spin,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+            RawQueuedSpinLock::try_lock(self).then(lock_api::GuardSend::new),
+        )
     }
 
     #[inline]

@@ -193,15 +193,12 @@ unsafe impl lock_api::RawMutex for RawTicketLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        let r = { RawTicketLock::try_lock(self).then(lock_api::GuardSend::new) };
-        if r.is_some() {
-            self.dep.tried(
-                self as *const Self as *const (),
-                crate::dep::K::Spin,
-                crate::dep::M::Write,
-            );
-        }
-        r
+        self.dep.tried(
+            self as *const Self as *const (),
+            crate::dep::K::Spin,
+            crate::dep::M::Write,
+            RawTicketLock::try_lock(self).then(lock_api::GuardSend::new),
+        )
     }
 
     #[inline]
