@@ -215,6 +215,14 @@ fn guards_released_on_another_thread_are_not_held() {
     let g = MA.lock();
     // The spinlocks' guards are Send: released on another thread.
     std::thread::spawn(move || drop(g)).join().unwrap();
+    // Taken again right away: not a recursion.
+    drop(MA.lock());
+    assert!(
+        lockdep::reports()
+            .iter()
+            .all(|r| !(r.kind == ReportKind::Recursion && r.text.contains("lib-send-a"))),
+        "a lock released on another thread is not held"
+    );
     {
         let _b = b.lock();
         let _a = MA.lock();

@@ -1399,6 +1399,11 @@ fn acquire_in(
     // Taken again?
     if let Some(i) = (0..t.n).rev().find(|&i| t.held[i].obj == obj) {
         let h = t.held[i];
+        if stale(&h) {
+            // Released by another thread since (a guard sent away): not held, a new acquisition.
+            drop_stale(t);
+            return acquire_in(t, x, obj, class, mode, site, flags);
+        }
         if flags.has(Flags::OWNERLESS) && h.mode == Mode::Write as u8 && mode == Mode::Write {
             // Another thread may unlock it (a mutex used as a binary semaphore): the old hold is
             // left to that thread, and this is a new acquisition (a real self-deadlock shows as
