@@ -193,8 +193,17 @@ fn min_nonzero(a: u64, b: u64, had_before: bool) -> u64 {
 /// final table of the same file), and how many files were empty (processes that ended by `_exit` or
 /// a signal, before writing).
 pub fn read_dir(dir: &Path) -> (Vec<ProcessStat>, usize) {
+    // `locklab run --stat --lockdep` shares the directory: the lockdep reports are not statistics.
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    !p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("lockdep-"))
+                })
+                .collect()
+        })
         .unwrap_or_default();
     files.sort();
     let mut out = Vec::new();

@@ -221,3 +221,82 @@ fn stat_prints_a_snapshot_on_sigusr1() {
     );
     assert!(err[fin..].contains("locks used"), "{err}");
 }
+
+/// `run --lockdep`: an AB-BA between two threads that never overlap is reported by the program as
+/// it happens, summed up by the lab, written to `--lockdep-out`; the program's status is kept, and
+/// `--stat` beside it still finds every statistics file.
+#[test]
+fn lockdep_reports_an_inversion_that_did_not_deadlock() {
+    if !library_built() {
+        return;
+    }
+    let src = r#"
+#include <pthread.h>
+static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+static void *ab(void *x) { pthread_mutex_lock(&a); pthread_mutex_lock(&b); pthread_mutex_unlock(&b); pthread_mutex_unlock(&a); return x; }
+static void *ba(void *x) { pthread_mutex_lock(&b); pthread_mutex_lock(&a); pthread_mutex_unlock(&a); pthread_mutex_unlock(&b); return x; }
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, ab, 0); pthread_join(t, 0);
+  pthread_create(&t, 0, ba, 0); pthread_join(t, 0);
+  return 5;
+}
+"#;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let c = dir.join("run_lockdep.c");
+    let exe = dir.join("run_lockdep");
+    std::fs::write(&c, src).unwrap();
+    let ok = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI has a C compiler"
+        );
+        return;
+    }
+    let json = dir.join("run_lockdep.json");
+    let (code, out, err) = run(&[
+        "run",
+        "--stat",
+        "--lockdep",
+        "--lockdep-out",
+        json.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 5, "the program's exit status: {err}");
+    assert_eq!(out, "");
+    assert_eq!(
+        err.matches("possible circular locking dependency").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("lockdep: 1 report (1 circular-dependency)"),
+        "{err}"
+    );
+    assert!(err.contains("2 locks used"), "the statistics too: {err}");
+    assert!(!err.contains("ended without writing"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["processes"], 1);
+    let reports = doc["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0]["kind"], "circular-dependency");
+    assert_eq!(reports[0]["chain"].as_array().unwrap().len(), 2);
+    // Consistent orders: nothing, and one summary line.
+    let (code, _, err) = run(&["run", "--lockdep", "--", "true"]);
+    assert_eq!(code, 0);
+    assert!(err.contains("no potential deadlock"), "{err}");
+    // Bad input: one line, status 2.
+    let (code, _, err) = run(&["run", "--lockdep=sometimes", "--", "true"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, _, err) = run(&["run", "--lockdep-out", "", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+}
