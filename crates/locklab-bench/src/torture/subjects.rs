@@ -19,14 +19,28 @@ pub(super) fn exclusive_subject(name: &'static str, write: OpFn, forget: CheckFn
     }
 }
 
+/// The scratch lock at `raw` is dropped while held (its guards forgotten on purpose): with lockdep,
+/// the validator is told, as the kernel's is when held memory is freed, so that the next scratch
+/// lock at that address is a new lock, not a relock.
+fn gone_while_held(raw: usize) {
+    #[cfg(feature = "lockdep")]
+    locklab::lockdep::destroy_done(raw);
+    #[cfg(not(feature = "lockdep"))]
+    let _ = raw;
+}
+
 /// `forget` for a mutex type: a forgotten guard keeps a scratch lock of the same type locked.
 pub(super) fn mutex_forget<R: lock_api::RawMutex>() -> Result<(), String> {
     let s = lock_api::Mutex::<R, ()>::new(());
     std::mem::forget(s.lock());
-    if s.try_lock().is_some() {
-        return Err("try_lock succeeded on a lock whose guard was forgotten".into());
-    }
-    Ok(())
+    let r = if s.try_lock().is_some() {
+        Err("try_lock succeeded on a lock whose guard was forgotten".into())
+    } else {
+        Ok(())
+    };
+    // SAFETY: only the raw lock's address is taken.
+    gone_while_held(unsafe { s.raw() } as *const R as usize);
+    r
 }
 
 /// `forget` for a reader-writer type: forgotten read guards keep writers out of a scratch lock.
@@ -35,10 +49,14 @@ pub(super) fn rw_forget<R: lock_api::RawRwLock>() -> Result<(), String> {
     for _ in 0..64 {
         std::mem::forget(s.read());
     }
-    if s.try_write().is_some() {
-        return Err("a writer got in beside 64 forgotten read guards".into());
-    }
-    Ok(())
+    let r = if s.try_write().is_some() {
+        Err("a writer got in beside 64 forgotten read guards".into())
+    } else {
+        Ok(())
+    };
+    // SAFETY: only the raw lock's address is taken.
+    gone_while_held(unsafe { s.raw() } as *const R as usize);
+    r
 }
 
 /// A reader's section, held for `op.hold` first when the long-holds stressor asks.

@@ -1221,6 +1221,11 @@ fn stale(h: &Held) -> bool {
     if now == h.epoch {
         return false;
     }
+    if now - h.epoch >= RING as u64 {
+        // More releases elsewhere than the ring keeps: this one may be among the lost. Taken as
+        // released (a missed dependency at worst, never a false report).
+        return true;
+    }
     let first = h.epoch.max(now.saturating_sub(RING as u64 - 1)) + 1;
     (first..=now).any(|e| {
         let i = e as usize % RING;
