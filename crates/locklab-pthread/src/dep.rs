@@ -215,33 +215,42 @@ pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
     }
 }
 
-/// Before an rwlock lock (or after a trylock that succeeded).
-pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, tried: bool) {
-    let mode = if write {
+/// How an rwlock is taken: readers of a writer-preferring kind wait behind queued writers.
+fn rw_mode(l: *mut libc::pthread_rwlock_t, write: bool) -> Mode {
+    if write {
         Mode::Write
     } else if crate::rwlock::L(l).prefers_writers() {
         Mode::Read
     } else {
         Mode::RecursiveRead
-    };
+    }
+}
+
+/// Before an rwlock lock (or after a trylock that succeeded).
+pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, tried: bool) {
     let mut f = Flags::RELOCK_ERRORS;
     if tried {
         f = f.with(Flags::TRY);
     }
-    ld::acquire_object(l as usize, Kind::RwLock, mode, Site::address(site), f);
+    ld::acquire_object(
+        l as usize,
+        Kind::RwLock,
+        rw_mode(l, write),
+        Site::address(site),
+        f,
+    );
 }
 
 /// Before a timed rwlock lock.
 pub(crate) fn rw_timed(l: *mut libc::pthread_rwlock_t, site: usize, write: bool) {
-    let mode = if write {
-        Mode::Write
-    } else if crate::rwlock::L(l).prefers_writers() {
-        Mode::Read
-    } else {
-        Mode::RecursiveRead
-    };
     let f = Flags::RELOCK_ERRORS.with(Flags::TIMED);
-    ld::acquire_object(l as usize, Kind::RwLock, mode, Site::address(site), f);
+    ld::acquire_object(
+        l as usize,
+        Kind::RwLock,
+        rw_mode(l, write),
+        Site::address(site),
+        f,
+    );
 }
 
 /// Before a spinlock lock (or after a trylock that succeeded).
