@@ -3,8 +3,13 @@
 //! (`ck-*`, cfg `ck`), oneTBB (`tbb-*`, cfg `tbb`) and Abseil (`absl-*`, cfg `absl`). A peer whose
 //! library is missing is listed as unavailable with the package to install. `LOCKLAB_NO_LIBURCU=1`
 //! and `LOCKLAB_NO_PEERS=1` (every C/C++ peer) build without them on purpose.
+//!
+//! Last, it builds `liblocklab_pthread.so` (the preload library the `run`, `apps` and `try` commands
+//! and the default job's preload rows need), so that `cargo run --release` on a fresh clone gives the
+//! whole toolset: see [`preload_library`].
 fn main() {
     c_peers();
+    preload_library();
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let version = std::process::Command::new(rustc)
         .arg("--version")
@@ -146,5 +151,87 @@ fn c_peers() {
             link(l);
             println!("cargo:rustc-cfg={cfg}");
         }
+    }
+}
+
+/// Builds the preload library (`crates/locklab-pthread`, always in release) with a nested cargo into
+/// `<target dir>/preload/` and hands its path to the lab as `LOCKLAB_PRELOAD_BUILT`.
+///
+/// `cargo run` builds only the package of the binary it runs, so without this a user's first
+/// command would list the preload rows as unavailable and ask for a second build. A separate target
+/// directory, because the outer cargo holds the lock of its own for the whole build (the same one
+/// would deadlock); one for every profile, so `cargo test`, `cargo clippy` and `cargo build --release`
+/// share it and only the first pays (~1 minute on 2 cores). The nested cargo shares the outer one's
+/// jobserver (`CARGO_MAKEFLAGS`), so it never runs more jobs than asked for. Skipped for a cross
+/// target or off Linux/glibc (no preload there), and with `LOCKLAB_NO_PRELOAD_BUILD=1`; a failure is
+/// a warning, never a failed build: the lab then says how to build the library itself.
+fn preload_library() {
+    println!("cargo:rerun-if-env-changed=LOCKLAB_NO_PRELOAD_BUILD");
+    let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) else {
+        return;
+    };
+    if off("LOCKLAB_NO_PRELOAD_BUILD") || target != host || !target.ends_with("-linux-gnu") {
+        return;
+    }
+    let manifest_dir = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    let workspace = manifest_dir.join("../..");
+    let pthread = workspace.join("crates/locklab-pthread");
+    if !pthread.join("Cargo.toml").is_file() {
+        return; // not built from the workspace (a packaged crate): nothing to build
+    }
+    for p in [
+        "crates/locklab-pthread/src",
+        "crates/locklab-pthread/Cargo.toml",
+        "crates/locklab/src",
+        "crates/locklab/Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", workspace.join(p).display());
+    }
+    // OUT_DIR is <target dir>/<profile>/build/<package>-<hash>/out.
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    let Some(target_dir) = out.ancestors().nth(4) else {
+        return;
+    };
+    let target_dir = target_dir.join("preload");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = std::process::Command::new(cargo);
+    c.args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "locklab-pthread",
+        "--manifest-path",
+    ])
+    .arg(workspace.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(&target_dir)
+    // What the outer cargo set for this build script, not for a build of another package:
+    // clippy's wrapper, the outer target's flags and features.
+    .env_remove("RUSTC_WORKSPACE_WRAPPER")
+    .env_remove("CARGO_ENCODED_RUSTFLAGS")
+    .env_remove("CARGO_TARGET_DIR")
+    .env_remove("CARGO_BUILD_TARGET_DIR");
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_"))
+        {
+            c.env_remove(k);
+        }
+    }
+    match c.output() {
+        Ok(o) if o.status.success() => {
+            let lib = target_dir.join("release/liblocklab_pthread.so");
+            println!("cargo:rustc-env=LOCKLAB_PRELOAD_BUILT={}", lib.display());
+        }
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let first = err.lines().find(|l| l.contains("error")).unwrap_or("");
+            println!(
+                "cargo:warning=liblocklab_pthread.so did not build (`cargo build --release -p locklab-pthread` says why): {first}"
+            );
+        }
+        Err(e) => println!("cargo:warning=could not run cargo to build liblocklab_pthread.so: {e}"),
     }
 }

@@ -295,10 +295,22 @@ pub fn render(cells: &[Cell], rules: &[Rule], collapses: &[String]) -> String {
 
 /// Runs the grid and returns the advice (printing the map unless `quiet`).
 pub fn run(grid: &Grid, quick: bool, quiet: bool, clock: &dyn Clock) -> anyhow::Result<Advice> {
+    run_of(grid, quick, quiet, clock, None)
+}
+
+/// [`run`] over the named locks only (`None`: every lock and peer).
+fn run_of(
+    grid: &Grid,
+    quick: bool,
+    quiet: bool,
+    clock: &dyn Clock,
+    only: Option<&[&str]>,
+) -> anyhow::Result<Advice> {
     let registry = locks::registry();
     let chosen: Vec<_> = registry
         .iter()
         .filter(|l| l.kind != Kind::Baseline && l.supports(Workload::Rw))
+        .filter(|l| only.is_none_or(|o| o.contains(&l.name)))
         .cloned()
         .collect();
     let mut lab: Option<Report> = None;
@@ -369,6 +381,361 @@ pub fn command(
         Some("-") => print!("{text}"),
         Some(f) => std::fs::write(f, text).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?,
         None => {}
+    }
+    Ok(())
+}
+
+// ---- `advise --from STAT.json`: the map's choice for a program's own hot locks ----------------------
+
+/// The preload library's mutex choices as the lab's locks, `(lab lock, LOCKLAB_MUTEX value)`.
+pub const PRELOAD_MUTEXES: [(&str, &str); 7] = [
+    ("mutex", "mutex"),
+    ("mcs", "mcs"),
+    ("ticket", "ticket"),
+    ("qspinlock", "qspinlock"),
+    ("tas", "tas"),
+    ("pthread-mutex", "glibc"),
+    ("pthread-adaptive-mutex", "glibc-adaptive"),
+];
+/// The preload library's rwlock choices as the lab's locks, `(lab lock, LOCKLAB_RWLOCK value)`: its
+/// `rwsem` for a default rwlock is the reader-preferring one (POSIX's default), the lab's
+/// `recursive-rwsem`.
+pub const PRELOAD_RWLOCKS: [(&str, &str); 3] = [
+    ("recursive-rwsem", "rwsem"),
+    ("rwspinlock", "rwspinlock"),
+    ("pthread-rwlock", "glibc"),
+];
+
+/// One hot lock of a program and the map's choice for its shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct HotLock {
+    /// The lock (its global's name, or its address) and its busiest call site.
+    pub lock: String,
+    /// The call site with the most wait.
+    pub site: String,
+    /// `mutex` (any pthread mutex kind) or `rwlock`.
+    pub kind: String,
+    /// Its share of the program's total lock wait, %.
+    pub wait_pct: f64,
+    /// Mean hold time, ns.
+    pub hold_ns: u64,
+    /// Contended acquisitions over all acquisitions, %.
+    pub contended_pct: f64,
+    /// Read acquisitions over all, %.
+    pub read_pct: f64,
+    /// The map's cell this shape falls in: threads, critical section (ns), reads (%).
+    pub cell: (usize, u64, u32),
+    /// The fastest preload choice in that cell (`mcs`, or `rwlock:rwspinlock`; `glibc`).
+    pub choice: String,
+    /// Its margin over the next preload choice of the cell.
+    pub margin: f64,
+}
+
+/// What `advise --from` finds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    /// The hot locks, most waited first.
+    pub hot: Vec<HotLock>,
+    /// The choice the hot locks add up to (by their wait): a `try` row label (`glibc` when nothing
+    /// waits, or glibc wins the cells).
+    pub process_choice: String,
+    /// Its share of the hot locks' wait, %.
+    pub process_share: f64,
+    /// Where the map came from (`measured now (quick grid)`, or a file).
+    pub map: String,
+}
+
+impl Prediction {
+    /// One line: the process-wide choice and why.
+    pub fn summary(&self) -> String {
+        if self.hot.is_empty() {
+            return format!("{} (no lock waited)", self.process_choice);
+        }
+        let top = &self.hot[0];
+        format!(
+            "{} ({:.0}% of the wait; hottest lock {} at {}: hold {} ns, {:.1}% contended, {:.0}% reads -> {})",
+            self.process_choice,
+            self.process_share,
+            top.lock,
+            top.site,
+            top.hold_ns,
+            top.contended_pct,
+            top.read_pct,
+            top.choice
+        )
+    }
+
+    /// The table `advise --from` prints.
+    pub fn render(&self) -> String {
+        let mut s = format!("crossover map: {}\n", self.map);
+        if self.hot.is_empty() {
+            s += "no lock waited: nothing to gain from another lock (keep glibc)\n";
+            return s;
+        }
+        s += &format!(
+            "{:>6} {:>9} {:>10} {:>6}  {:<22} {:<18} lock / site\n",
+            "wait", "hold", "contended", "reads", "cell (thr, cs, reads)", "choice (margin)"
+        );
+        for h in &self.hot {
+            s += &format!(
+                "{:>5.1}% {:>6} ns {:>9.1}% {:>5.0}%  {:<22} {:<18} {} at {}\n",
+                h.wait_pct,
+                h.hold_ns,
+                h.contended_pct,
+                h.read_pct,
+                format!("{}, {} ns, {}%", h.cell.0, h.cell.1, h.cell.2),
+                format!("{} ({:.2}x)", h.choice, h.margin),
+                h.lock,
+                h.site
+            );
+        }
+        s += &format!(
+            "process-wide: {} ({:.0}% of the hot locks' wait)\n",
+            match self.process_choice.strip_prefix("rwlock:") {
+                Some(r) => format!("LOCKLAB_RWLOCK={r}"),
+                None if self.process_choice == "glibc" => "glibc (no preload)".into(),
+                None => format!("LOCKLAB_MUTEX={}", self.process_choice),
+            },
+            self.process_share
+        );
+        s
+    }
+}
+
+/// The map's cell value nearest `v` among `grid` (by ratio: 150 ns is nearer 200 than 0).
+fn nearest(v: f64, grid: &[u64]) -> u64 {
+    *grid
+        .iter()
+        .min_by(|a, b| {
+            let d = |g: u64| ((v + 10.0) / (g as f64 + 10.0)).ln().abs();
+            d(**a).total_cmp(&d(**b))
+        })
+        .expect("a grid axis is never empty")
+}
+
+/// The prediction for `processes` (a program's lock statistics) from `map` (an `advise --json`),
+/// or from a quick grid over the preload's choices measured now (~10 s) at `threads` threads
+/// (default: the CPUs, at least 2).
+pub fn from_processes(
+    processes: &[crate::lockstat::ProcessStat],
+    map: Option<(&Advice, String)>,
+    threads: Option<usize>,
+    quiet: bool,
+) -> anyhow::Result<Prediction> {
+    // The locks of every process, most waited first.
+    let mut locks: Vec<crate::lockstat::LockSummary> = processes
+        .iter()
+        .flat_map(|p| p.locks())
+        .filter(|l| l.kind.starts_with("mutex") || l.kind == "rwlock")
+        .collect();
+    locks.sort_by_key(|l| std::cmp::Reverse(l.total.wait_total()));
+    let total_wait: u64 = locks.iter().map(|l| l.total.wait_total()).sum();
+    let hot: Vec<_> = locks
+        .into_iter()
+        .filter(|l| total_wait > 0 && l.total.wait_total() * 20 >= total_wait)
+        .take(8)
+        .collect();
+    if hot.is_empty() {
+        return Ok(Prediction {
+            hot: vec![],
+            process_choice: "glibc".into(),
+            process_share: 100.0,
+            map: "not needed".into(),
+        });
+    }
+    let cpus = crate::runner::allowed_cpus().len();
+    let t = threads.unwrap_or(cpus.max(2));
+    let measured;
+    let (advice, source): (&Advice, String) = match map {
+        Some((a, name)) => (a, name),
+        None => {
+            let names: Vec<&str> = PRELOAD_MUTEXES
+                .iter()
+                .chain(&PRELOAD_RWLOCKS)
+                .map(|(l, _)| *l)
+                .collect();
+            let grid = Grid {
+                threads: vec![t],
+                cs_ns: vec![0, 200, 1000],
+                read_pct: {
+                    let mut r = vec![0u32];
+                    if hot.iter().any(|l| l.kind == "rwlock") {
+                        r.extend([50, 90]);
+                    }
+                    r
+                },
+            };
+            if !quiet {
+                eprintln!(
+                    "advise: measuring the crossover map of the preload's choices ({} threads, ~{} s) ...",
+                    t,
+                    grid.cs_ns.len() * grid.read_pct.len()
+                );
+            }
+            measured = run_of(
+                &grid,
+                true,
+                true,
+                &crate::runner::SystemClock::default(),
+                Some(&names),
+            )?;
+            (&measured, format!("measured now (quick grid, {t} threads)"))
+        }
+    };
+    let grid = &advice.grid;
+    let t_cell = *grid
+        .threads
+        .iter()
+        .min_by_key(|g| g.abs_diff(t))
+        .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
+    let mut out = Vec::new();
+    for l in &hot {
+        let acq = l.total.acquisitions + l.total.read_acquisitions;
+        let hold = if l.total.holds > 0 {
+            l.total.hold_ns_total / l.total.holds
+        } else {
+            0
+        };
+        let read_pct = if acq > 0 {
+            100.0 * l.total.read_acquisitions as f64 / acq as f64
+        } else {
+            0.0
+        };
+        let rw = l.kind == "rwlock";
+        let cs = nearest(hold as f64, &grid.cs_ns);
+        let reads: Vec<u64> = grid.read_pct.iter().map(|&r| u64::from(r)).collect();
+        let read = if rw {
+            nearest(read_pct, &reads) as u32
+        } else {
+            0
+        };
+        let read = if grid.read_pct.contains(&read) {
+            read
+        } else {
+            grid.read_pct[0]
+        };
+        let candidates: &[(&str, &str)] = if rw {
+            &PRELOAD_RWLOCKS
+        } else {
+            &PRELOAD_MUTEXES
+        };
+        let mut here: Vec<(f64, &str)> = advice
+            .lab
+            .results
+            .iter()
+            .filter(|r| r.threads == t_cell && r.cs_ns == cs && r.read_pct.unwrap_or(0) == read)
+            .filter_map(|r| {
+                let c = candidates.iter().find(|(lab, _)| *lab == r.lock)?;
+                Some((r.ops_per_sec.median, c.1))
+            })
+            .collect();
+        here.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let Some(&(best, name)) = here.first() else {
+            anyhow::bail!(
+                "the map has no row of the preload's choices at {t_cell} threads, cs {cs} ns, {read}% reads"
+            );
+        };
+        let margin = here.get(1).map_or(1.0, |x| best / x.0.max(1e-9));
+        let choice = match (rw, name) {
+            (_, "glibc") => "glibc".to_string(),
+            (true, n) => format!("rwlock:{n}"),
+            (false, n) => n.to_string(),
+        };
+        let site = l.sites.first().map(|s| s.site_name()).unwrap_or_default();
+        out.push(HotLock {
+            lock: l.name.clone().unwrap_or_else(|| l.lock.clone()),
+            site,
+            kind: if rw { "rwlock" } else { "mutex" }.into(),
+            wait_pct: 100.0 * l.total.wait_total() as f64 / total_wait as f64,
+            hold_ns: hold,
+            contended_pct: if acq > 0 {
+                100.0 * l.total.contended() as f64 / acq as f64
+            } else {
+                0.0
+            },
+            read_pct,
+            cell: (t_cell, cs, read),
+            choice,
+            margin,
+        });
+    }
+    // The process-wide choice: the one with the most of the hot locks' wait behind it.
+    let mut by: Vec<(String, f64)> = Vec::new();
+    for h in &out {
+        match by.iter_mut().find(|(c, _)| *c == h.choice) {
+            Some(e) => e.1 += h.wait_pct,
+            None => by.push((h.choice.clone(), h.wait_pct)),
+        }
+    }
+    by.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let hot_total: f64 = out.iter().map(|h| h.wait_pct).sum();
+    Ok(Prediction {
+        hot: out,
+        process_choice: by[0].0.clone(),
+        process_share: 100.0 * by[0].1 / hot_total.max(1e-9),
+        map: source,
+    })
+}
+
+/// `locklab advise --from STAT.json`: reads a program's statistics (`run --stat-out`), prints each
+/// hot lock's shape and the map's choice for it, and the process-wide choice they add up to.
+pub fn from_command(
+    stat: &str,
+    map: Option<&str>,
+    threads: Option<&str>,
+    json: Option<&str>,
+) -> anyhow::Result<()> {
+    let bad = |m: String| -> anyhow::Error { UsageError(m).into() };
+    let text = std::fs::read_to_string(stat).map_err(|e| bad(format!("--from {stat}: {e}")))?;
+    #[derive(Deserialize)]
+    struct StatFile {
+        processes: Vec<crate::lockstat::ProcessStat>,
+    }
+    let file: StatFile = serde_json::from_str(&text).map_err(|e| {
+        bad(format!(
+            "--from {stat}: not the lock statistics of `locklab run --stat-out` ({e})"
+        ))
+    })?;
+    let advice: Option<Advice> = match map {
+        None => None,
+        Some(m) => {
+            let t = std::fs::read_to_string(m).map_err(|e| bad(format!("--map {m}: {e}")))?;
+            Some(serde_json::from_str(&t).map_err(|e| {
+                bad(format!(
+                    "--map {m}: not the JSON of `locklab advise --json` ({e})"
+                ))
+            })?)
+        }
+    };
+    let threads = match threads {
+        None => None,
+        Some(t) => match t.parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => Some(n),
+            _ => {
+                return Err(bad(format!(
+                    "--threads: `{t}` is not a thread count (1-1024)"
+                )));
+            }
+        },
+    };
+    let mut processes = file.processes;
+    crate::lockstat::symbolise(&mut processes);
+    let p = from_processes(
+        &processes,
+        advice
+            .as_ref()
+            .map(|a| (a, map.unwrap_or_default().to_string())),
+        threads,
+        json == Some("-"),
+    )?;
+    match json {
+        Some("-") => println!("{}", serde_json::to_string_pretty(&p)?),
+        Some(f) => {
+            print!("{}", p.render());
+            std::fs::write(f, serde_json::to_string_pretty(&p)? + "\n")
+                .map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?
+        }
+        None => print!("{}", p.render()),
     }
     Ok(())
 }

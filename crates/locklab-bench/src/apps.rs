@@ -547,8 +547,8 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
                     app.name,
                     threads,
                     lock,
-                    human(s.0),
-                    format!("[{} - {}]", human(s.1), human(s.2)),
+                    human_rate(s.0),
+                    format!("[{} - {}]", human_rate(s.1), human_rate(s.2)),
                     ratio,
                     if verified {
                         verdict.clone()
@@ -627,7 +627,8 @@ fn spread(v: &[f64]) -> (f64, f64, f64) {
     )
 }
 
-fn human(v: f64) -> String {
+/// A throughput as `1.23 M/s`, `45.6 k/s` or `7.8 /s`.
+pub fn human_rate(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.2} M/s", v / 1e6)
     } else if v >= 1e3 {

@@ -64,11 +64,21 @@ pub enum Command {
     },
     /// Which lock wins where on this machine: the `rw` workload over a grid of threads x critical
     /// section (think time equal to it) x read share, every lock and peer; the map and rules of thumb.
+    /// With `--from STAT.json`: the map's choice for each hot lock of a program, and the process-wide
+    /// choice they add up to.
     Advise {
         /// A small, short grid (15-30 s): threads 1 and max(2, CPUs); cs 0,200; reads 0,90.
         #[arg(long)]
         quick: bool,
-        /// Thread counts (default 1,2,2xCPUs).
+        /// A program's lock statistics (`locklab run --stat-out F.json`): per hot lock (wait share,
+        /// hold time, contention, read share) the map's choice among the preload's locks.
+        #[arg(long, value_name = "STAT.json")]
+        from: Option<String>,
+        /// With --from: the map to read (an `advise --json` file) instead of a quick grid of the
+        /// preload's choices measured now (~10 s).
+        #[arg(long, value_name = "ADVICE.json", requires = "from")]
+        map: Option<String>,
+        /// Thread counts (default 1,2,2xCPUs); with --from, the program's threads (default: CPUs).
         #[arg(long, value_name = "LIST")]
         threads: Option<String>,
         /// Critical sections, ns (default 0,200,1000).
@@ -115,6 +125,44 @@ pub enum Command {
             value_name = "CMD",
             trailing_var_arg = true,
             required = true,
+            allow_hyphen_values = true
+        )]
+        cmd: Vec<String>,
+    },
+    /// Would another lock make YOUR program faster? Runs CMD under glibc and each choice, repeats
+    /// interleaved, every run verified against glibc's (exit status; with --same-output, stdout);
+    /// median, spread, speed-up, verdict, top contended sites, the prediction from the program's lock
+    /// statistics, and what to set.
+    Try {
+        /// Mutex choices (LOCKLAB_MUTEX values; glibc, meaning no preload, always runs first).
+        /// Default: glibc-adaptive, mutex, mcs, qspinlock.
+        #[arg(long, value_name = "LIST")]
+        locks: Option<String>,
+        /// Rwlock choices (LOCKLAB_RWLOCK values, each with glibc's mutexes). Default: rwsem,
+        /// rwspinlock, run only if the program takes an rwlock; an empty list runs none.
+        #[arg(long, value_name = "LIST")]
+        rwlocks: Option<String>,
+        /// Interleaved repeats (default 5; verdicts need 3).
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        repeats: Option<String>,
+        /// Throughput from the program's output instead of the wall clock: a regular expression
+        /// whose first group is the rate (its last match in stdout, else stderr), e.g.
+        /// 'ops/s: ([0-9.]+)'.
+        #[arg(long, value_name = "REGEX")]
+        rate: Option<String>,
+        /// Every run's standard output must be identical to glibc's first run's.
+        #[arg(long)]
+        same_output: bool,
+        /// A shell command run before each run (e.g. `rm -f test.db`).
+        #[arg(long, value_name = "CMD")]
+        setup: Option<String>,
+        /// Also write one row per choice as JSON here, in `apps`' schema (`-`: standard output).
+        #[arg(long, value_name = "F")]
+        json: Option<String>,
+        /// The program and its arguments, after `--`.
+        #[arg(
+            value_name = "CMD",
+            trailing_var_arg = true,
             allow_hyphen_values = true
         )]
         cmd: Vec<String>,

@@ -36,6 +36,7 @@ pub mod runner;
 pub mod story;
 pub mod suite;
 pub mod torture;
+pub mod try_cmd;
 pub mod usage;
 pub mod work;
 pub mod workload;

@@ -6,6 +6,7 @@ use locklab_bench::plan::UsageError;
 use locklab_bench::runner::{SystemClock, allowed_cpus};
 use locklab_bench::{
     advise, apps, bench, calibrate, compare, list, preload, report, reproduce, story, torture,
+    try_cmd,
 };
 use std::process::ExitCode;
 
@@ -29,11 +30,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             reproduce::command(&seed, quick, json.as_deref())?
         }
         Some(Command::Advise {
+            from: Some(from),
+            map,
+            threads,
+            quick: _,
+            cs_ns: _,
+            read_pct: _,
+            json,
+        }) => advise::from_command(&from, map.as_deref(), threads.as_deref(), json.as_deref())?,
+        Some(Command::Advise {
             quick,
             threads,
             cs_ns,
             read_pct,
             json,
+            ..
         }) => advise::command(
             quick,
             threads.as_deref(),
@@ -68,6 +79,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 preload::run(&choices, &cmd)?
             }
         }
+        Some(Command::Try {
+            locks,
+            rwlocks,
+            repeats,
+            rate,
+            same_output,
+            setup,
+            json,
+            cmd,
+        }) => try_cmd::command(&try_cmd::TryPlan::parse(
+            locks.as_deref(),
+            rwlocks.as_deref(),
+            repeats.as_deref(),
+            rate.as_deref(),
+            same_output,
+            setup,
+            json,
+            cmd,
+        )?)?,
         Some(Command::Apps {
             quick,
             apps: list,

@@ -89,11 +89,25 @@ pub fn find_library(exe: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     let dir = exe.parent().unwrap_or(Path::new("."));
-    // `cargo build` puts it beside the binary; `cargo test` may leave it in `deps/` only.
-    for lib in [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)] {
-        if lib.is_file() {
-            return Ok(lib);
+    // `cargo build` puts it beside the binary (`cargo test` may leave it in `deps/` only); the
+    // lab's build script builds one too (build.rs: `cargo run --release` alone gives the whole
+    // toolset). The newest wins: a library edited and rebuilt either way is the one used.
+    let mut found: Option<(std::time::SystemTime, PathBuf)> = None;
+    let built = option_env!("LOCKLAB_PRELOAD_BUILT").map(PathBuf::from);
+    for lib in [dir.join(LIBRARY), dir.join("deps").join(LIBRARY)]
+        .into_iter()
+        .chain(built)
+    {
+        let Ok(meta) = std::fs::metadata(&lib) else {
+            continue;
+        };
+        let when = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        if meta.is_file() && found.as_ref().is_none_or(|(t, _)| when > *t) {
+            found = Some((when, lib));
         }
+    }
+    if let Some((_, lib)) = found {
+        return Ok(lib);
     }
     anyhow::bail!(
         "{LIBRARY} not found beside {} (build it with `cargo build --release -p locklab-pthread`, \
