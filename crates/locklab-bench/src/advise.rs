@@ -423,11 +423,12 @@ pub struct HotLock {
     pub contended_pct: f64,
     /// Read acquisitions over all, %.
     pub read_pct: f64,
-    /// The map's cell this shape falls in: threads, critical section (ns), reads (%).
+    /// The map's cell this shape falls in: threads (the first thread cell), critical section (ns),
+    /// reads (%).
     pub cell: (usize, u64, u32),
     /// The fastest preload choice in that cell (`mcs`, or `rwlock:rwspinlock`; `glibc`).
     pub choice: String,
-    /// Its margin over the next preload choice of the cell.
+    /// Its margin over the next preload choice (in the worse thread cell).
     pub margin: f64,
 }
 
@@ -543,8 +544,14 @@ pub fn from_processes(
             map: "not needed".into(),
         });
     }
-    let cpus = crate::runner::allowed_cpus().len();
-    let t = threads.unwrap_or(cpus.max(2));
+    // A program's thread count is not in its statistics: without --threads, the map's cells at the
+    // CPUs and at twice the CPUs, and the choice that does best in the worse of the two (a spinlock
+    // that wins on dedicated CPUs and collapses when threads outnumber them is no advice).
+    let cpus = crate::runner::allowed_cpus().len().max(2);
+    let wanted: Vec<usize> = match threads {
+        Some(t) => vec![t],
+        None => vec![cpus, 2 * cpus],
+    };
     let measured;
     let (advice, source): (&Advice, String) = match map {
         Some((a, name)) => (a, name),
@@ -555,7 +562,7 @@ pub fn from_processes(
                 .map(|(l, _)| *l)
                 .collect();
             let grid = Grid {
-                threads: vec![t],
+                threads: wanted.clone(),
                 cs_ns: vec![0, 200, 1000],
                 read_pct: {
                     let mut r = vec![0u32];
@@ -568,8 +575,12 @@ pub fn from_processes(
             if !quiet {
                 eprintln!(
                     "advise: measuring the crossover map of the preload's choices ({} threads, ~{} s) ...",
-                    t,
-                    grid.cs_ns.len() * grid.read_pct.len()
+                    wanted
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and "),
+                    grid.cs_ns.len() * grid.read_pct.len() * wanted.len()
                 );
             }
             measured = run_of(
@@ -579,15 +590,26 @@ pub fn from_processes(
                 &crate::runner::SystemClock::default(),
                 Some(&names),
             )?;
+            let t = wanted
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
             (&measured, format!("measured now (quick grid, {t} threads)"))
         }
     };
     let grid = &advice.grid;
-    let t_cell = *grid
-        .threads
-        .iter()
-        .min_by_key(|g| g.abs_diff(t))
-        .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
+    let mut t_cells: Vec<usize> = Vec::new();
+    for t in &wanted {
+        let c = *grid
+            .threads
+            .iter()
+            .min_by_key(|g| g.abs_diff(*t))
+            .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
+        if !t_cells.contains(&c) {
+            t_cells.push(c);
+        }
+    }
     let mut out = Vec::new();
     for l in &hot {
         let acq = l.total.acquisitions + l.total.read_acquisitions;
@@ -619,17 +641,36 @@ pub fn from_processes(
         } else {
             &PRELOAD_MUTEXES
         };
-        let mut here: Vec<(f64, &str)> = advice
-            .lab
-            .results
-            .iter()
-            .filter(|r| r.threads == t_cell && r.cs_ns == cs && r.read_pct.unwrap_or(0) == read)
-            .filter_map(|r| {
-                let c = candidates.iter().find(|(lab, _)| *lab == r.lock)?;
-                Some((r.ops_per_sec.median, c.1))
-            })
-            .collect();
+        // Each candidate's worst share of its cell's best, over the thread cells.
+        let mut here: Vec<(f64, &str)> = Vec::new();
+        for (lab, name) in candidates {
+            let mut worst: Option<f64> = None;
+            for &t in &t_cells {
+                let cell: Vec<&ResultRow> = advice
+                    .lab
+                    .results
+                    .iter()
+                    .filter(|r| r.threads == t && r.cs_ns == cs && r.read_pct.unwrap_or(0) == read)
+                    .filter(|r| candidates.iter().any(|(l, _)| *l == r.lock))
+                    .collect();
+                let best = cell
+                    .iter()
+                    .map(|r| r.ops_per_sec.median)
+                    .fold(0.0, f64::max);
+                if let Some(r) = cell.iter().find(|r| r.lock == *lab) {
+                    let share = r.ops_per_sec.median / best.max(1e-9);
+                    worst = Some(worst.map_or(share, |w: f64| w.min(share)));
+                } else {
+                    worst = None;
+                    break;
+                }
+            }
+            if let Some(w) = worst {
+                here.push((w, name));
+            }
+        }
         here.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let t_cell = t_cells[0];
         let Some(&(best, name)) = here.first() else {
             anyhow::bail!(
                 "the map has no row of the preload's choices at {t_cell} threads, cs {cs} ns, {read}% reads"

@@ -16,47 +16,97 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod process;
+pub mod spec;
 use process::*;
 
 /// How a run's throughput is read.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Rate {
     /// `threads x records` over the process's wall clock (every lock pays the start-up alike).
     Records,
     /// This many bytes over the wall clock.
     Bytes(f64),
-    /// memcaslap's `TPS:` (transactions a second over its load).
-    Tps,
-    /// sysbench's `total number of events:` over its `--time`.
-    Events,
+    /// The first group of the last match in the output (memcaslap's `TPS:`); divided by the seconds
+    /// of load when the program prints a total (sysbench's `total number of events:`).
+    Regex {
+        /// The expression, with at least one group.
+        re: regex::Regex,
+        /// Whether the number is a total over `{S}` seconds.
+        per_load_second: bool,
+    },
 }
 
-/// One real program and how to measure and verify it.
+/// How a finished run (exit status 0 already) is verified: the program's own checks.
+#[derive(Clone, Debug, Default)]
+pub struct Verify {
+    /// A line (trimmed) that must be in the output (Tokyo and Kyoto Cabinet's `ok`).
+    pub ok_line: Option<String>,
+    /// A line (trimmed) that must not be (their `error`).
+    pub error_line: Option<String>,
+    /// Text the output must contain.
+    pub contains: Option<String>,
+}
+
+impl Verify {
+    /// Whether `out` passes.
+    pub fn check(&self, out: &str) -> Result<(), String> {
+        if let Some(ok) = &self.ok_line
+            && !out.lines().any(|l| l.trim() == ok)
+        {
+            return Err(format!("the program's own check did not print `{ok}`"));
+        }
+        if let Some(err) = &self.error_line
+            && out.lines().any(|l| l.trim() == err)
+        {
+            return Err(format!("the program's own check printed `{err}`"));
+        }
+        if let Some(c) = &self.contains
+            && !out.contains(c.as_str())
+        {
+            return Err(format!("no `{c}` in the output"));
+        }
+        Ok(())
+    }
+}
+
+/// The app's input in the scratch directory (`input`), made once.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A text-like pseudo-random stream of this many bytes (compressible but not trivially).
+    Words(usize),
+    /// A command run in the scratch directory.
+    Command(String),
+}
+
+/// One real program and how to measure and verify it: read from a spec file ([`spec`]).
+#[derive(Clone, Debug)]
 pub struct App {
     /// `tokyo-hash` (lab.md's names).
-    pub name: &'static str,
+    pub name: String,
     /// The executables that must be installed.
-    pub programs: &'static [&'static str],
+    pub programs: Vec<String>,
     /// The Debian packages that have them.
-    pub package: &'static str,
+    pub package: String,
     /// One line: what it runs.
-    pub what: &'static str,
+    pub what: String,
     /// Expected not to move with the lock (a control).
     pub control: bool,
     /// The command, words split on spaces: `{DIR}` the scratch directory, `{T}` the threads, `{N}` the
     /// records a thread, `{S}` the seconds of load, `{PORT}` the server's port, `{_}` a space inside
     /// a word (a shell line).
-    pub args: &'static str,
+    pub args: String,
     /// Records a thread for [`Rate::Records`] (a tenth under `--quick`).
     pub records: usize,
     /// Where the throughput comes from.
     pub rate: Rate,
-    /// Whether a finished run verified (its exit status was 0 already): the program's own checks.
-    verify: fn(&str) -> Result<(), String>,
+    /// The program's own checks.
+    pub verify: Verify,
     /// A server the command loads (memcached), started under the lock choice (the load without).
-    pub server: Option<&'static str>,
-    /// Makes the app's input in the scratch directory, once.
-    setup: Option<fn(&Path) -> std::io::Result<()>>,
+    pub server: Option<String>,
+    /// The input made in the scratch directory, once.
+    pub input: Option<Input>,
+    /// The spec file it came from.
+    pub source: String,
 }
 
 impl App {
@@ -84,6 +134,7 @@ impl App {
     ) -> Vec<String> {
         template
             .split(' ')
+            .filter(|w| !w.is_empty())
             .map(|w| {
                 w.replace("{DIR}", &dir.display().to_string())
                     .replace("{T}", &threads.to_string())
@@ -97,152 +148,42 @@ impl App {
 
     /// The throughput of a run from its output and wall-clock seconds.
     fn throughput(&self, threads: usize, quick: bool, out: &str, wall: f64) -> Option<f64> {
-        match self.rate {
+        match &self.rate {
             Rate::Records => Some((threads * self.records_for(quick)) as f64 / wall),
             Rate::Bytes(b) => Some(b / wall),
-            // memcaslap's summary: "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: ..."
-            Rate::Tps => out
-                .lines()
-                .rev()
-                .find(|l| l.contains("TPS:"))
-                .and_then(|l| l.split("TPS:").nth(1))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok()),
-            Rate::Events => out
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("total number of events:"))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|e| e / f64::from(Self::seconds(quick))),
+            Rate::Regex {
+                re,
+                per_load_second,
+            } => {
+                let v: f64 = re
+                    .captures_iter(out)
+                    .last()?
+                    .get(1)?
+                    .as_str()
+                    .replace(',', "")
+                    .parse()
+                    .ok()?;
+                Some(if *per_load_second {
+                    v / f64::from(Self::seconds(quick))
+                } else {
+                    v
+                })
+            }
         }
     }
-}
 
-/// Tokyo and Kyoto Cabinet's tests end with `ok` (or `error`) on a line of its own.
-fn says_ok(out: &str) -> Result<(), String> {
-    if out.lines().any(|l| l.trim() == "ok") && !out.lines().any(|l| l.trim() == "error") {
-        Ok(())
-    } else {
-        Err("the program's own check did not print `ok`".into())
-    }
-}
-
-/// A line containing `what` must be in the output.
-fn has(out: &str, what: &str) -> Result<(), String> {
-    if out.contains(what) {
-        Ok(())
-    } else {
-        Err(format!("no `{what}` in the output"))
-    }
-}
-
-/// Bytes pigz compresses.
-const PIGZ_BYTES: usize = 48 * 1024 * 1024;
-
-/// The database and compression programs, as lab.md names them.
-fn cabinet(
-    name: &'static str,
-    programs: &'static [&'static str],
-    package: &'static str,
-    what: &'static str,
-    args: &'static str,
-    records: usize,
-) -> App {
-    App {
-        name,
-        programs,
-        package,
-        what,
-        control: false,
-        args,
-        records,
-        rate: Rate::Records,
-        verify: says_ok,
-        server: None,
-        setup: None,
-    }
-}
-
-/// The apps, in lab.md's order.
-pub fn apps() -> Vec<App> {
-    vec![
-        cabinet(
-            "tokyo-hash",
-            &["tchmttest"],
-            "tokyocabinet-bin",
-            "Tokyo Cabinet hash DB, writers (tchmttest write -rnd)",
-            "tchmttest write -rnd {DIR}/a.tch {T} {N}",
-            100_000,
-        ),
-        cabinet(
-            "tokyo-btree",
-            &["tcumttest"],
-            "tokyocabinet-bin",
-            "Tokyo Cabinet on-memory B+ tree, typical mix (tcumttest typical)",
-            "tcumttest typical {T} {N}",
-            200_000,
-        ),
-        cabinet(
-            "kyoto-order",
-            &["kccachetest"],
-            "kyotocabinet-utils",
-            "Kyoto Cabinet cache DB, ordered writes and reads (kccachetest order -rnd)",
-            "kccachetest order -th {T} -rnd {N}",
-            200_000,
-        ),
-        cabinet(
-            "kyoto-wicked",
-            &["kccachetest"],
-            "kyotocabinet-utils",
-            "Kyoto Cabinet cache DB, random mixed operations with transactions (kccachetest wicked)",
-            "kccachetest wicked -th {T} -it 1 {N}",
-            50_000,
-        ),
-        App {
-            name: "memcached",
-            programs: &["memcached", "memcaslap"],
-            package: "memcached libmemcached-tools",
-            what: "memcached server (preloaded) under memcaslap's load on loopback",
-            control: false,
-            args: "memcaslap -s 127.0.0.1:{PORT} -T 2 -c 32 -t {S}s",
-            records: 0,
-            rate: Rate::Tps,
-            verify: |out| has(out, "TPS:"),
-            server: Some("memcached -u nobody -l 127.0.0.1 -p {PORT} -U 0 -t {T} -m 128"),
-            setup: None,
-        },
-        App {
-            name: "sysbench-threads",
-            programs: &["sysbench"],
-            package: "sysbench",
-            what: "sysbench threads: lock, yield, unlock on 2 mutexes",
-            control: false,
-            args: "sysbench threads --threads={T} --thread-locks=2 --time={S} run",
-            records: 0,
-            rate: Rate::Events,
-            verify: |out| has(out, "total number of events:"),
-            server: None,
-            setup: None,
-        },
-        App {
-            name: "pigz",
-            programs: &["pigz", "cmp"],
-            package: "pigz",
-            what: "pigz compressing 48 MB, checked by a round trip (control: few lock operations)",
-            control: true,
-            args: "sh -c pigz{_}-p{_}{T}{_}-c{_}{DIR}/input{_}>{_}{DIR}/input.gz{_}&&{_}pigz{_}-d{_}-c{_}{DIR}/input.gz{_}|{_}cmp{_}-s{_}-{_}{DIR}/input{_}&&{_}echo{_}ok",
-            records: 0,
-            rate: Rate::Bytes(PIGZ_BYTES as f64),
-            verify: says_ok,
-            server: None,
-            setup: Some(|dir| {
-                // Compressible but not trivial: a text-like pseudo-random stream.
+    /// Makes the input in `dir`.
+    fn make_input(&self, dir: &Path) -> std::io::Result<()> {
+        match &self.input {
+            None => Ok(()),
+            Some(Input::Words(bytes)) => {
                 let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("input"))?);
                 let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
                 let words = [
                     "lock ", "unlock ", "mutex ", "futex ", "spin ", "queue ", "wake ", "sleep ",
                 ];
                 let mut n = 0usize;
-                while n < PIGZ_BYTES {
+                while n < *bytes {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
@@ -251,9 +192,31 @@ pub fn apps() -> Vec<App> {
                     n += w.len();
                 }
                 f.flush()
-            }),
-        },
-    ]
+            }
+            Some(Input::Command(c)) => {
+                let args = self.words(c, dir, 1, false, 0);
+                let out = Command::new(&args[0])
+                    .args(&args[1..])
+                    .current_dir(dir)
+                    .stdin(Stdio::null())
+                    .output()?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other(format!(
+                        "{}: the input command failed: {}",
+                        self.source,
+                        last_lines(&String::from_utf8_lossy(&out.stderr), 3)
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// The apps, in lab.md's order (the shipped spec files).
+pub fn apps() -> Vec<App> {
+    spec::built_in()
 }
 
 /// What `apps` was asked for.
@@ -261,8 +224,8 @@ pub fn apps() -> Vec<App> {
 pub struct AppsPlan {
     /// Short runs, one repeat, threads = CPUs.
     pub quick: bool,
-    /// App names.
-    pub apps: Vec<&'static str>,
+    /// The apps, in run order.
+    pub apps: Vec<App>,
     /// Lock choices, `glibc` (no preload) first.
     pub locks: Vec<String>,
     /// Thread counts.
@@ -275,9 +238,12 @@ pub struct AppsPlan {
 
 impl AppsPlan {
     /// Validates the flags (defaults: every app, glibc,mutex,mcs,qspinlock, CPUs and 2 x CPUs, 5
-    /// repeats; `--quick`: CPUs only, 1 repeat, short runs).
+    /// repeats; `--quick`: CPUs only, 1 repeat, short runs). With `specs` (spec files), their apps
+    /// instead of the shipped ones.
+    #[allow(clippy::too_many_arguments)]
     pub fn parse(
         quick: bool,
+        specs: &[String],
         apps_flag: Option<&str>,
         locks: Option<&str>,
         threads: Option<&str>,
@@ -285,18 +251,39 @@ impl AppsPlan {
         json: Option<String>,
         cpus: usize,
     ) -> Result<AppsPlan, UsageError> {
-        let known = apps();
-        let names: Vec<&'static str> = match apps_flag {
-            None => known.iter().map(|a| a.name).collect(),
+        let known = if specs.is_empty() {
+            apps()
+        } else {
+            let mut v: Vec<App> = Vec::new();
+            for f in specs {
+                let text =
+                    std::fs::read_to_string(f).map_err(|e| UsageError(format!("spec {f}: {e}")))?;
+                let app = spec::parse(f, &text).map_err(UsageError)?;
+                if let Some(other) = v.iter().find(|a| a.name == app.name) {
+                    return usage(format!(
+                        "spec {f}: `name`: `{}` is also the name in {}",
+                        app.name, other.source
+                    ));
+                }
+                v.push(app);
+            }
+            v
+        };
+        let names: Vec<App> = match apps_flag {
+            None => known.clone(),
             Some(list) => {
                 let mut v = Vec::new();
                 for n in list.split(',').map(str::trim) {
                     match known.iter().find(|a| a.name == n) {
-                        Some(a) => v.push(a.name),
+                        Some(a) => v.push(a.clone()),
                         None => {
                             return usage(format!(
                                 "unknown app `{n}` (valid: {})",
-                                known.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+                                known
+                                    .iter()
+                                    .map(|a| a.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             ));
                         }
                     }
@@ -460,7 +447,6 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
     if plan.locks.iter().any(|l| l != "glibc") {
         preload::find_library(&exe)?;
     }
-    let all = apps();
     let mut rows: Vec<AppRow> = Vec::new();
     let mut unavailable = Vec::new();
     let mut failures = 0;
@@ -469,12 +455,11 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
         "{:<17} {:>7}  {:<10} {:>15}  {:>25}  {:>9}  verdict",
         "app", "threads", "lock", "median", "spread", "vs glibc"
     );
-    for name in &plan.apps {
-        let app = all.iter().find(|a| a.name == *name).expect("validated");
+    for app in &plan.apps {
         let missing: Vec<&str> = app
             .programs
             .iter()
-            .copied()
+            .map(String::as_str)
             .filter(|p| !on_path(p))
             .collect();
         if !missing.is_empty() {
@@ -485,16 +470,14 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
                 app.package
             );
             unavailable.push(Unavailable {
-                app: app.name.into(),
+                app: app.name.clone(),
                 unavailable: format!("install {}", app.package),
             });
             continue;
         }
-        let dir = scratch.join(app.name);
+        let dir = scratch.join(&app.name);
         std::fs::create_dir_all(&dir)?;
-        if let Some(setup) = app.setup {
-            setup(&dir)?;
-        }
+        app.make_input(&dir)?;
         for &threads in &plan.threads {
             let mut runs: Vec<Vec<f64>> = vec![Vec::new(); plan.locks.len()];
             let mut failed: Vec<Option<String>> = vec![None; plan.locks.len()];
@@ -557,7 +540,7 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
                     }
                 );
                 rows.push(AppRow {
-                    app: app.name.into(),
+                    app: app.name.clone(),
                     lock: lock.clone(),
                     threads,
                     unit: "ops/s".into(),
@@ -673,20 +656,37 @@ mod tests {
 
     #[test]
     fn flags_are_checked_with_one_clear_line() {
-        let e =
-            AppsPlan::parse(false, Some("tokyo-hash,nope"), None, None, None, None, 2).unwrap_err();
+        let parse = |apps: Option<&str>,
+                     locks: Option<&str>,
+                     threads: Option<&str>,
+                     repeats: Option<&str>| {
+            AppsPlan::parse(false, &[], apps, locks, threads, repeats, None, 2)
+        };
+        let e = parse(Some("tokyo-hash,nope"), None, None, None).unwrap_err();
         assert!(e.0.contains("unknown app `nope`"), "{e}");
         assert!(e.0.contains("tokyo-hash, tokyo-btree, kyoto-order"), "{e}");
-        let e = AppsPlan::parse(false, None, Some("mutex,bogus"), None, None, None, 2).unwrap_err();
+        let e = parse(None, Some("mutex,bogus"), None, None).unwrap_err();
         assert!(e.0.contains("unknown lock `bogus`"), "{e}");
-        assert!(AppsPlan::parse(false, None, None, Some("0"), None, None, 2).is_err());
-        assert!(AppsPlan::parse(false, None, None, None, Some("0"), None, 2).is_err());
-        assert!(AppsPlan::parse(false, None, None, None, Some("x"), None, 2).is_err());
+        assert!(parse(None, None, Some("0"), None).is_err());
+        assert!(parse(None, None, None, Some("0")).is_err());
+        assert!(parse(None, None, None, Some("x")).is_err());
+        let e = AppsPlan::parse(
+            false,
+            &["/nonexistent/x.toml".into()],
+            None,
+            None,
+            None,
+            None,
+            None,
+            2,
+        )
+        .unwrap_err();
+        assert!(e.0.starts_with("spec /nonexistent/x.toml: "), "{e}");
     }
 
     #[test]
     fn defaults_and_glibc_first() {
-        let p = AppsPlan::parse(false, None, None, None, None, None, 2).unwrap();
+        let p = AppsPlan::parse(false, &[], None, None, None, None, None, 2).unwrap();
         assert_eq!(p.apps.len(), apps().len());
         assert_eq!(
             p.locks,
@@ -694,7 +694,7 @@ mod tests {
         );
         assert_eq!(p.threads, [2, 4]);
         assert_eq!(p.repeats, 5);
-        let q = AppsPlan::parse(true, None, Some("mcs,glibc"), None, None, None, 2).unwrap();
+        let q = AppsPlan::parse(true, &[], None, Some("mcs,glibc"), None, None, None, 2).unwrap();
         assert_eq!(q.locks, ["glibc", "mcs"], "glibc once, first");
         assert_eq!((q.threads.as_slice(), q.repeats), ([2].as_slice(), 1));
     }
@@ -709,21 +709,21 @@ mod tests {
 
     #[test]
     fn outputs_are_read_as_the_programs_print_them() {
-        assert!(says_ok("time: 0.050\nok\n\n").is_ok());
-        assert!(says_ok("time: 0.050\nerror\n").is_err());
+        let all = apps();
+        let tc = all.iter().find(|a| a.name == "tokyo-hash").unwrap();
+        assert!(tc.verify.check("time: 0.050\nok\n\n").is_ok());
+        assert!(tc.verify.check("time: 0.050\nerror\n").is_err());
         assert!(
-            says_ok("ok\nerror\n").is_err(),
+            tc.verify.check("ok\nerror\n").is_err(),
             "an error line fails even with ok"
         );
-        let all = apps();
         let mc = all.iter().find(|a| a.name == "memcached").unwrap();
         let out = "Run time: 8.0s Ops: 590000 TPS: 73750 Net_rate: 12.3M/s\n";
         assert_eq!(mc.throughput(2, false, out, 9.0), Some(73750.0));
-        assert!((mc.verify)("no summary").is_err());
+        assert!(mc.verify.check("no summary").is_err());
         let sb = all.iter().find(|a| a.name == "sysbench-threads").unwrap();
         let out = "General statistics:\n    total time: 8.0001s\n    total number of events:              5000\n";
         assert_eq!(sb.throughput(4, false, out, 8.2), Some(625.0));
-        let tc = all.iter().find(|a| a.name == "tokyo-hash").unwrap();
         assert_eq!(
             tc.throughput(4, false, "ok", 2.0),
             Some(200_000.0),
@@ -734,13 +734,14 @@ mod tests {
             Some(20_000.0),
             "a tenth under --quick"
         );
-        let words = tc.words(tc.args, Path::new("/d"), 4, false, 0);
+        let words = tc.words(&tc.args, Path::new("/d"), 4, false, 0);
         assert_eq!(
             words,
             ["tchmttest", "write", "-rnd", "/d/a.tch", "4", "100000"]
         );
         let pz = all.iter().find(|a| a.name == "pigz").unwrap();
-        let words = pz.words(pz.args, Path::new("/d"), 2, true, 0);
+        assert!(matches!(pz.input, Some(Input::Words(50_331_648))));
+        let words = pz.words(&pz.args, Path::new("/d"), 2, true, 0);
         assert_eq!(words.len(), 3, "sh -c LINE: {words:?}");
         assert!(
             words[2].starts_with("pigz -p 2 -c /d/input > /d/input.gz"),

@@ -173,9 +173,14 @@ pub enum Command {
         /// Short runs, threads = CPUs, one repeat (every app still verified under every lock).
         #[arg(long)]
         quick: bool,
-        /// Apps: tokyo-hash, tokyo-btree, kyoto-order, kyoto-wicked, memcached, sysbench-threads, pigz.
+        /// Apps: tokyo-hash, tokyo-btree, kyoto-order, kyoto-wicked, memcached, sysbench-threads, pigz
+        /// (or the names in --spec files).
         #[arg(long, value_name = "LIST")]
         apps: Option<String>,
+        /// Run the apps of these spec files (TOML, the shipped ones in crates/locklab-bench/apps/ are
+        /// examples) instead of the built-in ones.
+        #[arg(long, value_name = "FILE", num_args = 1..)]
+        spec: Vec<String>,
         /// Lock choices (LOCKLAB_MUTEX values; glibc, meaning no preload, is always run first). Default:
         /// glibc, glibc-adaptive, mutex, mcs, qspinlock.
         #[arg(long, value_name = "LIST")]

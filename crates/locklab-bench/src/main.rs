@@ -100,6 +100,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         )?)?,
         Some(Command::Apps {
             quick,
+            spec,
             apps: list,
             locks,
             threads,
@@ -107,6 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         }) => apps::command(&apps::AppsPlan::parse(
             quick,
+            &spec,
             list.as_deref(),
             locks.as_deref(),
             threads.as_deref(),

@@ -787,12 +787,21 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         }
     };
     if let Ok(p) = &predicted {
-        let measured = rows.iter().find(|row| row.lock == p.process_choice);
-        if let Some(m) = measured {
-            println!(
-                "  measured for the predicted choice {}: {:.2}x, {}",
-                m.lock, m.ratio_vs_glibc, m.verdict
-            );
+        match rows.iter().find(|row| row.lock == p.process_choice) {
+            Some(m) => println!(
+                "  measured for the predicted choice {}: {:.2}x, {}{}",
+                m.lock,
+                m.ratio_vs_glibc,
+                m.verdict,
+                match m.verdict.as_str() {
+                    "slower" => " (the prediction and the measurement disagree)",
+                    _ => "",
+                }
+            ),
+            None => println!(
+                "  the predicted choice {} was not measured (add it with --locks)",
+                p.process_choice
+            ),
         }
     }
     println!("recommendation: {recommendation}");

@@ -37,7 +37,7 @@ pub(super) fn run_once(
     };
     let mut server: Option<Child> = None;
     let mut port = 0u16;
-    if let Some(server_args) = app.server {
+    if let Some(server_args) = &app.server {
         port = free_port().map_err(|e| format!("no free port: {e}"))?;
         let args = app.words(server_args, dir, threads, quick, port);
         let mut c = Command::new(&args[0]);
@@ -54,7 +54,7 @@ pub(super) fn run_once(
             return Err(format!("{} did not listen on port {port}", args[0]));
         }
     }
-    let args = app.words(app.args, dir, threads, quick, port);
+    let args = app.words(&app.args, dir, threads, quick, port);
     let mut c = Command::new(&args[0]);
     c.args(&args[1..]).current_dir(dir);
     if server.is_none() {
@@ -80,7 +80,7 @@ pub(super) fn run_once(
             last_lines(&text, 5)
         ));
     }
-    (app.verify)(&text)?;
+    app.verify.check(&text)?;
     match app.throughput(threads, quick, &text, wall) {
         Some(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err("no throughput in the output".into()),
