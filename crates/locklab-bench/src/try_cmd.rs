@@ -309,7 +309,20 @@ impl Runner<'_> {
             c.env("LOCKLAB_STAT", crate::lockstat::env_value(d));
         }
         let start = Instant::now();
-        let mut child = c.spawn()?;
+        let mut child = match c.spawn() {
+            Ok(ch) => ch,
+            Err(e) => {
+                // The program cannot be started at all (not an executable format, no permission):
+                // the shell's status, one line.
+                eprintln!("locklab: error: cannot run `{}`: {e}", self.plan.cmd[0]);
+                let _ = std::fs::remove_dir_all(&self.scratch);
+                std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                });
+            }
+        };
         let pid = child.id() as i32;
         GROUP.store(pid, Ordering::Relaxed);
         let mut timed_out = false;

@@ -95,24 +95,7 @@ int main(void) {
   return 9;
 }
 "#;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let c = dir.join("run_stat.c");
-    let exe = dir.join("run_stat");
-    std::fs::write(&c, src).unwrap();
-    let ok = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI has a C compiler"
-        );
-        return None;
-    }
-    Some(exe)
+    compile_c("run_stat", src)
 }
 
 #[test]
@@ -242,23 +225,10 @@ int main(void) {
   return 5;
 }
 "#;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let c = dir.join("run_lockdep.c");
-    let exe = dir.join("run_lockdep");
-    std::fs::write(&c, src).unwrap();
-    let ok = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI has a C compiler"
-        );
+    let Some(exe) = compile_c("run_lockdep", src) else {
         return;
-    }
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let json = dir.join("run_lockdep.json");
     let (code, out, err) = run(&[
         "run",

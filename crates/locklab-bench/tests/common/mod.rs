@@ -51,3 +51,26 @@ pub fn run_alone(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into(),
     )
 }
+
+/// Compiles a C program (`-O2 -pthread`) into the test's scratch directory; `None` without a C
+/// compiler (never on CI, which installs one).
+pub fn compile_c(name: &str, src: &str) -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let c = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&c, src).unwrap();
+    let ok = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI has a C compiler"
+        );
+        return None;
+    }
+    Some(exe)
+}
