@@ -613,7 +613,11 @@ pub fn from_processes(
     let mut out = Vec::new();
     for l in &hot {
         let acq = l.total.acquisitions + l.total.read_acquisitions;
-        let hold = l.total.hold_ns_total.checked_div(l.total.holds).unwrap_or(0);
+        let hold = l
+            .total
+            .hold_ns_total
+            .checked_div(l.total.holds)
+            .unwrap_or(0);
         let read_pct = if acq > 0 {
             100.0 * l.total.read_acquisitions as f64 / acq as f64
         } else {

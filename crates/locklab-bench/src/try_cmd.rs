@@ -9,9 +9,9 @@
 //! (`advise --from`), printed beside the measured verdict. Last, one line: what to set, or that
 //! nothing beats glibc here.
 //!
-//! Every run is its own process group, bounded in time (ten times glibc's slowest run, at least a
-//! minute), and the group is killed after it exits, so nothing the program started is left running;
-//! `SIGINT`/`SIGTERM` to the lab kill the run in progress too.
+//! Every run is its own process group, bounded in time (ten times glibc's slowest run, at least
+//! 10 s; a row that reaches it runs no more), and the group is killed after it exits, so nothing
+//! the program started is left running; `SIGINT`/`SIGTERM` to the lab kill the run in progress too.
 
 use crate::apps::{AppRow, on_path, verdict};
 use crate::preload::{self, MUTEXES, RWLOCKS};
@@ -351,7 +351,7 @@ impl Runner<'_> {
             String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
         if timed_out {
             return Ok(Err(format!(
-                "did not finish in {:.0} s (a hang?); stderr: {}",
+                "did not finish in {:.0} s, ten times glibc's slowest run (hung, or far slower): no more runs of it; stderr: {}",
                 limit.as_secs_f64(),
                 tail(&stderr, 3)
             )));
@@ -478,6 +478,8 @@ pub fn command(plan: &TryPlan) -> anyhow::Result<()> {
 /// One choice's runs and what went wrong.
 #[derive(Default, Clone)]
 struct Arm {
+    /// A run was killed at the time limit: the row runs no more (each would cost the limit again).
+    gave_up: bool,
     values: Vec<f64>,
     failure: Option<String>,
     top: Vec<serde_json::Value>,
@@ -548,7 +550,7 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
     let mut glibc_max = 0.0f64;
     let limit = |glibc_max: f64| {
         if glibc_max > 0.0 {
-            Duration::from_secs_f64((10.0 * glibc_max).max(60.0))
+            Duration::from_secs_f64((10.0 * glibc_max).max(10.0))
         } else {
             first_limit
         }
@@ -557,11 +559,16 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
     for _ in 0..plan.repeats {
         for (i, choice) in choices.iter().enumerate() {
             bar.set_message(choice.label.clone());
+            if arms[i].gave_up {
+                bar.inc(1);
+                continue;
+            }
             let o = r.run(choice, None, limit(glibc_max))?;
             bar.inc(1);
             let o = match o {
                 Ok(o) => o,
                 Err(e) => {
+                    arms[i].gave_up = true;
                     arms[i].failure.get_or_insert(e);
                     continue;
                 }
@@ -619,8 +626,11 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
     }
     for (i, choice) in choices.iter().enumerate().skip(1) {
         bar.set_message(format!("{} (statistics)", choice.label));
-        let (o, processes) = stat_run(choice, limit(glibc_max))?;
         bar.inc(1);
+        if arms[i].gave_up {
+            continue;
+        }
+        let (o, processes) = stat_run(choice, limit(glibc_max))?;
         arms[i].top = crate::lockstat::top_sites(&processes, 3);
         if let Some(e) = check_stat(o) {
             arms[i].failure.get_or_insert(e);

@@ -146,7 +146,7 @@ impl LockUnderTest for PreloadRwLock {
 }
 
 const WHY: &str =
-    "liblocklab_pthread.so is not beside the locklab binary (cargo build --release builds both)";
+    "liblocklab_pthread.so was not built (cargo build --release -p locklab-pthread builds it)";
 
 /// The two rows, or their unavailable entries.
 pub fn entries() -> Vec<LockInfo> {
