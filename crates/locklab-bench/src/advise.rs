@@ -895,4 +895,98 @@ mod tests {
         let text = render(&cells(&rows, &g), &[], &c);
         assert!(text.contains("collapses (throughput below half"), "{text}");
     }
+
+    fn stat(records: &[(&str, &str, u64, u64, u64, u64, u64)]) -> crate::lockstat::ProcessStat {
+        // (lock, kind, acquisitions, read acquisitions, contentions, wait ns, hold ns total)
+        crate::lockstat::ProcessStat {
+            records: records
+                .iter()
+                .map(
+                    |&(lock, kind, acq, reads, con, wait, hold)| crate::lockstat::Record {
+                        lock: lock.into(),
+                        kind: kind.into(),
+                        site: Some(format!("{lock}_site")),
+                        acquisitions: acq,
+                        read_acquisitions: reads,
+                        contentions: con,
+                        wait_ns_total: wait,
+                        holds: acq,
+                        hold_ns_total: hold,
+                        ..Default::default()
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn map(rows: Vec<ResultRow>) -> Advice {
+        Advice {
+            lab: Report {
+                locklab_version: String::new(),
+                machine: Default::default(),
+                calibration: Default::default(),
+                results: rows,
+            },
+            grid: Grid {
+                threads: vec![2, 4],
+                cs_ns: vec![0, 200, 1000],
+                read_pct: vec![0, 90],
+            },
+            cells: vec![],
+            rules: vec![],
+            collapses: vec![],
+        }
+    }
+
+    #[test]
+    fn from_statistics_each_hot_lock_gets_its_cells_choice_by_the_worse_thread_count() {
+        let mut rows = vec![];
+        for (t, cs) in [(2, 0), (2, 200), (2, 1000), (4, 0), (4, 200), (4, 1000)] {
+            // mcs wins with dedicated CPUs and collapses at 4 threads; mutex is second at 2 and
+            // first at 4; glibc is steady but behind.
+            rows.push(row("mcs", t, cs, 0, if t == 2 { 10.0 } else { 1.0 }));
+            rows.push(row("mutex", t, cs, 0, if t == 2 { 9.0 } else { 8.0 }));
+            rows.push(row("pthread-mutex", t, cs, 0, 5.0));
+            // rwlocks at 90% reads: rwspinlock ahead at both thread counts.
+            rows.push(row("recursive-rwsem", t, cs, 90, 4.0));
+            rows.push(row("rwspinlock", t, cs, 90, 6.0));
+            rows.push(row("pthread-rwlock", t, cs, 90, 3.0));
+        }
+        let m = map(rows);
+        // A mutex with 70% of the wait (hold 180 ns: the 200 ns column), an rwlock with 25% (90%
+        // reads), and a lock below 5% that is not hot.
+        let p = stat(&[
+            ("m", "mutex", 1000, 0, 100, 70_000, 180_000),
+            ("rw", "rwlock", 100, 900, 50, 25_000, 1_000),
+            ("cold", "mutex", 10, 0, 1, 4_000, 10),
+        ]);
+        let pred = from_processes(&[p], Some((&m, "test map".into())), None, true).unwrap();
+        assert_eq!(pred.hot.len(), 2, "{pred:?}");
+        let h = &pred.hot[0];
+        assert_eq!((h.lock.as_str(), h.site.as_str()), ("m", "m_site"));
+        assert_eq!(h.cell, (2, 200, 0));
+        assert_eq!(h.choice, "mutex", "mcs collapses at 4 threads: {h:?}");
+        assert!(
+            (h.wait_pct - 7_000_000.0 / 99_000.0).abs() < 1e-9,
+            "of all the wait"
+        );
+        assert_eq!(h.hold_ns, 180);
+        assert!((h.contended_pct - 10.0).abs() < 1e-9);
+        let r = &pred.hot[1];
+        assert_eq!(r.choice, "rwlock:rwspinlock");
+        assert_eq!(r.cell, (2, 0, 90), "1 ns hold: the 0 column; 90% reads");
+        assert_eq!(pred.process_choice, "mutex");
+        assert!((pred.process_share - 70.0 / 95.0 * 100.0).abs() < 1e-6);
+        assert!(pred.render().contains("process-wide: LOCKLAB_MUTEX=mutex"));
+        // With the thread count known (2), the cell's own winner.
+        let p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
+        let pred = from_processes(&[p], Some((&m, "test map".into())), Some(2), true).unwrap();
+        assert_eq!(pred.process_choice, "mcs");
+        // Nothing waited: keep glibc, no map needed.
+        let p = stat(&[("m", "mutex", 1000, 0, 0, 0, 10)]);
+        let pred = from_processes(&[p], None, None, true).unwrap();
+        assert_eq!(pred.process_choice, "glibc");
+        assert!(pred.hot.is_empty());
+    }
 }
