@@ -192,6 +192,24 @@ fn a_choice_the_program_fails_under_fails_the_command_with_its_stderr() {
     assert_eq!(rows[2]["verified"], false);
     assert_eq!(rows[2]["verdict"], "failed");
     assert!(out.contains("recommendation: keep glibc"), "{out}");
+    assert!(!out.contains("warning:"), "{out}");
+    // A program that fails under glibc too is compared with that status, and said to.
+    let (code, out, err) = run(&[
+        "try",
+        "--locks",
+        "mutex",
+        "--repeats",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        "echo nope >&2; exit 5",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(
+        out.contains("warning: the program does not succeed under glibc (exit status 5 under glibc; stderr: nope)"),
+        "{out}"
+    );
 }
 
 #[test]
