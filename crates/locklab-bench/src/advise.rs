@@ -295,13 +295,15 @@ pub fn render(cells: &[Cell], rules: &[Rule], collapses: &[String]) -> String {
 
 /// Runs the grid and returns the advice (printing the map unless `quiet`).
 pub fn run(grid: &Grid, quick: bool, quiet: bool, clock: &dyn Clock) -> anyhow::Result<Advice> {
-    run_of(grid, quick, quiet, clock, None)
+    let (duration_ms, repeats) = if quick { (60, 1) } else { (200, 3) };
+    run_of(grid, duration_ms, repeats, quiet, clock, None)
 }
 
 /// [`run`] over the named locks only (`None`: every lock and peer).
 fn run_of(
     grid: &Grid,
-    quick: bool,
+    duration_ms: u64,
+    repeats: usize,
     quiet: bool,
     clock: &dyn Clock,
     only: Option<&[&str]>,
@@ -324,9 +326,9 @@ fn run_of(
                 read_pct: read,
                 writers: 1,
                 condvar: CondvarSpec::default(),
-                duration_ms: if quick { 60 } else { 200 },
-                warmup_ms: if quick { 10 } else { 30 },
-                repeats: if quick { 1 } else { 3 },
+                duration_ms,
+                warmup_ms: if duration_ms < 100 { 10 } else { 30 },
+                repeats,
                 pin: true,
                 quiet: true,
                 exporters: vec![],
@@ -515,7 +517,8 @@ fn nearest(v: f64, grid: &[u64]) -> u64 {
 }
 
 /// The prediction for `processes` (a program's lock statistics) from `map` (an `advise --json`),
-/// or from a quick grid over the preload's choices measured now (~10 s) at `threads` threads
+/// or from a quick grid over the preload's choices measured now (three 60 ms runs a cell; ~10 s,
+/// ~40 s when an rwlock is hot) at `threads` threads
 /// (default: the CPUs, at least 2).
 pub fn from_processes(
     processes: &[crate::lockstat::ProcessStat],
@@ -556,9 +559,10 @@ pub fn from_processes(
     let (advice, source): (&Advice, String) = match map {
         Some((a, name)) => (a, name),
         None => {
+            let rw = hot.iter().any(|l| l.kind == "rwlock");
             let names: Vec<&str> = PRELOAD_MUTEXES
                 .iter()
-                .chain(&PRELOAD_RWLOCKS)
+                .chain(if rw { &PRELOAD_RWLOCKS[..] } else { &[] })
                 .map(|(l, _)| *l)
                 .collect();
             let grid = Grid {
@@ -580,12 +584,15 @@ pub fn from_processes(
                         .map(|t| t.to_string())
                         .collect::<Vec<_>>()
                         .join(" and "),
-                    grid.cs_ns.len() * grid.read_pct.len() * wanted.len()
+                    (grid.cs_ns.len() * grid.read_pct.len() * wanted.len() * names.len()) * 21
+                        / 100
                 );
             }
+            // Short cells, but three of each: one 60 ms run can crown a lock by noise alone.
             measured = run_of(
                 &grid,
-                true,
+                60,
+                3,
                 true,
                 &crate::runner::SystemClock::default(),
                 Some(&names),

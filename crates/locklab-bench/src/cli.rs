@@ -75,7 +75,7 @@ pub enum Command {
         #[arg(long, value_name = "STAT.json")]
         from: Option<String>,
         /// With --from: the map to read (an `advise --json` file) instead of a quick grid of the
-        /// preload's choices measured now (~10 s).
+        /// preload's choices measured now (~10 s; ~40 s with rwlocks).
         #[arg(long, value_name = "ADVICE.json", requires = "from")]
         map: Option<String>,
         /// Thread counts (default 1,2,2xCPUs); with --from, the program's threads (default: CPUs).
