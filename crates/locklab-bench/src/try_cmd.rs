@@ -539,8 +539,7 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
     let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
-            indicatif::ProgressStyle::with_template("run {pos} of {len}, {eta} left  {msg}")
-                .expect("a valid template"),
+            indicatif::ProgressStyle::with_template("{msg}, {eta} left").expect("a valid template"),
         );
         b
     } else {
@@ -559,7 +558,11 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
     let mut reference_note: Option<String> = None;
     for _ in 0..plan.repeats {
         for (i, choice) in choices.iter().enumerate() {
-            bar.set_message(choice.label.clone());
+            bar.set_message(format!(
+                "run {} of {total}: {}",
+                bar.position() + 1,
+                choice.label
+            ));
             if arms[i].gave_up {
                 bar.inc(1);
                 continue;
@@ -635,7 +638,11 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         arms[0].failure.get_or_insert(e);
     }
     for (i, choice) in choices.iter().enumerate().skip(1) {
-        bar.set_message(format!("{} (statistics)", choice.label));
+        bar.set_message(format!(
+            "run {} of {total}: {} (statistics)",
+            bar.position() + 1,
+            choice.label
+        ));
         bar.inc(1);
         if arms[i].gave_up {
             continue;
