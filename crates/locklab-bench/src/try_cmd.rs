@@ -262,18 +262,46 @@ impl Runner<'_> {
         limit: Duration,
     ) -> anyhow::Result<Result<Outcome, String>> {
         if let Some(setup) = &self.plan.setup {
-            let out = Command::new("sh")
+            // Its own group and the same bound as a run: a setup that hangs must not hang `try`.
+            let err_path = self.scratch.join("setup-stderr");
+            let mut child = Command::new("sh")
                 .arg("-c")
                 .arg(setup)
                 .stdin(Stdio::null())
-                .output()
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&err_path)?)
+                .process_group(0)
+                .spawn()
                 .map_err(|e| anyhow::anyhow!("--setup: cannot run sh: {e}"))?;
-            if !out.status.success() {
-                anyhow::bail!(
+            let pid = child.id() as i32;
+            GROUP.store(pid, Ordering::Relaxed);
+            let start = Instant::now();
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(st)) => break Some(st),
+                    Ok(None) if start.elapsed() > limit => break None,
+                    Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            // SAFETY: the setup's own process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = child.wait();
+            GROUP.store(0, Ordering::Relaxed);
+            let stderr =
+                String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
+            match status {
+                None => anyhow::bail!(
+                    "--setup `{setup}` did not finish in {:.0} s",
+                    limit.as_secs_f64()
+                ),
+                Some(st) if !st.success() => anyhow::bail!(
                     "--setup `{setup}` failed ({}): {}",
-                    status_text(&out.status),
-                    tail(&String::from_utf8_lossy(&out.stderr), 3)
-                );
+                    status_text(&st),
+                    tail(&stderr, 3)
+                ),
+                Some(_) => {}
             }
         }
         let out_path = self.scratch.join("stdout");
@@ -454,6 +482,10 @@ pub fn command(plan: &TryPlan) -> anyhow::Result<()> {
         Some(true) => {}
     }
     let lib = preload::find_library(&std::env::current_exe()?)?;
+    // A --json file that cannot be written is said now, not after every run.
+    if let Some(f) = plan.json.as_deref().filter(|f| *f != "-") {
+        std::fs::File::create(f).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?;
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());

@@ -253,6 +253,20 @@ fn setup_runs_before_each_run() {
         err.contains("--setup `exit 4` failed (exit status 4)"),
         "{err}"
     );
+    let (code, out, err) = run(&[
+        "try",
+        "--repeats",
+        "1",
+        "--json",
+        "/no/such/dir/t.json",
+        "--",
+        "true",
+    ]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("cannot write /no/such/dir/t.json"),
+        "before any run: {err}"
+    );
 }
 
 /// A program whose output depends on the lock's insides: glibc's private `__nusers` field of a
