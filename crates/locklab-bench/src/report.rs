@@ -330,7 +330,7 @@ mod tests {
             page.contains("data-plots=\"1\""),
             "one chart: tokyo-hash at 2 threads"
         );
-        assert!(page.contains("tokyo-hash, 2 threads: throughput / glibc"));
+        assert!(page.contains("tokyo-hash, 2 threads: speed / glibc"));
         assert!(page.contains("1.48x"), "the mutex bar's label");
         assert!(page.contains("tchdbput+0x4a (libtc.so) (3 contentions, 1500 ns waiting)"));
         assert!(page.contains("Not installed: pigz (install pigz)."));
@@ -338,6 +338,33 @@ mod tests {
             !page.contains("uncontended atomic RMW"),
             "no calibration in an apps document"
         );
+    }
+
+    #[test]
+    fn try_rows_of_wall_time_are_drawn_as_speed_ups() {
+        let text = r#"{"locklab_version": "0.1.0", "machine": {"cpu_model": "X", "logical_cpus": 2,
+            "kernel": "k", "rustc": "r"}, "apps": [
+            {"app": "./prog", "lock": "glibc", "threads": 0, "unit": "s", "higher_is_better": false,
+             "runs": [4.0], "median": 4.0, "min": 3.5, "max": 4.5, "ratio_vs_glibc": 1.0,
+             "verdict": "reference", "verified": true, "top_locks": []},
+            {"app": "./prog", "lock": "mcs", "threads": 0, "unit": "s", "higher_is_better": false,
+             "runs": [2.0], "median": 2.0, "min": 1.6, "max": 2.5, "ratio_vs_glibc": 2.0,
+             "verdict": "faster", "verified": true, "top_locks": []},
+            {"app": "./prog", "lock": "tas", "threads": 0, "unit": "s", "higher_is_better": false,
+             "runs": [], "median": 0.0, "min": 0.0, "max": 0.0, "ratio_vs_glibc": 0.0,
+             "verdict": "failed", "verified": false, "top_locks": []}]}"#;
+        let doc: RunDoc = serde_json::from_str(text).unwrap();
+        let page = render(&[doc]).unwrap();
+        assert!(
+            page.contains("./prog, its own threads: speed / glibc"),
+            "a try row"
+        );
+        assert!(page.contains("2.00x"), "half the time is twice the speed");
+        assert!(
+            page.contains("0.00x"),
+            "a failed row has no bar, and no infinity"
+        );
+        assert!(!page.contains("infx") && !page.contains("NaN"), "no division by a zero time");
     }
 
     #[test]

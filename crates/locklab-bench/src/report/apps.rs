@@ -19,6 +19,15 @@ pub(super) fn app_groups(
     out
 }
 
+/// `4 threads`, or for a `try` row (0) the program's own.
+fn threads_text(threads: u64) -> String {
+    if threads == 0 {
+        "its own threads".into()
+    } else {
+        format!("{threads} threads")
+    }
+}
+
 /// An app's bars: each lock's median throughput as a ratio to glibc's median, with whiskers from
 /// its slowest to its fastest run (also over glibc's median), and the 1.0 line.
 pub(super) fn app_chart(
@@ -32,15 +41,32 @@ pub(super) fn app_chart(
         .and_then(|r| r["median"].as_f64())
         .filter(|&m| m > 0.0)
         .ok_or_else(|| format!("{app}: no glibc row"))?;
+    // `try` rows of wall time (lower is better) are drawn as speed-ups, like throughputs: glibc's
+    // time over the row's, the fastest run as the top whisker. A row without runs (it failed) has
+    // no bar.
+    let speed = |r: &serde_json::Value, k: &str| {
+        let v = r[k].as_f64().unwrap_or(0.0);
+        if v <= 0.0 {
+            0.0
+        } else if r["higher_is_better"] == false {
+            glibc / v
+        } else {
+            v / glibc
+        }
+    };
     let bars: Vec<(String, f64, f64, f64)> = rows
         .iter()
         .map(|r| {
-            let f = |k: &str| r[k].as_f64().unwrap_or(0.0) / glibc;
+            let (lo, hi) = if r["higher_is_better"] == false {
+                ("max", "min")
+            } else {
+                ("min", "max")
+            };
             (
                 r["lock"].as_str().unwrap_or("?").to_string(),
-                f("median"),
-                f("min"),
-                f("max"),
+                speed(r, "median"),
+                speed(r, lo),
+                speed(r, hi),
             )
         })
         .collect();
@@ -52,7 +78,7 @@ pub(super) fn app_chart(
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut c = ChartBuilder::on(&root)
             .caption(
-                format!("{app}, {threads} threads: throughput / glibc's"),
+                format!("{app}, {}: speed / glibc's", threads_text(threads)),
                 ("sans-serif", 16),
             )
             .margin(12)
@@ -128,7 +154,8 @@ pub(super) fn apps_section(
         let p = Plot {
             id: format!("run{run}-apps-{}-{threads}", slug(&app)),
             caption: format!(
-                "{app} at {threads} threads: each lock's median over glibc's (higher is better), whiskers from the slowest to the fastest run."
+                "{app} at {}: each lock's median speed over glibc's (higher is better), whiskers from the slowest to the fastest run.",
+                threads_text(threads)
             ),
             svg,
             legend: Vec::new(),
