@@ -364,7 +364,10 @@ mod tests {
             page.contains("0.00x"),
             "a failed row has no bar, and no infinity"
         );
-        assert!(!page.contains("infx") && !page.contains("NaN"), "no division by a zero time");
+        assert!(
+            !page.contains("infx") && !page.contains("NaN"),
+            "no division by a zero time"
+        );
     }
 
     #[test]
