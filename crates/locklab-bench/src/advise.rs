@@ -446,6 +446,8 @@ pub struct Prediction {
     pub process_share: f64,
     /// Where the map came from (`measured now (quick grid)`, or a file).
     pub map: String,
+    /// The thread count the map was read at, and where it came from.
+    pub threads: String,
 }
 
 impl Prediction {
@@ -470,7 +472,7 @@ impl Prediction {
 
     /// The table `advise --from` prints.
     pub fn render(&self) -> String {
-        let mut s = format!("crossover map: {}\n", self.map);
+        let mut s = format!("crossover map: {}\nthreads: {}\n", self.map, self.threads);
         if self.hot.is_empty() {
             s += "no lock waited: nothing to gain from another lock (keep glibc)\n";
             return s;
@@ -545,15 +547,30 @@ pub fn from_processes(
             process_choice: "glibc".into(),
             process_share: 100.0,
             map: "not needed".into(),
+            threads: "not needed".into(),
         });
     }
-    // A program's thread count is not in its statistics: without --threads, the map's cells at the
-    // CPUs and at twice the CPUs, and the choice that does best in the worse of the two (a spinlock
-    // that wins on dedicated CPUs and collapses when threads outnumber them is no advice).
+    // The thread count: --threads, else the most threads that took locks at once (the library
+    // records it), else unknown (an older file): the map's cells at the CPUs and at twice the CPUs,
+    // and the choice that does best in the worse of the two (a spinlock that wins on dedicated CPUs
+    // and collapses when threads outnumber them is no advice).
     let cpus = crate::runner::allowed_cpus().len().max(2);
+    let peak = processes.iter().map(|p| p.threads_peak).max().unwrap_or(0) as usize;
     let wanted: Vec<usize> = match threads {
         Some(t) => vec![t],
+        None if peak > 0 => vec![peak.clamp(2, 256)],
         None => vec![cpus, 2 * cpus],
+    };
+    let threads_text = match threads {
+        Some(t) => format!("{t} (--threads)"),
+        None if peak > 0 => format!(
+            "{} (the most threads that had taken a lock alive at once: {peak})",
+            wanted[0]
+        ),
+        None => format!(
+            "unknown (statistics without a thread count): the worse of {cpus} and {}",
+            2 * cpus
+        ),
     };
     let measured;
     let (advice, source): (&Advice, String) = match map {
@@ -722,6 +739,7 @@ pub fn from_processes(
         process_choice: by[0].0.clone(),
         process_share: 100.0 * by[0].1 / hot_total.max(1e-9),
         map: source,
+        threads: threads_text,
     })
 }
 
@@ -986,7 +1004,28 @@ mod tests {
         assert_eq!(pred.process_choice, "mutex");
         assert!((pred.process_share - 70.0 / 95.0 * 100.0).abs() < 1e-6);
         assert!(pred.render().contains("process-wide: LOCKLAB_MUTEX=mutex"));
-        // With the thread count known (2), the cell's own winner.
+        assert!(
+            pred.render().contains("threads: unknown"),
+            "{}",
+            pred.render()
+        );
+        // The thread count from the statistics: at 2, mcs wins its cell.
+        let mut p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
+        p.threads_peak = 2;
+        let pred = from_processes(&[p.clone()], Some((&m, "test map".into())), None, true).unwrap();
+        assert_eq!(pred.process_choice, "mcs");
+        assert!(
+            pred.threads.starts_with("2 (the most threads"),
+            "{}",
+            pred.threads
+        );
+        p.threads_peak = 5;
+        let pred = from_processes(&[p], Some((&m, "test map".into())), None, true).unwrap();
+        assert_eq!(
+            pred.process_choice, "mutex",
+            "5 threads read at the map's nearest, 4"
+        );
+        // With the thread count given (2), the cell's own winner.
         let p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
         let pred = from_processes(&[p], Some((&m, "test map".into())), Some(2), true).unwrap();
         assert_eq!(pred.process_choice, "mcs");

@@ -97,6 +97,9 @@ pub struct ProcessStat {
     pub locks_used: u64,
     /// Locks that were contended at least once.
     pub locks_contended: u64,
+    /// The most threads that had taken a lock and were alive at once (0 in files written before
+    /// the library recorded it).
+    pub threads_peak: u64,
     /// Records lost to full per-thread tables, and operations of threads without one.
     pub dropped: u64,
     /// Operations by threads that had no table.

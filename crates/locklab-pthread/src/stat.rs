@@ -1451,6 +1451,10 @@ fn write_json(
         .u(locks_used)
         .s(b",\"locks_contended\":")
         .u(locks_contended);
+    // Shards are reused when their thread exits, so their count is the most threads that had
+    // taken a lock and were alive at once (the advice's thread count).
+    w.s(b",\"threads_peak\":")
+        .u(SHARD_COUNT.load(Ordering::Relaxed).min(MAX_SHARDS) as u64);
     w.s(b",\"dropped\":")
         .u(dropped)
         .s(b",\"uncounted\":")
