@@ -78,7 +78,8 @@ pub enum Command {
         /// preload's choices measured now (~10 s; ~40 s with rwlocks).
         #[arg(long, value_name = "ADVICE.json", requires = "from")]
         map: Option<String>,
-        /// Thread counts (default 1,2,2xCPUs); with --from, the program's threads (default: CPUs).
+        /// Thread counts (default 1,2,2xCPUs); with --from, the program's threads (default: the most
+        /// that took locks at once, from the statistics).
         #[arg(long, value_name = "LIST")]
         threads: Option<String>,
         /// Critical sections, ns (default 0,200,1000).
