@@ -599,7 +599,7 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
 }
 
 /// `(median, min, max)`; zeros when there are no runs.
-fn spread(v: &[f64]) -> (f64, f64, f64) {
+pub(crate) fn spread(v: &[f64]) -> (f64, f64, f64) {
     if v.is_empty() {
         return (0.0, 0.0, 0.0);
     }

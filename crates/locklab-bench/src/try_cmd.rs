@@ -13,7 +13,7 @@
 //! 10 s; a row that reaches it runs no more), and the group is killed after it exits, so nothing
 //! the program started is left running; `SIGINT`/`SIGTERM` to the lab kill the run in progress too.
 
-use crate::apps::{AppRow, on_path, verdict};
+use crate::apps::{AppRow, on_path, spread, verdict};
 use crate::preload::{self, MUTEXES, RWLOCKS};
 use crate::usage::{UsageError, usage};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -247,6 +247,39 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
+/// Waits for `child` (the leader of its own process group, started at `start`) for at most
+/// `limit`, then kills its group either way (on time-out, or whatever it left behind): its status
+/// (`None`: killed at the limit) and its wall time in seconds. The group is in [`GROUP`] meanwhile,
+/// for the signal handler.
+fn wait_group(
+    child: &mut std::process::Child,
+    start: Instant,
+    limit: Duration,
+) -> std::io::Result<(Option<ExitStatus>, f64)> {
+    let pid = child.id() as i32;
+    GROUP.store(pid, Ordering::Relaxed);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() > limit => break None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                GROUP.store(0, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    };
+    let wall = start.elapsed().as_secs_f64();
+    // SAFETY: the child's own process group (its leftovers, or all of it at the limit).
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    if status.is_none() {
+        let _ = child.wait();
+    }
+    GROUP.store(0, Ordering::Relaxed);
+    Ok((status, wall))
+}
+
 struct Runner<'a> {
     plan: &'a TryPlan,
     lib: PathBuf,
@@ -273,22 +306,7 @@ impl Runner<'_> {
                 .process_group(0)
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("--setup: cannot run sh: {e}"))?;
-            let pid = child.id() as i32;
-            GROUP.store(pid, Ordering::Relaxed);
-            let start = Instant::now();
-            let status = loop {
-                match child.try_wait() {
-                    Ok(Some(st)) => break Some(st),
-                    Ok(None) if start.elapsed() > limit => break None,
-                    Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e.into()),
-                }
-            };
-            // SAFETY: the setup's own process group.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-            let _ = child.wait();
-            GROUP.store(0, Ordering::Relaxed);
+            let (status, _) = wait_group(&mut child, Instant::now(), limit)?;
             let stderr =
                 String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
             match status {
@@ -351,39 +369,17 @@ impl Runner<'_> {
                 });
             }
         };
-        let pid = child.id() as i32;
-        GROUP.store(pid, Ordering::Relaxed);
-        let mut timed_out = false;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e.into()),
-            }
-            if start.elapsed() > limit {
-                timed_out = true;
-                // SAFETY: the run's own process group.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-                break child.wait()?;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        let wall = start.elapsed().as_secs_f64();
-        // Whatever the program left behind in its group.
-        // SAFETY: the run's own process group (already empty, or its leftovers).
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-        GROUP.store(0, Ordering::Relaxed);
+        let (status, wall) = wait_group(&mut child, start, limit)?;
         let stdout = std::fs::read(&out_path).unwrap_or_default();
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
-        if timed_out {
+        let Some(status) = status else {
             return Ok(Err(format!(
                 "did not finish in {:.0} s, ten times glibc's slowest run (hung, or far slower): no more runs of it; stderr: {}",
                 limit.as_secs_f64(),
                 tail(&stderr, 3)
             )));
-        }
+        };
         Ok(Ok(Outcome {
             status,
             wall,
@@ -699,20 +695,6 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
     }
     // The table.
     let higher = plan.uses_rate();
-    let spread = |v: &[f64]| -> (f64, f64, f64) {
-        if v.is_empty() {
-            return (0.0, 0.0, 0.0);
-        }
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        let m = s.len();
-        let med = if m % 2 == 1 {
-            s[m / 2]
-        } else {
-            (s[m / 2 - 1] + s[m / 2]) / 2.0
-        };
-        (med, s[0], s[m - 1])
-    };
     let fmt = |v: f64| {
         if higher {
             crate::apps::human_rate(v)
