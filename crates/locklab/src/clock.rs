@@ -4,7 +4,7 @@
 //! a countdown of how many times it was consulted, so that the model still explores the paths that time
 //! decides (a spinner giving up and unqueueing, a waiter asking for hand-off, a timed lock timing out).
 
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(locklab_sim)))]
 mod imp {
     use std::time::{Duration, Instant};
 
@@ -60,6 +60,66 @@ mod imp {
     pub(crate) type Deadline = Instant;
 
     /// How long is left before `deadline`: `Some(None)` for no deadline, `None` once it has passed.
+    #[inline]
+    pub(crate) fn time_left(deadline: Option<&Deadline>) -> Option<Option<Duration>> {
+        match deadline {
+            None => Some(None),
+            Some(d) => d
+                .checked_duration_since(Instant::now())
+                .filter(|left| !left.is_zero())
+                .map(Some),
+        }
+    }
+}
+
+/// Under the simulator: the spin budgets and waiter stamps read the virtual clock (a budget's end is
+/// registered, so that a parked poller wakes at it); timeouts stay on the host's clock (no workload
+/// the simulator runs takes a timed lock).
+#[cfg(locklab_sim)]
+mod imp {
+    use std::time::{Duration, Instant};
+
+    pub(crate) struct SpinBudget {
+        deadline: f64,
+    }
+
+    impl SpinBudget {
+        #[inline]
+        pub(crate) fn new(ns: u64) -> Self {
+            let deadline = crate::sim::now() + ns as f64;
+            crate::sim::note_deadline(deadline);
+            SpinBudget { deadline }
+        }
+
+        /// Whether the budget is used up (the hardware build reads the clock every 16th call; the
+        /// simulated clock is read every time, at no cost, so a poller woken at the deadline stops).
+        #[inline]
+        pub(crate) fn expired(&mut self) -> bool {
+            crate::sim::peek() >= self.deadline
+        }
+    }
+
+    pub(crate) struct Stamp(std::cell::Cell<f64>);
+
+    impl Stamp {
+        #[inline]
+        pub(crate) fn now() -> Self {
+            Stamp(std::cell::Cell::new(crate::sim::now()))
+        }
+
+        #[inline]
+        pub(crate) fn reset(&self) {
+            self.0.set(crate::sim::now());
+        }
+
+        #[inline]
+        pub(crate) fn older_than(&self, ns: u64) -> bool {
+            crate::sim::now() - self.0.get() >= ns as f64
+        }
+    }
+
+    pub(crate) type Deadline = Instant;
+
     #[inline]
     pub(crate) fn time_left(deadline: Option<&Deadline>) -> Option<Option<Duration>> {
         match deadline {

@@ -78,7 +78,12 @@ mod dep;
 #[cfg(not(loom))]
 pub mod lockdep;
 mod primitive;
-#[cfg(not(loom))]
+#[cfg(locklab_sim)]
+pub mod sim;
+#[cfg(all(loom, locklab_sim))]
+compile_error!("`--cfg loom` and `--cfg locklab_sim` each replace the atomics: choose one");
+// RCU keeps its own atomics and helper threads, which the simulator does not model.
+#[cfg(not(any(loom, locklab_sim)))]
 pub mod rcu;
 /// Under loom only the RCU flavours' protocol builds (the domains need thread-locals and futexes);
 /// the models run it.

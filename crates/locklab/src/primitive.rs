@@ -3,6 +3,10 @@
 //! (`RUSTFLAGS="--cfg loom"`). Under loom a busy-wait step becomes a scheduler yield, which is how loom
 //! explores spin loops without running them forever.
 //!
+//! Under `--cfg locklab_sim` the same items go to the simulator ([`crate::sim`]): its atomics, and
+//! busy-wait steps that it can stand for many iterations of a polling loop (which is why the bounded
+//! spinners below count what a step returns).
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
@@ -10,7 +14,12 @@ pub(crate) use loom::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
-#[cfg(not(loom))]
+#[cfg(locklab_sim)]
+pub(crate) use crate::sim::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
+
+#[cfg(not(any(loom, locklab_sim)))]
 pub(crate) use core::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
@@ -20,7 +29,9 @@ pub(crate) use core::sync::atomic::{
 pub(crate) fn spin_loop() {
     #[cfg(loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(locklab_sim)]
+    crate::sim::boundary(crate::sim::Boundary::Pause(1), u64::MAX);
+    #[cfg(not(any(loom, locklab_sim)))]
     core::hint::spin_loop();
 }
 
@@ -29,7 +40,9 @@ pub(crate) fn spin_loop() {
 pub(crate) fn yield_now() {
     #[cfg(loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(locklab_sim)]
+    crate::sim::boundary(crate::sim::Boundary::Yield, u64::MAX);
+    #[cfg(not(any(loom, locklab_sim)))]
     crate::sys::sched_yield();
 }
 
@@ -67,8 +80,18 @@ impl SpinWait {
     #[inline]
     pub(crate) fn wait(&mut self) {
         if self.steps < self.spins {
-            self.steps += 1;
-            spin_loop();
+            #[cfg(locklab_sim)]
+            {
+                // The simulator may stand this step for many (a parked poller): count them all.
+                let left = u64::from(self.spins - self.steps);
+                let n = crate::sim::boundary(crate::sim::Boundary::Pause(1), left);
+                self.steps += n.min(left) as u32;
+            }
+            #[cfg(not(locklab_sim))]
+            {
+                self.steps += 1;
+                spin_loop();
+            }
         } else {
             yield_now();
         }
@@ -121,6 +144,10 @@ impl Backoff {
     #[inline]
     pub(crate) fn wait(&mut self) {
         if self.step < self.max {
+            // One simulator step for the whole burst (its cost is `step` pauses).
+            #[cfg(locklab_sim)]
+            crate::sim::boundary(crate::sim::Boundary::Pause(self.step), u64::MAX);
+            #[cfg(not(locklab_sim))]
             for _ in 0..self.step {
                 spin_loop();
             }

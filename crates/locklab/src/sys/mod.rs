@@ -23,10 +23,13 @@
 
 // The atomics the futex calls take: loom's under loom (the models' atomics), else core's. Named here,
 // not through the `primitive` shim, so that the platform layer depends on nothing above it.
-#[cfg(not(loom))]
+#[cfg(not(any(loom, locklab_sim)))]
 use core::sync::atomic::AtomicU32;
 #[cfg(loom)]
 use loom::sync::atomic::AtomicU32;
+// Under the simulator, its atomics: a virtual thread's futex calls go to the simulated scheduler.
+#[cfg(locklab_sim)]
+use crate::sim::atomic::AtomicU32;
 use std::time::Duration;
 
 #[cfg(all(target_os = "linux", not(locklab_fallback)))]
@@ -112,6 +115,12 @@ mod no_barrier {
 #[cfg(not(loom))]
 #[inline]
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    #[cfg(locklab_sim)]
+    if let Some(r) = crate::sim::futex_wait(word, expected, timeout) {
+        return r;
+    }
+    #[cfg(locklab_sim)]
+    let word = word.inner();
     os::wait(word, expected, timeout)
 }
 
@@ -133,6 +142,12 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[inline]
 pub fn futex_wake(word: *const AtomicU32, n: u32) -> usize {
+    #[cfg(locklab_sim)]
+    if let Some(r) = crate::sim::futex_wake(word, n) {
+        return r;
+    }
+    #[cfg(locklab_sim)]
+    let word = word.cast::<core::sync::atomic::AtomicU32>();
     os::wake(word, n)
 }
 
@@ -177,6 +192,10 @@ pub(crate) fn cpus() -> usize {
     static CPUS: AtomicUsize = AtomicUsize::new(0);
     if cfg!(loom) {
         return 2;
+    }
+    #[cfg(locklab_sim)]
+    if let Some(n) = crate::sim::machine_cores() {
+        return n;
     }
     // Relaxed: every racing first caller stores the same value.
     match CPUS.load(O::Relaxed) {
@@ -313,6 +332,10 @@ pub fn current_cpu() -> Option<usize> {
     // Miri has no model of `sched_getcpu`: report "unknown", which every caller handles.
     if cfg!(miri) {
         return None;
+    }
+    #[cfg(locklab_sim)]
+    if let Some(c) = crate::sim::current_core() {
+        return Some(c);
     }
     os::current_cpu()
 }
