@@ -6,10 +6,12 @@
 //!
 //! Last, it builds `liblocklab_pthread.so` (the preload library the `run`, `apps` and `try` commands
 //! and the default job's preload rows need), so that `cargo run --release` on a fresh clone gives the
-//! whole toolset: see [`preload_library`].
+//! whole toolset: see [`preload_library`]. And it builds the simulator's runner `locklab-sim` with
+//! `--cfg locklab_sim` (what `locklab predict` runs): see [`simulator`].
 fn main() {
     c_peers();
     preload_library();
+    simulator();
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let version = std::process::Command::new(rustc)
         .arg("--version")
@@ -233,5 +235,77 @@ fn preload_library() {
             );
         }
         Err(e) => println!("cargo:warning=could not run cargo to build liblocklab_pthread.so: {e}"),
+    }
+}
+
+/// Builds `locklab-sim` (locklab's locks on the simulated machine: `--cfg locklab_sim`) with a nested
+/// cargo into `<target>/sim/`, its own target directory since every crate in it is built with that
+/// cfg; `LOCKLAB_SIM_BUILT` names the binary. Skipped for cross builds and with
+/// `LOCKLAB_NO_SIM_BUILD=1`; a failure is a warning (`predict` then says how to build it).
+fn simulator() {
+    println!("cargo:rerun-if-env-changed=LOCKLAB_NO_SIM_BUILD");
+    let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) else {
+        return;
+    };
+    if off("LOCKLAB_NO_SIM_BUILD") || target != host {
+        return;
+    }
+    let manifest_dir = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    let workspace = manifest_dir.join("../..");
+    if !workspace.join("crates/locklab-sim/Cargo.toml").is_file() {
+        return;
+    }
+    for p in [
+        "crates/locklab-sim/src",
+        "crates/locklab-sim/Cargo.toml",
+        "crates/locklab/src",
+        "crates/locklab/Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", workspace.join(p).display());
+    }
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    let Some(target_dir) = out.ancestors().nth(4) else {
+        return;
+    };
+    let target_dir = target_dir.join("sim");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = std::process::Command::new(cargo);
+    c.args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "locklab-sim",
+        "--manifest-path",
+    ])
+    .arg(workspace.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(&target_dir)
+    .env_remove("RUSTC_WORKSPACE_WRAPPER")
+    .env_remove("RUSTFLAGS")
+    .env("CARGO_ENCODED_RUSTFLAGS", "--cfg\x1flocklab_sim")
+    .env_remove("CARGO_TARGET_DIR")
+    .env_remove("CARGO_BUILD_TARGET_DIR");
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_"))
+        {
+            c.env_remove(k);
+        }
+    }
+    match c.output() {
+        Ok(o) if o.status.success() => {
+            let bin = target_dir.join("release/locklab-sim");
+            println!("cargo:rustc-env=LOCKLAB_SIM_BUILT={}", bin.display());
+        }
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let first = err.lines().find(|l| l.contains("error")).unwrap_or("");
+            println!(
+                "cargo:warning=the simulator (locklab-sim, for `locklab predict`) did not build: {first}"
+            );
+        }
+        Err(e) => println!("cargo:warning=could not run cargo to build the simulator: {e}"),
     }
 }

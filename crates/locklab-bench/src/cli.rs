@@ -32,6 +32,50 @@ pub enum Command {
         /// Also write them as JSON to this file (`-`: standard output).
         #[arg(long, value_name = "F")]
         json: Option<String>,
+        /// Also write this machine's description for `predict --machine F` (TOML) to this file.
+        #[arg(long, value_name = "F")]
+        describe: Option<String>,
+    },
+    /// The lab's table computed on a simulated machine (locklab's real lock code on a modelled
+    /// memory system and scheduler), every row marked predicted. Machines: this (calibrated now),
+    /// opteron-48 (4 sockets x 2 dies x 6 cores), opteron-2s8c (2 x 2 x 4), xeon-2s (2 x 10), or a
+    /// description file (see `calibrate --describe`).
+    Predict {
+        /// this, opteron-48, opteron-2s8c, xeon-2s, or a description file. Default: opteron-48.
+        #[arg(long, value_name = "M")]
+        machine: Option<String>,
+        /// mutex or rw. Default: mutex.
+        #[arg(long, value_name = "W")]
+        workload: Option<String>,
+        /// Locks: tas, ticket, mcs, qspinlock, mutex, fair-mutex, rwspinlock, rwsem. Default:
+        /// ticket, mcs, qspinlock, mutex, rwsem.
+        #[arg(long, value_name = "LIST")]
+        locks: Option<String>,
+        /// Thread counts (list or start:end:step). Default: 1, 2, 4, ... up to the machine's cores.
+        #[arg(long, value_name = "LIST")]
+        threads: Option<String>,
+        /// Critical section, ns (default 100).
+        #[arg(long, value_name = "NS")]
+        cs_ns: Option<String>,
+        /// Private work between operations, ns (default 100).
+        #[arg(long, value_name = "NS")]
+        think_ns: Option<String>,
+        /// `rw`: percent of operations that read (default 90).
+        #[arg(long, value_name = "PCT")]
+        read_pct: Option<String>,
+        /// Virtual time per run, ms (default 20).
+        #[arg(long, value_name = "MS")]
+        duration_ms: Option<String>,
+        /// The threads' start order (default 1); the same seed and inputs give the same figures.
+        #[arg(long, value_name = "N")]
+        seed: Option<String>,
+        /// Compare the simulator with this machine: calibrate, then measure and predict ticket,
+        /// mcs, qspinlock, mutex and rwsem at 1 and 2 threads (mutex and rw workloads).
+        #[arg(long)]
+        self_check: bool,
+        /// Also write the rows (and the machine description) as JSON here (`-`: standard output).
+        #[arg(long, value_name = "F")]
+        json: Option<String>,
     },
     /// Run one workload over chosen locks and thread counts.
     Bench(Box<BenchArgs>),

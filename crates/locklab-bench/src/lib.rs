@@ -29,6 +29,7 @@ pub mod lockstat;
 pub mod metrics;
 pub mod output;
 pub mod plan;
+pub mod predict;
 pub mod preload;
 pub mod report;
 pub mod reproduce;

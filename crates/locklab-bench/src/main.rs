@@ -5,8 +5,8 @@ use locklab_bench::cli::{Cli, Command, plan_bench, plan_torture};
 use locklab_bench::plan::UsageError;
 use locklab_bench::runner::{SystemClock, allowed_cpus};
 use locklab_bench::{
-    advise, apps, bench, calibrate, compare, list, preload, report, reproduce, story, torture,
-    try_cmd,
+    advise, apps, bench, calibrate, compare, list, predict, preload, report, reproduce, story,
+    torture, try_cmd,
 };
 use std::process::ExitCode;
 
@@ -19,7 +19,45 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Report { from, out }) => report::command(&from, &out)?,
         Some(Command::List) => list::command(),
-        Some(Command::Calibrate { json }) => calibrate::command(json.as_deref())?,
+        Some(Command::Calibrate { json, describe }) => {
+            calibrate::command(json.as_deref())?;
+            if let Some(f) = describe {
+                let m = predict::describe_this();
+                std::fs::write(&f, m.to_toml())
+                    .map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?;
+                println!("machine description written to {f} (predict --machine {f})");
+            }
+        }
+        Some(Command::Predict {
+            machine,
+            workload,
+            locks,
+            threads,
+            cs_ns,
+            read_pct,
+            think_ns,
+            duration_ms,
+            seed,
+            self_check,
+            json,
+        }) => {
+            if self_check {
+                predict::self_check(json.as_deref())?
+            } else {
+                predict::command(&predict::PredictPlan::parse(
+                    machine,
+                    workload.as_deref(),
+                    locks.as_deref(),
+                    threads.as_deref(),
+                    cs_ns.as_deref(),
+                    think_ns.as_deref(),
+                    read_pct.as_deref(),
+                    duration_ms.as_deref(),
+                    seed.as_deref(),
+                    json,
+                )?)?
+            }
+        }
         Some(Command::Bench(args)) => bench::command(&plan_bench(&args, cpus)?)?,
         Some(Command::Compare {
             old,

@@ -247,6 +247,9 @@ pub struct ResultRow {
     /// How busy the machine was (absent in reports from before it existed).
     #[serde(default)]
     pub noise: Noise,
+    /// Computed on a simulated machine by `locklab predict`, not measured (absent: measured).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub predicted: bool,
 }
 
 /// How far above min(threads, CPUs) a scaling may go, as a fraction, before it is flagged
@@ -441,6 +444,7 @@ pub fn summarize(spec: &RowSpec, trials: &[TrialOutcome], cal: &Calibration) -> 
                 .collect(),
         },
         noise: noise(trials, crate::runner::online_cpus()),
+        predicted: false,
         // Filled in by `fill_limits` once the row's `none` row exists.
         limit: Limit::default(),
         lock_ns: None,

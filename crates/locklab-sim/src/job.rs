@@ -290,9 +290,10 @@ fn enqueue_body(q: &Queues, job: &Job, t: usize, shared: bool) -> Tally {
     tally
 }
 
-/// Runs the whole simulation on one host CPU: only one virtual thread runs at a time anyway, and a
-/// hand-over between threads of one CPU is a context switch, where one to a thread idle on another
-/// CPU costs a wake-up across CPUs (several times slower, in a VM much more).
+/// Runs the whole simulation on one host CPU (`LOCKLAB_SIM_CPU` if it names one this process may
+/// use, else the first it may): only one virtual thread runs at a time anyway, and a hand-over
+/// between threads of one CPU is a context switch, where one to a thread idle on another CPU costs a
+/// wake-up across CPUs (several times slower, in a VM much more).
 fn pin_to_one_cpu() {
     #[cfg(target_os = "linux")]
     // SAFETY: `set` is a zeroed, then filled, cpu_set_t owned by this frame; the calls read it (and
@@ -302,7 +303,12 @@ fn pin_to_one_cpu() {
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return;
         }
-        let Some(cpu) = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)) else {
+        let wanted = std::env::var("LOCKLAB_SIM_CPU")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&c| c < libc::CPU_SETSIZE as usize && libc::CPU_ISSET(c, &set));
+        let first = (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set));
+        let Some(cpu) = wanted.or(first) else {
             return;
         };
         let mut one: libc::cpu_set_t = std::mem::zeroed();

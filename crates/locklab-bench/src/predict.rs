@@ -1,0 +1,1166 @@
+//! `locklab predict`: the lab's table computed on a simulated machine.
+//!
+//! The runner (`locklab-sim`, locklab's lock code built with `--cfg locklab_sim`, which the lab's
+//! build script makes in `target/sim/`) runs one lock x thread count per process: a job as JSON on
+//! its standard input (a machine description and the workload), the run as JSON on its standard
+//! output. This module reads machine descriptions (shipped, a user's file, or `this`: measured now),
+//! runs the jobs (one per host CPU at a time, each child pinned to its own CPU), and turns each run
+//! into the lab's row, marked `predicted`.
+
+use crate::calibrate;
+use crate::metrics::{self, Latency, MinMax, ResultRow, Spread};
+use crate::plan::{UsageError, number, number_list, usage};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// A machine description: what it is and its costs (the simulator's [`Machine`] fields, ns).
+///
+/// [`Machine`]: https://docs.rs/locklab (`locklab::sim::Machine`, under `--cfg locklab_sim`)
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineFile {
+    /// Short name (`--machine` accepts it for the shipped ones).
+    pub name: String,
+    /// One line: what machine this is.
+    pub what: String,
+    /// Where the figures come from.
+    #[serde(default)]
+    pub source: String,
+    /// Sockets.
+    pub sockets: usize,
+    /// NUMA nodes (dies) per socket.
+    pub nodes_per_socket: usize,
+    /// Cores per node.
+    pub cores_per_node: usize,
+    /// A hit in the core's own cache.
+    pub hit_ns: f64,
+    /// An atomic read-modify-write on an owned line.
+    pub rmw_ns: f64,
+    /// A full fence.
+    pub fence_ns: f64,
+    /// One `pause` with its loop.
+    pub pause_ns: f64,
+    /// A line transfer within a node.
+    pub line_node_ns: f64,
+    /// A line transfer between nodes of a socket.
+    pub line_socket_ns: f64,
+    /// A line transfer between sockets.
+    pub line_remote_ns: f64,
+    /// A line from memory.
+    pub memory_ns: f64,
+    /// Share of a transfer during which the line serves no other (0 to 1).
+    pub occupancy: f64,
+    /// A cheap system call.
+    pub syscall_ns: f64,
+    /// The waker's cost of a futex wake that wakes someone.
+    pub futex_wake_ns: f64,
+    /// From a futex wake to the woken thread running.
+    pub wakeup_ns: f64,
+    /// A context switch between two threads of one core.
+    pub ctx_switch_ns: f64,
+    /// `sched_yield` with nobody else waiting.
+    pub yield_ns: f64,
+    /// A clock reading.
+    pub clock_ns: f64,
+    /// The scheduler's time slice.
+    pub slice_ns: f64,
+}
+
+impl MachineFile {
+    /// Cores in all.
+    pub fn cores(&self) -> usize {
+        self.sockets * self.nodes_per_socket * self.cores_per_node
+    }
+
+    /// The checks the simulator makes, here first, so that a bad file is one line naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let cores = self.cores();
+        if !(1..=128).contains(&cores) {
+            return Err(format!(
+                "{cores} cores (sockets x nodes_per_socket x cores_per_node): 1 to 128 are supported"
+            ));
+        }
+        for (k, v) in self.costs() {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("`{k}` must be a number >= 0 (got {v})"));
+            }
+        }
+        if self.occupancy > 1.0 {
+            return Err(format!(
+                "`occupancy` is a share, 0 to 1 (got {})",
+                self.occupancy
+            ));
+        }
+        if self.pause_ns <= 0.0 || self.slice_ns <= 0.0 {
+            return Err("`pause_ns` and `slice_ns` must be above 0".into());
+        }
+        Ok(())
+    }
+
+    fn costs(&self) -> [(&'static str, f64); 16] {
+        [
+            ("hit_ns", self.hit_ns),
+            ("rmw_ns", self.rmw_ns),
+            ("fence_ns", self.fence_ns),
+            ("pause_ns", self.pause_ns),
+            ("line_node_ns", self.line_node_ns),
+            ("line_socket_ns", self.line_socket_ns),
+            ("line_remote_ns", self.line_remote_ns),
+            ("memory_ns", self.memory_ns),
+            ("occupancy", self.occupancy),
+            ("syscall_ns", self.syscall_ns),
+            ("futex_wake_ns", self.futex_wake_ns),
+            ("wakeup_ns", self.wakeup_ns),
+            ("ctx_switch_ns", self.ctx_switch_ns),
+            ("yield_ns", self.yield_ns),
+            ("clock_ns", self.clock_ns),
+            ("slice_ns", self.slice_ns),
+        ]
+    }
+
+    /// The description as the runner takes it (topology and costs only).
+    fn job_machine(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("sockets".into(), self.sockets.into());
+        m.insert("nodes_per_socket".into(), self.nodes_per_socket.into());
+        m.insert("cores_per_node".into(), self.cores_per_node.into());
+        for (k, v) in self.costs() {
+            m.insert(k.into(), v.into());
+        }
+        serde_json::Value::Object(m)
+    }
+
+    /// The description as a TOML file (what `calibrate --describe` writes).
+    pub fn to_toml(&self) -> String {
+        let mut s = format!(
+            "name = {:?}\nwhat = {:?}\nsource = {:?}\n\nsockets = {}\nnodes_per_socket = {}\ncores_per_node = {}\n\n",
+            self.name,
+            self.what,
+            self.source,
+            self.sockets,
+            self.nodes_per_socket,
+            self.cores_per_node
+        );
+        for (k, v) in self.costs() {
+            s += &format!("{k} = {v:.3}\n");
+        }
+        s
+    }
+}
+
+/// The shipped descriptions: name and file.
+pub const SHIPPED: [(&str, &str); 3] = [
+    ("opteron-48", include_str!("../machines/opteron-48.toml")),
+    (
+        "opteron-2s8c",
+        include_str!("../machines/opteron-2s8c.toml"),
+    ),
+    ("xeon-2s", include_str!("../machines/xeon-2s.toml")),
+];
+
+/// Parses a description; errors name the file and the key.
+pub fn parse_machine(origin: &str, text: &str) -> Result<MachineFile, UsageError> {
+    let m: MachineFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let at = e
+            .span()
+            .map(|s| format!(" (line {})", text[..s.start].lines().count().max(1)))
+            .unwrap_or_default();
+        UsageError(format!("machine description {origin}{at}: {msg}"))
+    })?;
+    m.validate()
+        .map_err(|e| UsageError(format!("machine description {origin}: {e}")))?;
+    Ok(m)
+}
+
+/// `--machine`: `this` (measured now), a shipped name, or a description file.
+pub fn machine(arg: &str) -> Result<MachineFile, UsageError> {
+    if arg == "this" {
+        return Ok(describe_this());
+    }
+    if let Some((_, text)) = SHIPPED.iter().find(|(n, _)| *n == arg) {
+        return parse_machine(arg, text);
+    }
+    if std::path::Path::new(arg).is_file() {
+        let text = std::fs::read_to_string(arg)
+            .map_err(|e| UsageError(format!("--machine: cannot read {arg}: {e}")))?;
+        return parse_machine(arg, &text);
+    }
+    usage(format!(
+        "--machine: '{arg}' is neither a machine (this, {}) nor a description file",
+        SHIPPED.map(|(n, _)| n).join(", ")
+    ))
+}
+
+/// Measures this machine: the lab's calibration (atomic RMW, line transfer, futex wake-up) and a few
+/// more probes; what cannot be measured with few CPUs (the serialisation of one line's transfers,
+/// memory latency, the time slice) keeps a typical figure, said in `source`.
+pub fn describe_this() -> MachineFile {
+    use std::hint::black_box;
+    let cpus = crate::runner::allowed_cpus().len().clamp(1, 128);
+    let line = calibrate::line_transfer();
+    let per = |iters: u64, mut f: Box<dyn FnMut()>| -> f64 {
+        (0..5)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                for _ in 0..iters {
+                    f();
+                }
+                t.elapsed().as_nanos() as f64 / iters as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let pause_ns = per(200_000, Box::new(|| std::hint::spin_loop()));
+    let fence_ns = per(
+        1_000_000,
+        Box::new(|| std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst)),
+    );
+    let clock_ns = per(
+        200_000,
+        Box::new(|| {
+            black_box(std::time::Instant::now());
+        }),
+    );
+    let yield_ns = per(20_000, Box::new(locklab::sys::sched_yield));
+    let word = std::sync::atomic::AtomicU32::new(0);
+    let syscall_ns = per(
+        50_000,
+        Box::new(move || {
+            black_box(locklab::sys::futex_wake(&word, 1));
+        }),
+    );
+    let (waker_ns, switch_ns) = futex_pingpong();
+    let transfer = if line.median_ns > 0.0 {
+        line.median_ns
+    } else {
+        60.0
+    };
+    MachineFile {
+        name: "this".into(),
+        what: format!(
+            "this machine: {} ({} CPUs), measured now",
+            calibrate::machine().cpu_model,
+            cpus
+        ),
+        source: "measured: rmw, fence, pause, line transfer (median of the lab's probe), syscall, futex wake (waker and wake-up), context switch, yield, clock; typical, not measured: hit_ns, memory_ns, occupancy, slice_ns; one node".into(),
+        sockets: 1,
+        nodes_per_socket: 1,
+        cores_per_node: cpus,
+        hit_ns: 1.0,
+        rmw_ns: calibrate::atomic_rmw_ns(),
+        fence_ns,
+        pause_ns: pause_ns.max(0.1),
+        line_node_ns: transfer,
+        line_socket_ns: transfer,
+        line_remote_ns: transfer,
+        memory_ns: 90.0,
+        occupancy: 0.5,
+        syscall_ns,
+        futex_wake_ns: waker_ns,
+        wakeup_ns: calibrate::futex_wake_ns(),
+        ctx_switch_ns: switch_ns,
+        yield_ns,
+        clock_ns,
+        slice_ns: 3_000_000.0,
+    }
+}
+
+/// Two threads pinned to one CPU hand a futex word back and forth: the waker's cost of a wake that
+/// wakes someone, and half a round trip (a wake, a wait and a context switch each way).
+fn futex_pingpong() -> (f64, f64) {
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    let cpus = crate::runner::allowed_cpus();
+    let Some(&cpu) = cpus.first() else {
+        return (1500.0, 2000.0);
+    };
+    const N: u32 = 2000;
+    let word = AtomicU32::new(0);
+    let wake_ns = AtomicU64::new(0);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            crate::runner::pin_to(cpu);
+            for i in 0..N {
+                while word.load(Ordering::Acquire) != 2 * i + 1 {
+                    locklab::sys::futex_wait(&word, 2 * i, None);
+                }
+                word.store(2 * i + 2, Ordering::Release);
+                let t = std::time::Instant::now();
+                locklab::sys::futex_wake(&word, 1);
+                wake_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+        });
+        crate::runner::pin_to(cpu);
+        for i in 0..N {
+            word.store(2 * i + 1, Ordering::Release);
+            locklab::sys::futex_wake(&word, 1);
+            while word.load(Ordering::Acquire) != 2 * i + 2 {
+                locklab::sys::futex_wait(&word, 2 * i + 1, None);
+            }
+        }
+    });
+    let total = start.elapsed().as_nanos() as f64;
+    crate::runner::unpin(&cpus);
+    (
+        wake_ns.load(Ordering::Relaxed) as f64 / N as f64,
+        total / (2 * N) as f64,
+    )
+}
+
+/// Where the runner is: `LOCKLAB_SIM`, else the one the lab's build made.
+pub fn runner() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("LOCKLAB_SIM") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        anyhow::bail!("LOCKLAB_SIM={}: no such file", p.display());
+    }
+    match option_env!("LOCKLAB_SIM_BUILT").map(PathBuf::from) {
+        Some(p) if p.is_file() => Ok(p),
+        _ => anyhow::bail!(
+            "the simulator is not built (the lab's build makes it in target/sim/ unless LOCKLAB_NO_SIM_BUILD is set; or build it: RUSTFLAGS=\"--cfg locklab_sim\" cargo build --release -p locklab-sim --target-dir target/sim, and set LOCKLAB_SIM to target/sim/release/locklab-sim)"
+        ),
+    }
+}
+
+/// One simulated run: what it runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobSpec {
+    /// `mutex`, `rw`, `enqueue-shared`, `enqueue-local`.
+    pub workload: String,
+    /// Lab lock name.
+    pub lock: String,
+    /// Threads.
+    pub threads: usize,
+    /// Critical section, ns.
+    pub cs_ns: f64,
+    /// Think time, ns.
+    pub think_ns: f64,
+    /// Shared-mode share, %.
+    pub read_pct: u32,
+    /// Virtual time, ms.
+    pub duration_ms: f64,
+    /// Start-order seed.
+    pub seed: u64,
+}
+
+/// Per-thread figures of a run.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SimThread {
+    /// Operations finished within the window.
+    pub ops: u64,
+    /// Exclusive sections.
+    pub exclusive: u64,
+    /// Exclusive sections whose previous holder was another thread.
+    pub handovers: u64,
+    /// Time on a core, ns.
+    pub cpu_ns: f64,
+}
+
+/// A simulated run as the runner reports it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SimOut {
+    /// Per thread (the seed-004 arms have one more: the grace-period worker).
+    pub threads: Vec<SimThread>,
+    /// Virtual window, ns.
+    pub virtual_ns: f64,
+    /// Acquisition latency p50, p99, max, ns.
+    pub acquire_ns: [f64; 3],
+    /// Operations the simulator ordered.
+    pub events: u64,
+    /// Host hand-overs between virtual threads.
+    pub host_switches: u64,
+    /// Polling iterations not stepped.
+    pub elided_iterations: u64,
+    /// Host time, ms.
+    pub wall_ms: f64,
+}
+
+/// Runs one job on the runner (pinned to host CPU `cpu` if given).
+pub fn simulate(
+    runner: &std::path::Path,
+    m: &MachineFile,
+    job: &JobSpec,
+    cpu: Option<usize>,
+) -> anyhow::Result<SimOut> {
+    let mut j = serde_json::to_value(job)?;
+    j["machine"] = m.job_machine();
+    let mut c = Command::new(runner);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(cpu) = cpu {
+        c.env("LOCKLAB_SIM_CPU", cpu.to_string());
+    }
+    let mut child = c
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot run the simulator {}: {e}", runner.display()))?;
+    let input = serde_json::to_vec(&j)?;
+    if let Some(mut si) = child.stdin.take() {
+        si.write_all(&input)?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        anyhow::bail!(
+            "the simulator failed on {} x {} threads ({}): {}",
+            job.lock,
+            job.threads,
+            out.status,
+            err.trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| anyhow::anyhow!("the simulator's output: {e}"))
+}
+
+/// Runs every job, as many at once as this machine has CPUs (each child on its own CPU); results in
+/// the jobs' order. `progress(done, total)` after each.
+pub fn simulate_all(
+    m: &MachineFile,
+    jobs: &[JobSpec],
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> anyhow::Result<Vec<SimOut>> {
+    let runner = runner()?;
+    let cpus = crate::runner::allowed_cpus();
+    let lanes = cpus.len().clamp(1, jobs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<anyhow::Result<SimOut>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for lane in 0..lanes {
+            let (runner, next, done, results, cpus) = (&runner, &next, &done, &results, &cpus);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let r = simulate(runner, m, job, cpus.get(lane).copied());
+                    let failed = r.is_err();
+                    *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                    let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    progress(d, jobs.len());
+                    if failed {
+                        next.store(usize::MAX / 2, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(anyhow::anyhow!("not run (an earlier job failed)")))
+        })
+        .collect()
+}
+
+/// The lab's row for a run (the workers only: a seed-004 arm's extra worker thread is left out).
+pub fn row(job: &JobSpec, out: &SimOut, cores: usize) -> ResultRow {
+    let workers = &out.threads[..job.threads.min(out.threads.len())];
+    let ops: Vec<u64> = workers.iter().map(|t| t.ops).collect();
+    let total: u64 = ops.iter().sum();
+    let secs = out.virtual_ns / 1e9;
+    let rate = total as f64 / secs;
+    let cpu: f64 = workers.iter().map(|t| t.cpu_ns).sum();
+    let util = 100.0 * cpu / (out.virtual_ns * job.threads.min(cores) as f64);
+    let exclusive: u64 = workers.iter().map(|t| t.exclusive).sum();
+    let handovers: u64 = workers.iter().map(|t| t.handovers).sum();
+    let is_lock = matches!(job.workload.as_str(), "mutex" | "rw");
+    ResultRow {
+        workload: job.workload.clone(),
+        lock: job.lock.clone(),
+        threads: job.threads,
+        cs_ns: job.cs_ns as u64,
+        think_ns: job.think_ns as u64,
+        read_pct: (job.workload == "rw").then_some(job.read_pct),
+        duration_ms: job.duration_ms.ceil() as u64,
+        repeats: 1,
+        ops_per_sec: Spread {
+            median: rate,
+            min: rate,
+            max: rate,
+        },
+        ns_per_op: if total > 0 { 1e9 / rate } else { f64::INFINITY },
+        per_thread_ops: MinMax {
+            min: ops.iter().copied().min().unwrap_or(0),
+            max: ops.iter().copied().max().unwrap_or(0),
+        },
+        jain_fairness: metrics::jain(&ops),
+        cpu_util_pct: util.min(100.0),
+        idle_pct: (100.0 - util).max(0.0),
+        acquire_ns: Latency {
+            p50: out.acquire_ns[0] as u64,
+            p99: out.acquire_ns[1] as u64,
+            p999: out.acquire_ns[1] as u64,
+            max: out.acquire_ns[2] as u64,
+            histogram: vec![],
+        },
+        handover_rate: (is_lock && exclusive > 0).then(|| handovers as f64 / exclusive as f64),
+        predicted: true,
+        ..Default::default()
+    }
+}
+
+/// What `predict` runs.
+#[derive(Clone, Debug)]
+pub struct PredictPlan {
+    /// `--machine`.
+    pub machine: String,
+    /// `mutex` or `rw`.
+    pub workload: String,
+    /// Locks.
+    pub locks: Vec<String>,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// ns.
+    pub cs_ns: u64,
+    /// ns.
+    pub think_ns: u64,
+    /// %.
+    pub read_pct: u32,
+    /// Virtual ms.
+    pub duration_ms: u64,
+    /// Start-order seed.
+    pub seed: u64,
+    /// `--json`.
+    pub json: Option<String>,
+}
+
+/// The locks the simulator runs (the runner's list).
+pub const SIM_LOCKS: [&str; 8] = [
+    "tas",
+    "ticket",
+    "mcs",
+    "qspinlock",
+    "mutex",
+    "fair-mutex",
+    "rwspinlock",
+    "rwsem",
+];
+
+/// The default `--locks`.
+pub const DEFAULT_LOCKS: &str = "ticket,mcs,qspinlock,mutex,rwsem";
+
+/// The most virtual ms a run may ask for.
+pub const MAX_VIRTUAL_MS: u64 = 10_000;
+
+impl PredictPlan {
+    /// Validates the flags (one line, exit 2, for each mistake).
+    #[allow(clippy::too_many_arguments)]
+    pub fn parse(
+        machine: Option<String>,
+        workload: Option<&str>,
+        locks: Option<&str>,
+        threads: Option<&str>,
+        cs_ns: Option<&str>,
+        think_ns: Option<&str>,
+        read_pct: Option<&str>,
+        duration_ms: Option<&str>,
+        seed: Option<&str>,
+        json: Option<String>,
+    ) -> Result<PredictPlan, UsageError> {
+        let machine = machine.unwrap_or_else(|| "opteron-48".into());
+        let workload = workload.unwrap_or("mutex").to_string();
+        if !matches!(workload.as_str(), "mutex" | "rw") {
+            return usage(format!(
+                "--workload: '{workload}' cannot be predicted (mutex, rw)"
+            ));
+        }
+        let locks: Vec<String> = locks
+            .unwrap_or(DEFAULT_LOCKS)
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect();
+        for l in &locks {
+            if !SIM_LOCKS.contains(&l.as_str()) {
+                return usage(format!(
+                    "--locks: '{l}' is not simulated (choices: {})",
+                    SIM_LOCKS.join(", ")
+                ));
+            }
+        }
+        let threads: Vec<usize> = match threads {
+            Some(t) => number_list("threads", t, 1, 512)?
+                .into_iter()
+                .map(|n| n as usize)
+                .collect(),
+            None => Vec::new(), // filled from the machine: 1, 2, 4, ... cores
+        };
+        let cs_ns = number("cs-ns", cs_ns.unwrap_or("100"), 0, 10_000_000)?;
+        let think_ns = number("think-ns", think_ns.unwrap_or("100"), 0, 10_000_000)?;
+        let read_pct = number("read-pct", read_pct.unwrap_or("90"), 0, 100)? as u32;
+        let duration_ms = number(
+            "duration-ms",
+            duration_ms.unwrap_or("20"),
+            1,
+            MAX_VIRTUAL_MS,
+        )?;
+        let seed = number("seed", seed.unwrap_or("1"), 0, u64::MAX / 2)?;
+        Ok(PredictPlan {
+            machine,
+            workload,
+            locks,
+            threads,
+            cs_ns,
+            think_ns,
+            read_pct,
+            duration_ms,
+            seed,
+            json,
+        })
+    }
+}
+
+/// 1, 2, 4, ... up to the cores, and the cores.
+pub fn default_threads(cores: usize) -> Vec<usize> {
+    let mut v = vec![];
+    let mut t = 1;
+    while t < cores {
+        v.push(t);
+        t *= 2;
+    }
+    v.push(cores);
+    v
+}
+
+/// `predict`'s JSON.
+#[derive(Serialize, Deserialize)]
+pub struct PredictReport {
+    /// The lab's version.
+    pub locklab_version: String,
+    /// Always true: nothing here was measured.
+    pub predicted: bool,
+    /// The simulated machine.
+    pub machine: MachineFile,
+    /// The host the simulation ran on.
+    pub host: crate::metrics::Machine,
+    /// The simulator's own cost: events, host switches, host seconds.
+    pub simulator: SimCost,
+    /// The lab's rows, each `predicted`.
+    pub results: Vec<ResultRow>,
+}
+
+/// What the simulation cost the host.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SimCost {
+    /// Operations ordered.
+    pub events: u64,
+    /// Host hand-overs.
+    pub host_switches: u64,
+    /// Polling iterations not stepped.
+    pub elided_iterations: u64,
+    /// Host seconds (summed over the runs).
+    pub host_s: f64,
+}
+
+/// Runs the plan's jobs on `m`: the rows (scaling and peak filled), and the simulator's cost.
+pub fn predict(
+    m: &MachineFile,
+    plan: &PredictPlan,
+    quiet: bool,
+) -> anyhow::Result<(Vec<ResultRow>, SimCost)> {
+    let threads = if plan.threads.is_empty() {
+        default_threads(m.cores())
+    } else {
+        plan.threads.clone()
+    };
+    let mut jobs = vec![];
+    for l in &plan.locks {
+        for &t in &threads {
+            jobs.push(JobSpec {
+                workload: plan.workload.clone(),
+                lock: l.clone(),
+                threads: t,
+                cs_ns: plan.cs_ns as f64,
+                think_ns: plan.think_ns as f64,
+                read_pct: if plan.workload == "rw" {
+                    plan.read_pct
+                } else {
+                    0
+                },
+                duration_ms: plan.duration_ms as f64,
+                seed: plan.seed,
+            });
+        }
+    }
+    let tty = !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let outs = simulate_all(m, &jobs, &|d, n| {
+        if tty {
+            eprint!("\rpredict: {d} of {n} simulated runs");
+            if d == n {
+                eprint!("\r\x1b[K");
+            }
+        }
+    })?;
+    let mut cost = SimCost::default();
+    let mut rows = vec![];
+    for (j, o) in jobs.iter().zip(&outs) {
+        cost.events += o.events;
+        cost.host_switches += o.host_switches;
+        cost.elided_iterations += o.elided_iterations;
+        cost.host_s += o.wall_ms / 1e3;
+        rows.push(row(j, o, m.cores()));
+    }
+    metrics::fill_scaling(&mut rows, m.cores());
+    metrics::fill_peak(&mut rows);
+    Ok((rows, cost))
+}
+
+/// The predicted table.
+pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let Some(first) = rows.first() else {
+        return out;
+    };
+    let read = first
+        .read_pct
+        .map(|p| format!(" read={p}%"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "PREDICTED (simulated, not measured) on {}: {}",
+        m.name, m.what
+    );
+    let _ = writeln!(
+        out,
+        "{}  cs={}ns think={}ns{}  ({} cores, line transfer {:.0}/{:.0}/{:.0} ns node/socket/remote, {} ms virtual)",
+        first.workload,
+        first.cs_ns,
+        first.think_ns,
+        read,
+        m.cores(),
+        m.line_node_ns,
+        m.line_socket_ns,
+        m.line_remote_ns,
+        first.duration_ms
+    );
+    let _ = writeln!(
+        out,
+        "{:<12}{:>8}{:>15} {:>9}{:>9}{:>7}{:>10}{:>7}{:>7}",
+        "lock", "threads", "ops/s", "(xN)", "of peak", "idle%", "p99 acq", "fair", "hand%"
+    );
+    let mut locks: Vec<&str> = vec![];
+    for r in rows {
+        if !locks.contains(&r.lock.as_str()) {
+            locks.push(&r.lock);
+        }
+    }
+    for l in locks {
+        for r in rows.iter().filter(|r| r.lock == l) {
+            let scaling = r.scaling.map(|s| format!("(x{s:.2})")).unwrap_or_default();
+            let peak = r.of_peak.map(|p| format!("{p:.2}")).unwrap_or_default();
+            let hand = r
+                .handover_rate
+                .map(|v| format!("{:.0}%", 100.0 * v))
+                .unwrap_or_default();
+            let mark = if r.collapsed { " COLLAPSED" } else { "" };
+            let _ = writeln!(
+                out,
+                "{:<12}{:>8}{:>15} {:>9}{:>9}{:>6.0}%{:>10}{:>7.2}{:>7}  predicted{}",
+                r.lock,
+                r.threads,
+                crate::output::table::group(r.ops_per_sec.median),
+                scaling,
+                peak,
+                r.idle_pct,
+                latency(r.acquire_ns.p99),
+                r.jain_fairness,
+                hand,
+                mark
+            );
+        }
+    }
+    out
+}
+
+fn latency(v: u64) -> String {
+    if v >= 10_000_000 {
+        format!("{} ms", v / 1_000_000)
+    } else if v >= 10_000 {
+        format!("{} us", v / 1_000)
+    } else {
+        format!("{v} ns")
+    }
+}
+
+/// Writes `text` to `--json`'s target (`-`: standard output).
+fn write_json(target: &str, text: &str) -> anyhow::Result<()> {
+    if target == "-" {
+        println!("{text}");
+        Ok(())
+    } else {
+        std::fs::write(target, format!("{text}\n"))
+            .map_err(|e| anyhow::anyhow!("cannot write {target}: {e}"))
+    }
+}
+
+/// `locklab predict`.
+pub fn command(plan: &PredictPlan) -> anyhow::Result<()> {
+    let m = machine(&plan.machine)?;
+    let stdout_json = plan.json.as_deref() == Some("-");
+    let (rows, cost) = predict(&m, plan, false)?;
+    let text = render(&m, &rows);
+    if stdout_json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let note = format!(
+        "simulator: {} events, {} host switches, {:.1} host s",
+        cost.events, cost.host_switches, cost.host_s
+    );
+    if stdout_json {
+        eprintln!("{note}");
+    } else {
+        println!("{note}");
+    }
+    if let Some(target) = &plan.json {
+        let report = PredictReport {
+            locklab_version: env!("CARGO_PKG_VERSION").into(),
+            predicted: true,
+            machine: m,
+            host: calibrate::machine(),
+            simulator: cost,
+            results: rows,
+        };
+        write_json(target, &serde_json::to_string_pretty(&report)?)?;
+    }
+    Ok(())
+}
+
+/// The self-check's locks.
+pub const CHECK_LOCKS: [&str; 5] = ["ticket", "mcs", "qspinlock", "mutex", "rwsem"];
+
+/// One cell of the self-check: a lock at a thread count, measured and predicted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckRow {
+    /// Workload.
+    pub workload: String,
+    /// Lock.
+    pub lock: String,
+    /// Threads.
+    pub threads: usize,
+    /// Measured ops/s: median, min, max of the repeats.
+    pub measured: Spread,
+    /// Predicted ops/s.
+    pub predicted: f64,
+    /// predicted / measured median.
+    pub ratio: f64,
+    /// Within 25% of the measured median.
+    pub within_25pct: bool,
+}
+
+/// Whether the prediction orders the locks of one (workload, threads) cell as the measurement does:
+/// every pair whose measured ranges (min..max) do not overlap must be in the same order. Returns the
+/// pairs checked and those in the wrong order.
+pub fn ranking(cell: &[&CheckRow]) -> (usize, Vec<(String, String)>) {
+    let mut checked = 0;
+    let mut wrong = vec![];
+    for (i, a) in cell.iter().enumerate() {
+        for b in &cell[i + 1..] {
+            let (lo, hi) = if a.measured.median < b.measured.median {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            if lo.measured.max >= hi.measured.min {
+                continue; // within each other's spread: no order to keep
+            }
+            checked += 1;
+            if lo.predicted >= hi.predicted {
+                wrong.push((lo.lock.clone(), hi.lock.clone()));
+            }
+        }
+    }
+    (checked, wrong)
+}
+
+/// `predict --self-check`: this machine calibrated, then the check locks measured (3 repeats of
+/// 200 ms) and predicted (20 ms virtual) at 1 and 2 threads under `mutex` and `rw` (90% reads),
+/// cs and think 100 ns; each cell's ratio and the rankings.
+pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
+    use crate::plan::Plan;
+    use crate::workload::Workload;
+    let m = describe_this();
+    let say = |s: String| {
+        if json == Some("-") {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    say(format!(
+        "self-check on {}\n  calibrated: rmw {:.1} ns, line transfer {:.0} ns, pause {:.1} ns, wake-up {:.0} ns, context switch {:.0} ns",
+        m.what, m.rmw_ns, m.line_node_ns, m.pause_ns, m.wakeup_ns, m.ctx_switch_ns
+    ));
+    let threads: Vec<usize> = vec![1, 2];
+    let chosen: Vec<_> = crate::locks::registry()
+        .into_iter()
+        .filter(|l| CHECK_LOCKS.contains(&l.name))
+        .collect();
+    let mut rows = vec![];
+    for (workload, read_pct) in [(Workload::Mutex, 0u32), (Workload::Rw, 90)] {
+        let plan = Plan {
+            workloads: vec![(workload, chosen.clone())],
+            threads: threads.clone(),
+            cs_ns: 100,
+            think_ns: 100,
+            read_pct,
+            writers: 1,
+            condvar: crate::runner::CondvarSpec::default(),
+            duration_ms: 200,
+            warmup_ms: 30,
+            repeats: 3,
+            pin: true,
+            quiet: true,
+            exporters: vec![],
+            summary: false,
+            lock_count: 1,
+        };
+        let measured = crate::suite::run(&plan, &crate::runner::SystemClock::default())?;
+        let pplan = PredictPlan {
+            machine: "this".into(),
+            workload: workload.name().into(),
+            locks: CHECK_LOCKS.map(String::from).to_vec(),
+            threads: threads.clone(),
+            cs_ns: 100,
+            think_ns: 100,
+            read_pct,
+            duration_ms: 20,
+            seed: 1,
+            json: None,
+        };
+        let (predicted, _) = predict(&m, &pplan, true)?;
+        for p in &predicted {
+            let Some(r) = measured
+                .results
+                .iter()
+                .find(|r| r.lock == p.lock && r.threads == p.threads)
+            else {
+                continue;
+            };
+            let ratio = p.ops_per_sec.median / r.ops_per_sec.median;
+            rows.push(CheckRow {
+                workload: workload.name().into(),
+                lock: p.lock.clone(),
+                threads: p.threads,
+                measured: r.ops_per_sec.clone(),
+                predicted: p.ops_per_sec.median,
+                ratio,
+                within_25pct: (0.75..=1.25).contains(&ratio),
+            });
+        }
+    }
+    let mut text = format!(
+        "{:<8}{:<12}{:>8}{:>16}{:>16}{:>8}\n",
+        "workload", "lock", "threads", "measured ops/s", "predicted ops/s", "ratio"
+    );
+    for r in &rows {
+        text += &format!(
+            "{:<8}{:<12}{:>8}{:>16}{:>16}{:>8.2}{}\n",
+            r.workload,
+            r.lock,
+            r.threads,
+            crate::output::table::group(r.measured.median),
+            crate::output::table::group(r.predicted),
+            r.ratio,
+            if r.within_25pct { "" } else { "  beyond 25%" }
+        );
+    }
+    let within = rows.iter().filter(|r| r.within_25pct).count();
+    text += &format!(
+        "within 25% of the measured median: {within} of {} cells\n",
+        rows.len()
+    );
+    let mut cells_same = 0;
+    let mut cells = 0;
+    for w in ["mutex", "rw"] {
+        for &t in &threads {
+            let cell: Vec<&CheckRow> = rows
+                .iter()
+                .filter(|r| r.workload == w && r.threads == t)
+                .collect();
+            let (checked, wrong) = ranking(&cell);
+            cells += 1;
+            if wrong.is_empty() {
+                cells_same += 1;
+            }
+            let detail = if wrong.is_empty() {
+                "same order".to_string()
+            } else {
+                let pairs: Vec<String> = wrong
+                    .iter()
+                    .map(|(lo, hi)| format!("{hi} > {lo} measured, not predicted"))
+                    .collect();
+                pairs.join("; ")
+            };
+            text += &format!(
+                "ranking, {w} at {t} thread{}: {checked} pairs apart beyond their spread, {detail}\n",
+                if t == 1 { "" } else { "s" }
+            );
+        }
+    }
+    text += &format!("rankings the same in {cells_same} of {cells} cells\n");
+    say(text);
+    if let Some(target) = json {
+        #[derive(Serialize)]
+        struct CheckReport<'a> {
+            locklab_version: &'a str,
+            machine: &'a MachineFile,
+            host: crate::metrics::Machine,
+            cells: &'a [CheckRow],
+            within_25pct: usize,
+            rankings_same: usize,
+            ranking_cells: usize,
+        }
+        let r = CheckReport {
+            locklab_version: env!("CARGO_PKG_VERSION"),
+            machine: &m,
+            host: calibrate::machine(),
+            cells: &rows,
+            within_25pct: within,
+            rankings_same: cells_same,
+            ranking_cells: cells,
+        };
+        write_json(target, &serde_json::to_string_pretty(&r)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_descriptions_parse() {
+        for (name, text) in SHIPPED {
+            let m = parse_machine(name, text).unwrap();
+            assert_eq!(m.name, name);
+            assert!(m.cores() >= 16, "{name}: {}", m.cores());
+            // The file round-trips through the writer `calibrate --describe` uses.
+            assert_eq!(
+                parse_machine("again", &m.to_toml()).unwrap().cores(),
+                m.cores()
+            );
+        }
+        assert_eq!(machine("opteron-48").unwrap().cores(), 48);
+        assert_eq!(machine("opteron-2s8c").unwrap().cores(), 16);
+    }
+
+    #[test]
+    fn bad_descriptions_are_one_line_naming_the_key() {
+        let (_, good) = SHIPPED[0];
+        let typo = good.replace("rmw_ns", "rmw_nss");
+        let e = parse_machine("f.toml", &typo).unwrap_err().0;
+        assert!(e.contains("f.toml") && e.contains("rmw_nss"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let negative = good.replace("pause_ns = 3.0", "pause_ns = -3.0");
+        let e = parse_machine("f.toml", &negative).unwrap_err().0;
+        assert!(e.contains("pause_ns"), "{e}");
+        let huge = good.replace("cores_per_node = 6", "cores_per_node = 600");
+        let e = parse_machine("f.toml", &huge).unwrap_err().0;
+        assert!(e.contains("1 to 128"), "{e}");
+        let missing = good.replace("occupancy = 0.5\n", "");
+        let e = parse_machine("f.toml", &missing).unwrap_err().0;
+        assert!(e.contains("occupancy"), "{e}");
+        let e = machine("no-such-machine").unwrap_err().0;
+        assert!(e.contains("opteron-48"), "{e}");
+    }
+
+    #[test]
+    fn flags_are_checked() {
+        let p = |w: Option<&str>, l: Option<&str>, t: Option<&str>| {
+            PredictPlan::parse(None, w, l, t, None, None, None, None, None, None)
+        };
+        assert!(p(None, None, None).is_ok());
+        assert!(
+            p(Some("condvar"), None, None)
+                .unwrap_err()
+                .0
+                .contains("mutex, rw")
+        );
+        assert!(
+            p(None, Some("ticket,pthread"), None)
+                .unwrap_err()
+                .0
+                .contains("pthread")
+        );
+        assert!(p(None, None, Some("0")).is_err());
+        assert_eq!(
+            p(None, None, Some("1:4:1")).unwrap().threads,
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(default_threads(48), vec![1, 2, 4, 8, 16, 32, 48]);
+        assert_eq!(default_threads(1), vec![1]);
+    }
+
+    #[test]
+    fn a_run_becomes_a_row() {
+        let job = JobSpec {
+            workload: "mutex".into(),
+            lock: "ticket".into(),
+            threads: 2,
+            cs_ns: 100.0,
+            think_ns: 100.0,
+            read_pct: 0,
+            duration_ms: 1.0,
+            seed: 1,
+        };
+        let t = |ops, cpu_ns| SimThread {
+            ops,
+            exclusive: ops,
+            handovers: ops / 2,
+            cpu_ns,
+        };
+        let out = SimOut {
+            threads: vec![t(3000, 1e6), t(1000, 0.5e6)],
+            virtual_ns: 1e6,
+            acquire_ns: [100.0, 900.0, 5000.0],
+            events: 1,
+            host_switches: 1,
+            elided_iterations: 0,
+            wall_ms: 1.0,
+        };
+        let r = row(&job, &out, 4);
+        assert!(r.predicted);
+        assert_eq!(r.ops_per_sec.median, 4_000_000.0);
+        assert_eq!(r.per_thread_ops.min, 1000);
+        assert_eq!(r.per_thread_ops.max, 3000);
+        assert!((r.jain_fairness - 0.8).abs() < 1e-9, "{}", r.jain_fairness);
+        assert!((r.idle_pct - 25.0).abs() < 1e-9, "{}", r.idle_pct);
+        assert_eq!(r.handover_rate, Some(0.5));
+        assert_eq!(r.acquire_ns.p99, 900);
+    }
+
+    #[test]
+    fn ranking_ignores_pairs_within_their_spread() {
+        let c = |lock: &str, min: f64, med: f64, max: f64, predicted: f64| CheckRow {
+            workload: "mutex".into(),
+            lock: lock.into(),
+            threads: 2,
+            measured: Spread {
+                median: med,
+                min,
+                max,
+            },
+            predicted,
+            ratio: predicted / med,
+            within_25pct: true,
+        };
+        let a = c("a", 90.0, 100.0, 110.0, 50.0);
+        let b = c("b", 105.0, 120.0, 130.0, 40.0); // overlaps a: not checked
+        let d = c("d", 200.0, 210.0, 220.0, 45.0); // above both, predicted below a: wrong
+        let (checked, wrong) = ranking(&[&a, &b, &d]);
+        assert_eq!(checked, 2);
+        assert_eq!(wrong, vec![("a".to_string(), "d".to_string())]);
+        let d_ok = c("d", 200.0, 210.0, 220.0, 60.0);
+        let (_, wrong) = ranking(&[&a, &b, &d_ok]);
+        assert_eq!(wrong, vec![("b".to_string(), "d".to_string())]);
+    }
+}
