@@ -102,6 +102,11 @@ pub enum Command {
         /// Short windows (about 10 s a seed).
         #[arg(long)]
         quick: bool,
+        /// Predict instead of measuring: the seed's experiment on a simulated machine of the seed's
+        /// own size (001: 4 threads on xeon-2s; 003: every core of xeon-2s and 4x as many threads;
+        /// 004: 1-8 threads on the 2-socket 8-core opteron-2s8c), beside the seed's figures.
+        #[arg(long)]
+        predict: bool,
         /// Also write the reproductions and their lab rows as JSON here (`-`: standard output).
         #[arg(long, value_name = "F")]
         json: Option<String>,

@@ -64,9 +64,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             new,
             fail_if_slower,
         }) => compare::command(&old, &new, fail_if_slower.as_deref())?,
-        Some(Command::Reproduce { seed, quick, json }) => {
-            reproduce::command(&seed, quick, json.as_deref())?
-        }
+        Some(Command::Reproduce {
+            seed,
+            quick,
+            predict,
+            json,
+        }) => reproduce::command(&seed, quick, predict, json.as_deref())?,
         Some(Command::Advise {
             from: Some(from),
             map,

@@ -341,6 +341,9 @@ pub struct JobSpec {
     pub think_ns: f64,
     /// Shared-mode share, %.
     pub read_pct: u32,
+    /// The exclusive sections' work if not `cs_ns`, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_cs_ns: Option<f64>,
     /// Virtual time, ms.
     pub duration_ms: f64,
     /// Start-order seed.
@@ -365,6 +368,8 @@ pub struct SimThread {
 pub struct SimOut {
     /// Per thread (the seed-004 arms have one more: the grace-period worker).
     pub threads: Vec<SimThread>,
+    /// Busy time per core, ns.
+    pub core_busy_ns: Vec<f64>,
     /// Virtual window, ns.
     pub virtual_ns: f64,
     /// Acquisition latency p50, p99, max, ns.
@@ -466,8 +471,10 @@ pub fn row(job: &JobSpec, out: &SimOut, cores: usize) -> ResultRow {
     let total: u64 = ops.iter().sum();
     let secs = out.virtual_ns / 1e9;
     let rate = total as f64 / secs;
-    let cpu: f64 = workers.iter().map(|t| t.cpu_ns).sum();
-    let util = 100.0 * cpu / (out.virtual_ns * job.threads.min(cores) as f64);
+    // The cores' busy time (threads running, spinning included, and context switches) over the
+    // cores the threads could use; a seed-004 arm's worker has a core of its own, left out.
+    let busy: f64 = out.core_busy_ns.iter().take(job.threads.min(cores)).sum();
+    let util = 100.0 * busy / (out.virtual_ns * job.threads.min(cores) as f64);
     let exclusive: u64 = workers.iter().map(|t| t.exclusive).sum();
     let handovers: u64 = workers.iter().map(|t| t.handovers).sum();
     let is_lock = matches!(job.workload.as_str(), "mutex" | "rw");
@@ -532,7 +539,7 @@ pub struct PredictPlan {
 }
 
 /// The locks the simulator runs (the runner's list).
-pub const SIM_LOCKS: [&str; 8] = [
+pub const SIM_LOCKS: [&str; 10] = [
     "tas",
     "ticket",
     "mcs",
@@ -541,6 +548,8 @@ pub const SIM_LOCKS: [&str; 8] = [
     "fair-mutex",
     "rwspinlock",
     "rwsem",
+    "rwsem-no-reader-spin",
+    "rwsem-no-spin",
 ];
 
 /// The default `--locks`.
@@ -683,6 +692,7 @@ pub fn predict(
                 } else {
                     0
                 },
+                write_cs_ns: None,
                 duration_ms: plan.duration_ms as f64,
                 seed: plan.seed,
             });
@@ -1109,6 +1119,7 @@ mod tests {
             cs_ns: 100.0,
             think_ns: 100.0,
             read_pct: 0,
+            write_cs_ns: None,
             duration_ms: 1.0,
             seed: 1,
         };
@@ -1120,6 +1131,7 @@ mod tests {
         };
         let out = SimOut {
             threads: vec![t(3000, 1e6), t(1000, 0.5e6)],
+            core_busy_ns: vec![1e6, 0.5e6, 0.0, 0.0],
             virtual_ns: 1e6,
             acquire_ns: [100.0, 900.0, 5000.0],
             events: 1,

@@ -47,13 +47,90 @@ pub struct RunDoc {
     /// Where it came from (a file name), for the section heading.
     #[serde(skip)]
     pub source: String,
+    /// A `predict --json` document: its rows were computed on a simulated machine.
+    #[serde(skip)]
+    pub predicted: bool,
+}
+
+/// What a predicted row's lock is called on the page: never mistaken for a measured one.
+pub fn predicted_name(lock: &str) -> String {
+    format!("{lock} (predicted)")
+}
+
+/// A `predict --json` document as a run: its machine line says PREDICTED and names the simulated
+/// machine, and every lock is renamed with [`predicted_name`].
+fn predicted_doc(path: &str, v: serde_json::Value) -> anyhow::Result<RunDoc> {
+    let p: crate::predict::PredictReport = serde_json::from_value(v)
+        .map_err(|e| anyhow::anyhow!("{path} is not a locklab predict --json report: {e}"))?;
+    let mut machine = p.host;
+    machine.cpu_model = format!("PREDICTED on {}: {}", p.machine.name, p.machine.what);
+    machine.logical_cpus = p.machine.cores();
+    let results = p
+        .results
+        .into_iter()
+        .map(|mut r| {
+            r.lock = predicted_name(&r.lock);
+            r.predicted = true;
+            r
+        })
+        .collect();
+    Ok(RunDoc {
+        report: Report {
+            locklab_version: p.locklab_version,
+            machine,
+            calibration: Default::default(),
+            results,
+        },
+        reproductions: vec![],
+        grid: None,
+        cells: vec![],
+        rules: vec![],
+        apps: vec![],
+        source: path.to_string(),
+        predicted: true,
+    })
+}
+
+/// With measured and predicted documents together, each measured run's charts also draw the
+/// predicted rows of the same workload (named "... (predicted)"): predicted next to measured.
+pub fn merge_predicted(docs: &mut [RunDoc]) {
+    let predicted: Vec<ResultRow> = docs
+        .iter()
+        .filter(|d| d.predicted)
+        .flat_map(|d| d.report.results.iter().cloned())
+        .collect();
+    if predicted.is_empty() {
+        return;
+    }
+    for d in docs.iter_mut().filter(|d| !d.predicted) {
+        let extra: Vec<ResultRow> = predicted
+            .iter()
+            .filter(|p| {
+                d.report.results.iter().any(|r| {
+                    r.workload == p.workload
+                        && r.cs_ns == p.cs_ns
+                        && r.think_ns == p.think_ns
+                        && r.read_pct == p.read_pct
+                })
+            })
+            .cloned()
+            .collect();
+        d.report.results.extend(extra);
+    }
 }
 
 /// Reads a run written by the lab (`bench --json`, the default job's, or `reproduce --json`).
 pub fn load(path: &str) -> anyhow::Result<RunDoc> {
     let text =
         std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {path}: {e}"))?;
-    let mut doc: RunDoc = serde_json::from_str(&text)
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{path} is not a locklab --json report: {e}"))?;
+    if value.get("predicted") == Some(&serde_json::Value::Bool(true))
+        && value.get("results").is_some()
+    {
+        return predicted_doc(path, value);
+    }
+    let mut doc: RunDoc = serde_json::from_value(value)
         .map_err(|e| anyhow::anyhow!("{path} is not a locklab --json report: {e}"))?;
     // Every field has a default (an `apps` document has no calibration or rows), so say when there
     // is nothing of the lab's in it at all.
@@ -230,10 +307,11 @@ pub fn render(runs: &[RunDoc]) -> anyhow::Result<String> {
 /// `locklab report --from F [--from F ...] [--out F]`: a page from the given runs; prints the page's
 /// path last. (Without `--from` the command line runs the default job, which writes its own page.)
 pub fn command(from: &[String], out: &str) -> anyhow::Result<()> {
-    let docs = from
+    let mut docs = from
         .iter()
         .map(|f| load(f))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    merge_predicted(&mut docs);
     write(out, &render(&docs)?)?;
     let path = std::fs::canonicalize(out).unwrap_or_else(|_| out.into());
     println!("report: {}", path.display());
@@ -288,6 +366,7 @@ mod tests {
             rules: vec![],
             apps: vec![],
             source: "x.json".into(),
+            predicted: false,
         };
         let html = render(&[doc]).unwrap();
         // mutex: the summary (ours and a peer), scaling, latency, idle, hand-over; refcount (ours

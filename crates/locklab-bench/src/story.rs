@@ -32,6 +32,7 @@ pub fn default_job(out: &str, clock: &dyn Clock) -> anyhow::Result<()> {
         rules: vec![],
         apps: vec![],
         source: "the default job".into(),
+        predicted: false,
     };
     report::write(out, &report::render(&[doc])?)?;
     let path = std::fs::canonicalize(out).unwrap_or_else(|_| out.into());

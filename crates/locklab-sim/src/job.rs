@@ -76,6 +76,10 @@ struct Job {
     cs_ns: f64,
     think_ns: f64,
     read_pct: u32,
+    /// The exclusive sections' work, ns, if not `cs_ns` (seed 003's creates are longer than its
+    /// lookups).
+    #[serde(default)]
+    write_cs_ns: Option<f64>,
     duration_ms: f64,
     seed: u64,
 }
@@ -152,7 +156,7 @@ impl<R: lock_api::RawRwLock + Sync + Send> Subject for Rw<R> {
 }
 
 /// The locks the simulator runs, by lab name.
-pub const LOCKS: [&str; 8] = [
+pub const LOCKS: [&str; 10] = [
     "tas",
     "ticket",
     "mcs",
@@ -161,6 +165,8 @@ pub const LOCKS: [&str; 8] = [
     "fair-mutex",
     "rwspinlock",
     "rwsem",
+    "rwsem-no-reader-spin",
+    "rwsem-no-spin",
 ];
 
 /// The lab's per-op read/write choice (the same function as the lab's `is_read`).
@@ -212,7 +218,7 @@ fn lock_body<S: Subject>(lock: &S, job: &Job, t: usize) -> Tally {
             let changed = lock.exclusive(|d| {
                 got = sim::peek();
                 let c = d.write(me);
-                sim::work(job.cs_ns);
+                sim::work(job.write_cs_ns.unwrap_or(job.cs_ns));
                 c
             });
             tally.out.exclusive += 1;
@@ -336,7 +342,11 @@ fn run_job(job: Job) -> Result<Out, String> {
     if !(job.duration_ms > 0.0 && job.duration_ms.is_finite()) {
         return Err("duration_ms must be above 0".into());
     }
-    if !(job.cs_ns >= 0.0 && job.think_ns >= 0.0 && job.read_pct <= 100) {
+    if !(job.cs_ns >= 0.0
+        && job.think_ns >= 0.0
+        && job.write_cs_ns.is_none_or(|w| w >= 0.0)
+        && job.read_pct <= 100)
+    {
         return Err("cs_ns and think_ns must be >= 0, read_pct 0 to 100".into());
     }
     let machine: Machine = job.machine.into();
@@ -364,6 +374,16 @@ fn run_job(job: Job) -> Result<Out, String> {
         ("mutex" | "rw", "fair-mutex") => with!(M(locklab::FairMutex::new(Data::default()))),
         ("mutex" | "rw", "rwspinlock") => with!(Rw(locklab::RwSpinLock::new(Data::default()))),
         ("mutex" | "rw", "rwsem") => with!(Rw(locklab::RwSem::new(Data::default()))),
+        // The kernel's rwsem of v3.16-v5.2 (writers do not spin on readers) and before v3.16 (no
+        // writer spinning at all): seeds 003 and 001.
+        ("mutex" | "rw", "rwsem-no-reader-spin") => with!(Rw(locklab::RwSem::from_raw(
+            locklab::raw::RawRwSem::without_reader_spinning(),
+            Data::default()
+        ))),
+        ("mutex" | "rw", "rwsem-no-spin") => with!(Rw(locklab::RwSem::from_raw(
+            locklab::raw::RawRwSem::without_spinning(),
+            Data::default()
+        ))),
         ("enqueue-shared" | "enqueue-local", "call-rcu") => {
             let shared = job.workload == "enqueue-shared";
             let q = Queues {

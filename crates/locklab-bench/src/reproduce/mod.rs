@@ -8,6 +8,7 @@
 //! (McKenney/Piggin 2009, call_rcu scalability). [`model`] holds what they share.
 
 pub mod model;
+pub mod predicted;
 pub mod s000;
 pub mod s001;
 pub mod s002;
@@ -143,8 +144,11 @@ pub fn run(
 
 /// `locklab reproduce SEED [--quick] [--json F]`: runs the seeds' experiments, prints each, and writes
 /// the JSON.
-pub fn command(seed: &str, quick: bool, json: Option<&str>) -> anyhow::Result<()> {
+pub fn command(seed: &str, quick: bool, predict: bool, json: Option<&str>) -> anyhow::Result<()> {
     let seeds = seeds(seed)?;
+    if predict {
+        return predicted::command(&seeds, quick, json);
+    }
     let to_stdout = json == Some("-");
     let r = run(
         &seeds,

@@ -236,7 +236,8 @@ pub struct ThreadRun<R> {
 pub struct Run<R> {
     /// One entry per virtual thread, by index.
     pub threads: Vec<ThreadRun<R>>,
-    /// Busy time per core, ns (a core is busy while a thread runs on it, spinning or not).
+    /// Busy time per core, ns (a core is busy while a thread runs on it, spinning or not, and while it
+    /// switches between threads).
     pub core_busy_ns: Vec<f64>,
     /// Operations the simulator ordered (memory accesses, boundaries, futex calls).
     pub events: u64,
@@ -469,6 +470,8 @@ impl Engine {
             if !self.cores[c].queue.is_empty() {
                 self.cores[c].queued_since = t;
             }
+            // The switch itself keeps the core busy (kernel time), charged to no thread.
+            self.cores[c].busy_ns += self.m.ctx_switch_ns;
             self.start_on_core(next, t + self.m.ctx_switch_ns);
         }
     }
