@@ -27,8 +27,10 @@
 //! | nobody holds it | `memory_ns` | `memory_ns` |
 //!
 //! A transfer costs the distance between the cores (`line_node_ns` within a NUMA node,
-//! `line_socket_ns` across nodes of a socket, `line_remote_ns` across sockets); an invalidation costs
-//! the farthest copy's distance. Transfers of one line are serialised: each occupies the line's home
+//! `line_socket_ns` across nodes of a socket, `line_remote_ns` across sockets): the time from a store
+//! to a spinning reader on the other core having the new value, invalidation and refetch together
+//! (what a ping-pong between two cores measures per one-way trip). A read-modify-write waits for
+//! its invalidations: the farthest copy's distance; a plain store does not (store buffer). Transfers of one line are serialised: each occupies the line's home
 //! for `occupancy` x its latency, and the next one starts when that ends. This serialisation is what
 //! makes a lock whose waiters all poll one line (a ticket lock) collapse as cores are added.
 //!
@@ -638,12 +640,18 @@ impl Engine {
                 }
                 let lat = farthest(others);
                 let start = t.max(line.busy_until);
-                line.busy_until = start + lat * m.occupancy;
+                // A read-modify-write moves the line (data and ownership) and occupies its home; a
+                // plain store's invalidations do not hold up the transfer the reader then asks for
+                // (that transfer is the one that costs, and occupies).
+                if kind == Access::Rmw {
+                    line.busy_until = start + lat * m.occupancy;
+                }
                 line.owner = Some(core as u8);
                 line.sharers = me;
-                // The invalidations land at `start + lat`; a poller on one of those cores reading
-                // this line resumes then.
-                let landed = start + lat;
+                // A poller on one of the invalidated cores reading this line resumes when the write
+                // is performed; its next load misses and pays the transfer. (A transfer's latency is
+                // what a store takes to reach a spinning reader, invalidation and refetch together:
+                // what the calibration's ping-pong measures.)
                 let mut s = others;
                 while s != 0 {
                     let c = s.trailing_zeros() as usize;
@@ -652,7 +660,7 @@ impl Engine {
                         && let St::Polling { watch, .. } = &self.threads[p].st
                         && watch.contains(&key)
                     {
-                        self.resume_poller(p, landed);
+                        self.resume_poller(p, start);
                     }
                 }
                 // A plain store retires into the store buffer: the storer goes on; an RMW waits for
@@ -862,6 +870,16 @@ pub(crate) fn boundary(kind: Boundary, max_iters: u64) -> u64 {
     1
 }
 
+/// A spin-loop hint for code run on the simulator (a `pause`; a polling loop around it is parked
+/// like the library's own). Outside a simulation: `core::hint::spin_loop`.
+///
+/// ```
+/// locklab::sim::pause();
+/// ```
+pub fn pause() {
+    boundary(Boundary::Pause(1), u64::MAX);
+}
+
 /// Registers a spin deadline of the calling thread (a spin budget's end): a poller wakes at it.
 pub(crate) fn note_deadline(at: f64) {
     if virtual_thread().is_none() {
@@ -972,7 +990,8 @@ pub fn now() -> f64 {
             .elapsed()
             .as_nanos() as f64;
     };
-    let mut g = engine();
+    // An event like any other: a thread whose slice has ended is preempted here.
+    let mut g = turn(me);
     let e = g.as_mut().expect("simulation running");
     let t = &mut e.threads[me];
     t.time += e.m.clock_ns;
@@ -987,9 +1006,13 @@ pub fn now() -> f64 {
 /// ```
 pub fn work(ns: f64) {
     let Some(me) = virtual_thread() else { return };
-    let mut g = engine();
-    let e = g.as_mut().expect("simulation running");
-    e.threads[me].time += ns.max(0.0);
+    {
+        let mut g = engine();
+        let e = g.as_mut().expect("simulation running");
+        e.threads[me].time += ns.max(0.0);
+    }
+    // The work's end is an event: a slice that ended during it preempts the thread here.
+    drop(turn(me));
 }
 
 /// Runs `body(i)` on `threads` virtual threads of `machine` until every body returns.
