@@ -200,7 +200,13 @@ pub fn machine(arg: &str) -> Result<MachineFile, UsageError> {
 pub fn describe_this() -> MachineFile {
     use std::hint::black_box;
     let cpus = crate::runner::allowed_cpus().len().clamp(1, 128);
-    let line = calibrate::line_transfer();
+    // Three probes, the best round of all: see `transfer` below.
+    let probes: Vec<calibrate::LineTransfer> = (0..3).map(|_| calibrate::line_transfer()).collect();
+    let line = probes
+        .iter()
+        .copied()
+        .min_by(|a, b| a.best_ns.total_cmp(&b.best_ns))
+        .expect("three probes");
     let per = |iters: u64, mut f: Box<dyn FnMut()>| -> f64 {
         (0..5)
             .map(|_| {
@@ -233,7 +239,9 @@ pub fn describe_this() -> MachineFile {
     );
     let (waker_ns, switch_ns) = futex_pingpong();
     // The best round, as the lab's own calibration reports it: on a VM whose virtual CPUs the
-    // hypervisor moves, rounds spread widely (often two modes) and the best is the hardware's.
+    // hypervisor moves, rounds spread widely (two modes on the VM this was written on: ~35 ns and
+    // ~100-190 ns, the slow one for whole probes at a time), and the lab's runs mostly see the fast
+    // one.
     let transfer = if line.best_ns > 0.0 {
         line.best_ns
     } else {
@@ -967,11 +975,9 @@ pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
         };
         let (predicted, _) = predict(&m, &pplan, true)?;
         for p in &predicted {
-            let Some(r) = measured
-                .results
-                .iter()
-                .find(|r| r.lock == p.lock && r.threads == p.threads && r.lock != crate::workload::NONE)
-            else {
+            let Some(r) = measured.results.iter().find(|r| {
+                r.lock == p.lock && r.threads == p.threads && r.lock != crate::workload::NONE
+            }) else {
                 continue;
             };
             let ratio = p.ops_per_sec.median / r.ops_per_sec.median;
@@ -1192,6 +1198,6 @@ mod tests {
         assert_eq!(wrong, vec![("a".to_string(), "d".to_string())]);
         let d_ok = c("d", 200.0, 210.0, 220.0, 60.0);
         let (_, wrong) = ranking(&[&a, &b, &d_ok]);
-        assert_eq!(wrong, vec![("b".to_string(), "d".to_string())]);
+        assert!(wrong.is_empty(), "{wrong:?}");
     }
 }

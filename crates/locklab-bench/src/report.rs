@@ -474,4 +474,62 @@ mod tests {
         assert_eq!(human(35_000.0), "35k");
         assert_eq!(human(0.5), "0.50");
     }
+
+    #[test]
+    fn a_predicted_run_is_named_and_drawn_next_to_the_measured_one() {
+        let dir = std::env::temp_dir().join(format!("locklab-report-pred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let m = crate::predict::machine("opteron-48").unwrap();
+        let mut p = row("mutex", "ticket", 48, 4e5);
+        p.predicted = true;
+        let predicted = crate::predict::PredictReport {
+            locklab_version: "0.1.0".into(),
+            predicted: true,
+            machine: m,
+            host: Default::default(),
+            simulator: Default::default(),
+            results: vec![p],
+        };
+        let pf = dir.join("p.json");
+        std::fs::write(&pf, serde_json::to_string(&predicted).unwrap()).unwrap();
+        let measured = Report {
+            locklab_version: "0.1.0".into(),
+            results: vec![row("mutex", "ticket", 1, 1e7), row("rw", "ticket", 1, 1e7)],
+            ..Default::default()
+        };
+        let mf = dir.join("m.json");
+        std::fs::write(&mf, serde_json::to_string(&measured).unwrap()).unwrap();
+        let mut docs = vec![
+            load(mf.to_str().unwrap()).unwrap(),
+            load(pf.to_str().unwrap()).unwrap(),
+        ];
+        assert!(docs[1].predicted);
+        assert!(
+            docs[1]
+                .report
+                .machine
+                .cpu_model
+                .starts_with("PREDICTED on opteron-48")
+        );
+        assert_eq!(docs[1].report.results[0].lock, "ticket (predicted)");
+        merge_predicted(&mut docs);
+        // The measured run's mutex group now has the predicted row; its rw group does not.
+        let names: Vec<(&str, &str)> = docs[0]
+            .report
+            .results
+            .iter()
+            .map(|r| (r.workload.as_str(), r.lock.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("mutex", "ticket"),
+                ("rw", "ticket"),
+                ("mutex", "ticket (predicted)")
+            ]
+        );
+        let html = render(&docs).unwrap();
+        assert!(html.contains("ticket (predicted)"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

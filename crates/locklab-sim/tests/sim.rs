@@ -100,7 +100,10 @@ fn threads_sharing_a_core_take_turns_by_time_slice() {
     let busy: f64 = r.core_busy_ns.iter().sum();
     assert!(busy > 19_000_000.0, "the core was busy: {busy}");
     let cpu: f64 = r.threads.iter().map(|t| t.cpu_ns).sum();
-    assert!((9_000_000.0..11_000_000.0).contains(&r.threads[0].cpu_ns), "{cpu}");
+    assert!(
+        (9_000_000.0..11_000_000.0).contains(&r.threads[0].cpu_ns),
+        "{cpu}"
+    );
 }
 
 #[test]
@@ -175,10 +178,20 @@ fn the_same_inputs_give_the_same_run() {
 fn bad_machines_and_thread_counts_are_refused() {
     let mut m = machine();
     m.rmw_ns = -1.0;
-    assert!(run(&m, 2, |_| ()).unwrap_err().to_string().contains("rmw_ns"));
+    assert!(
+        run(&m, 2, |_| ())
+            .unwrap_err()
+            .to_string()
+            .contains("rmw_ns")
+    );
     m = machine();
     m.cores_per_node = 100;
-    assert!(run(&m, 2, |_| ()).unwrap_err().to_string().contains("cores"));
+    assert!(
+        run(&m, 2, |_| ())
+            .unwrap_err()
+            .to_string()
+            .contains("cores")
+    );
     assert!(run(&machine(), 0, |_| ()).is_err());
 }
 
@@ -202,7 +215,14 @@ fn the_runner_is_deterministic() {
         v
     };
     let a = once();
-    assert!(a["threads"].as_array().unwrap().iter().all(|t| t["ops"].as_u64().unwrap() > 0), "{a}");
+    assert!(
+        a["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["ops"].as_u64().unwrap() > 0),
+        "{a}"
+    );
     assert_eq!(a, once());
 }
 

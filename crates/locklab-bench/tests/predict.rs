@@ -1,0 +1,130 @@
+//! `locklab predict` and `reproduce --predict`: bad input is one line and exit 2; a prediction's
+//! rows are marked predicted and are what the simulator says; the same inputs give the same figures.
+
+mod common;
+use common::run;
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("locklab-predict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad_file = dir.join("m.toml");
+    std::fs::write(&bad_file, "name = \"x\"\nwhat = \"y\"\nsockets = 1\n").unwrap();
+    let bad = bad_file.to_str().unwrap();
+    for (args, says) in [
+        (vec!["predict", "--machine", "no-such"], "opteron-48"),
+        (vec!["predict", "--machine", bad], "m.toml"),
+        (vec!["predict", "--workload", "condvar"], "mutex, rw"),
+        (vec!["predict", "--locks", "ticket,std-mutex"], "std-mutex"),
+        (vec!["predict", "--threads", "0"], "--threads"),
+        (vec!["predict", "--duration-ms", "0"], "--duration-ms"),
+        (vec!["predict", "--read-pct", "101"], "--read-pct"),
+        (vec!["reproduce", "009", "--predict"], "unknown seed"),
+    ] {
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn predict_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["predict"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "-"]);
+    let (code, out, err) = run(&all);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("PREDICTED"),
+        "the table says what it is: {err}"
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn a_prediction_is_marked_and_repeatable() {
+    let args = [
+        "--machine",
+        "opteron-48",
+        "--locks",
+        "ticket,mcs",
+        "--threads",
+        "1,2,8",
+        "--duration-ms",
+        "1",
+    ];
+    let a = predict_json(&args);
+    assert_eq!(a["predicted"], true);
+    assert_eq!(a["machine"]["name"], "opteron-48");
+    let rows = a["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        assert_eq!(r["predicted"], true, "{r}");
+        assert!(r["ops_per_sec"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        let idle = r["idle_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&idle), "{r}");
+    }
+    // One thread: cs and think of 100 ns each plus the lock's own few ns: close to 5 M/s, never
+    // above what the two sections allow.
+    let one = rows[0]["ops_per_sec"]["median"].as_f64().unwrap();
+    assert!(one > 4.0e6 && one < 5.0e6, "{one}");
+    // Same seed and inputs, same figures.
+    let b = predict_json(&args);
+    let figures = |v: &serde_json::Value| -> Vec<f64> {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["ops_per_sec"]["median"].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(figures(&a), figures(&b));
+}
+
+#[test]
+fn a_user_machine_file_is_accepted() {
+    let dir = std::env::temp_dir().join(format!("locklab-predict-m-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("tiny.toml");
+    let text = include_str!("../machines/xeon-2s.toml")
+        .replace("name = \"xeon-2s\"", "name = \"tiny\"")
+        .replace("cores_per_node = 10", "cores_per_node = 2");
+    std::fs::write(&f, text).unwrap();
+    let v = predict_json(&[
+        "--machine",
+        f.to_str().unwrap(),
+        "--locks",
+        "mutex",
+        "--duration-ms",
+        "1",
+    ]);
+    assert_eq!(v["machine"]["name"], "tiny");
+    // Default thread counts: 1, 2, ... up to the machine's 4 cores.
+    let threads: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["threads"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, vec![1, 2, 4]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn seed_004_predicted_has_the_seeds_figures_beside() {
+    let (code, out, err) = run(&["reproduce", "004", "--predict", "--quick", "--json", "-"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["predicted"], true);
+    let r = &v["reproductions"][0];
+    assert_eq!(r["seed"], "004");
+    let rows = r["figures"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    // The base arm's 1-thread rate was set to the seed's.
+    let base1 = rows[0]["base"].as_f64().unwrap();
+    assert!((base1 / 595_238.0 - 1.0).abs() < 0.02, "{base1}");
+    assert!(rows[3]["seed"].is_array());
+    assert!(err.contains("verdict"), "{err}");
+}
