@@ -218,7 +218,7 @@ pub fn describe_this() -> MachineFile {
             })
             .fold(f64::INFINITY, f64::min)
     };
-    let pause_ns = per(200_000, Box::new(|| std::hint::spin_loop()));
+    let pause_ns = per(200_000, Box::new(std::hint::spin_loop));
     let fence_ns = per(
         1_000_000,
         Box::new(|| std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst)),

@@ -25,6 +25,7 @@ use std::fmt::Write as _;
 /// The seeds with a predicted experiment.
 pub const PREDICTED: [&str; 3] = ["001", "003", "004"];
 
+#[allow(clippy::too_many_arguments)]
 fn job(
     workload: &str,
     lock: &str,
@@ -348,7 +349,7 @@ pub fn command(which: &[&str], quick: bool, json: Option<&str>) -> anyhow::Resul
                 if to_stdout {
                     eprint!("{line}");
                 } else {
-                    print!("{line}\n");
+                    println!("{line}");
                 }
                 continue;
             }

@@ -33,12 +33,12 @@ fn store_kind(order: Ordering) -> Access {
 }
 
 macro_rules! sim_int {
-    ($name:ident, $int:ty, $doc:literal) => {
+    ($name:ident, $int:ty, $doc:literal, $zero:literal, $one:literal) => {
         #[doc = concat!("`core`'s `", stringify!($name), "` (", $doc, ") with every access simulated.")]
         ///
         /// ```
-        #[doc = concat!("let a = locklab::sim::atomic::", stringify!($name), "::new(0);")]
-        /// assert_eq!(a.swap(1, locklab::sim::atomic::Ordering::AcqRel), 0);
+        #[doc = concat!("let a = locklab::sim::atomic::", stringify!($name), "::new(", stringify!($zero), ");")]
+        #[doc = concat!("assert_eq!(a.swap(", stringify!($one), ", locklab::sim::atomic::Ordering::AcqRel), ", stringify!($zero), ");")]
         /// ```
         #[repr(transparent)]
         #[derive(Default)]
@@ -188,12 +188,12 @@ macro_rules! sim_bits {
     };
 }
 
-sim_int!(AtomicU8, u8, "8 bits");
-sim_int!(AtomicU16, u16, "16 bits");
-sim_int!(AtomicU32, u32, "32 bits");
-sim_int!(AtomicU64, u64, "64 bits");
-sim_int!(AtomicUsize, usize, "a word");
-sim_int!(AtomicBool, bool, "a flag");
+sim_int!(AtomicU8, u8, "8 bits", 0, 1);
+sim_int!(AtomicU16, u16, "16 bits", 0, 1);
+sim_int!(AtomicU32, u32, "32 bits", 0, 1);
+sim_int!(AtomicU64, u64, "64 bits", 0, 1);
+sim_int!(AtomicUsize, usize, "a word", 0, 1);
+sim_int!(AtomicBool, bool, "a flag", false, true);
 sim_arith!(AtomicU8, u8);
 sim_arith!(AtomicU16, u16);
 sim_arith!(AtomicU32, u32);
