@@ -169,72 +169,19 @@ fn c_peers() {
 /// a warning, never a failed build: the lab then says how to build the library itself.
 fn preload_library() {
     println!("cargo:rerun-if-env-changed=LOCKLAB_NO_PRELOAD_BUILD");
-    let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) else {
+    let Some(target_dir) =
+        nested_target("LOCKLAB_NO_PRELOAD_BUILD", "crates/locklab-pthread", true)
+    else {
         return;
     };
-    if off("LOCKLAB_NO_PRELOAD_BUILD") || target != host || !target.ends_with("-linux-gnu") {
-        return;
-    }
-    let manifest_dir = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
-    let workspace = manifest_dir.join("../..");
-    let pthread = workspace.join("crates/locklab-pthread");
-    if !pthread.join("Cargo.toml").is_file() {
-        return; // not built from the workspace (a packaged crate): nothing to build
-    }
-    for p in [
-        "crates/locklab-pthread/src",
-        "crates/locklab-pthread/Cargo.toml",
-        "crates/locklab/src",
-        "crates/locklab/Cargo.toml",
-        "Cargo.lock",
-    ] {
-        println!("cargo:rerun-if-changed={}", workspace.join(p).display());
-    }
-    // OUT_DIR is <target dir>/<profile>/build/<package>-<hash>/out.
-    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    let Some(target_dir) = out.ancestors().nth(4) else {
-        return;
-    };
-    let target_dir = target_dir.join("preload");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut c = std::process::Command::new(cargo);
-    c.args([
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "locklab-pthread",
-        "--manifest-path",
-    ])
-    .arg(workspace.join("Cargo.toml"))
-    .arg("--target-dir")
-    .arg(&target_dir)
-    // What the outer cargo set for this build script, not for a build of another package:
-    // clippy's wrapper, the outer target's flags and features.
-    .env_remove("RUSTC_WORKSPACE_WRAPPER")
-    .env_remove("CARGO_ENCODED_RUSTFLAGS")
-    .env_remove("CARGO_TARGET_DIR")
-    .env_remove("CARGO_BUILD_TARGET_DIR");
-    for (k, _) in std::env::vars_os() {
-        if k.to_str()
-            .is_some_and(|k| k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_"))
-        {
-            c.env_remove(k);
-        }
-    }
-    match c.output() {
-        Ok(o) if o.status.success() => {
-            let lib = target_dir.join("release/liblocklab_pthread.so");
+    match nested_build("locklab-pthread", &target_dir.join("preload"), None) {
+        Ok(dir) => {
+            let lib = dir.join("liblocklab_pthread.so");
             println!("cargo:rustc-env=LOCKLAB_PRELOAD_BUILT={}", lib.display());
         }
-        Ok(o) => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            let first = err.lines().find(|l| l.contains("error")).unwrap_or("");
-            println!(
-                "cargo:warning=liblocklab_pthread.so did not build (`cargo build --release -p locklab-pthread` says why): {first}"
-            );
-        }
-        Err(e) => println!("cargo:warning=could not run cargo to build liblocklab_pthread.so: {e}"),
+        Err(first) => println!(
+            "cargo:warning=liblocklab_pthread.so did not build (`cargo build --release -p locklab-pthread` says why): {first}"
+        ),
     }
 }
 
@@ -244,31 +191,67 @@ fn preload_library() {
 /// `LOCKLAB_NO_SIM_BUILD=1`; a failure is a warning (`predict` then says how to build it).
 fn simulator() {
     println!("cargo:rerun-if-env-changed=LOCKLAB_NO_SIM_BUILD");
-    let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) else {
+    let Some(target_dir) = nested_target("LOCKLAB_NO_SIM_BUILD", "crates/locklab-sim", false)
+    else {
         return;
     };
-    if off("LOCKLAB_NO_SIM_BUILD") || target != host {
-        return;
+    match nested_build(
+        "locklab-sim",
+        &target_dir.join("sim"),
+        Some("--cfg\x1flocklab_sim"),
+    ) {
+        Ok(dir) => {
+            let bin = dir.join("locklab-sim");
+            println!("cargo:rustc-env=LOCKLAB_SIM_BUILT={}", bin.display());
+        }
+        Err(first) => println!(
+            "cargo:warning=the simulator (locklab-sim, for `locklab predict`) did not build: {first}"
+        ),
+    }
+}
+
+/// The outer build's target directory, if a nested build of the workspace crate at `crate_dir`
+/// should run: not when `skip_var` is set, not for a cross build (nor off glibc Linux if
+/// `linux_gnu_only`), not outside the workspace (a packaged crate). Registers the sources it reads.
+fn nested_target(
+    skip_var: &str,
+    crate_dir: &str,
+    linux_gnu_only: bool,
+) -> Option<std::path::PathBuf> {
+    let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) else {
+        return None;
+    };
+    if off(skip_var) || target != host || (linux_gnu_only && !target.ends_with("-linux-gnu")) {
+        return None;
     }
     let manifest_dir = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.join("../..");
-    if !workspace.join("crates/locklab-sim/Cargo.toml").is_file() {
-        return;
+    if !workspace.join(crate_dir).join("Cargo.toml").is_file() {
+        return None; // not built from the workspace (a packaged crate): nothing to build
     }
     for p in [
-        "crates/locklab-sim/src",
-        "crates/locklab-sim/Cargo.toml",
+        &format!("{crate_dir}/src"),
+        &format!("{crate_dir}/Cargo.toml"),
         "crates/locklab/src",
         "crates/locklab/Cargo.toml",
         "Cargo.lock",
     ] {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
+    // OUT_DIR is <target dir>/<profile>/build/<package>-<hash>/out.
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    let Some(target_dir) = out.ancestors().nth(4) else {
-        return;
-    };
-    let target_dir = target_dir.join("sim");
+    out.ancestors().nth(4).map(|p| p.to_path_buf())
+}
+
+/// `cargo build --release -p package` of the workspace into `target_dir` (its own: the outer cargo
+/// holds the lock on ours), with `rustflags` (encoded, as `CARGO_ENCODED_RUSTFLAGS`) or none; the
+/// release directory, or the first error line.
+fn nested_build(
+    package: &str,
+    target_dir: &std::path::Path,
+    rustflags: Option<&str>,
+) -> Result<std::path::PathBuf, String> {
+    let manifest_dir = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut c = std::process::Command::new(cargo);
     c.args([
@@ -276,17 +259,22 @@ fn simulator() {
         "--release",
         "--quiet",
         "-p",
-        "locklab-sim",
+        package,
         "--manifest-path",
     ])
-    .arg(workspace.join("Cargo.toml"))
+    .arg(manifest_dir.join("../../Cargo.toml"))
     .arg("--target-dir")
-    .arg(&target_dir)
+    .arg(target_dir)
+    // What the outer cargo set for this build script, not for a build of another package:
+    // clippy's wrapper, the outer target's flags and features.
     .env_remove("RUSTC_WORKSPACE_WRAPPER")
-    .env_remove("RUSTFLAGS")
-    .env("CARGO_ENCODED_RUSTFLAGS", "--cfg\x1flocklab_sim")
+    .env_remove("CARGO_ENCODED_RUSTFLAGS")
     .env_remove("CARGO_TARGET_DIR")
     .env_remove("CARGO_BUILD_TARGET_DIR");
+    if let Some(flags) = rustflags {
+        c.env_remove("RUSTFLAGS")
+            .env("CARGO_ENCODED_RUSTFLAGS", flags);
+    }
     for (k, _) in std::env::vars_os() {
         if k.to_str()
             .is_some_and(|k| k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_"))
@@ -295,17 +283,15 @@ fn simulator() {
         }
     }
     match c.output() {
-        Ok(o) if o.status.success() => {
-            let bin = target_dir.join("release/locklab-sim");
-            println!("cargo:rustc-env=LOCKLAB_SIM_BUILT={}", bin.display());
-        }
+        Ok(o) if o.status.success() => Ok(target_dir.join("release")),
         Ok(o) => {
             let err = String::from_utf8_lossy(&o.stderr);
-            let first = err.lines().find(|l| l.contains("error")).unwrap_or("");
-            println!(
-                "cargo:warning=the simulator (locklab-sim, for `locklab predict`) did not build: {first}"
-            );
+            Err(err
+                .lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("")
+                .to_string())
         }
-        Err(e) => println!("cargo:warning=could not run cargo to build the simulator: {e}"),
+        Err(e) => Err(format!("could not run cargo: {e}")),
     }
 }

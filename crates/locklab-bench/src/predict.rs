@@ -789,7 +789,7 @@ pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
                 scaling,
                 peak,
                 r.idle_pct,
-                latency(r.acquire_ns.p99),
+                crate::output::table::ns(r.acquire_ns.p99),
                 r.jain_fairness,
                 hand,
                 mark
@@ -797,16 +797,6 @@ pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
         }
     }
     out
-}
-
-fn latency(v: u64) -> String {
-    if v >= 10_000_000 {
-        format!("{} ms", v / 1_000_000)
-    } else if v >= 10_000 {
-        format!("{} us", v / 1_000)
-    } else {
-        format!("{v} ns")
-    }
 }
 
 /// Writes `text` to `--json`'s target (`-`: standard output).

@@ -55,21 +55,6 @@ mod imp {
             self.0.get().elapsed() >= Duration::from_nanos(ns)
         }
     }
-
-    /// An absolute timeout for the timed lock operations.
-    pub(crate) type Deadline = Instant;
-
-    /// How long is left before `deadline`: `Some(None)` for no deadline, `None` once it has passed.
-    #[inline]
-    pub(crate) fn time_left(deadline: Option<&Deadline>) -> Option<Option<Duration>> {
-        match deadline {
-            None => Some(None),
-            Some(d) => d
-                .checked_duration_since(Instant::now())
-                .filter(|left| !left.is_zero())
-                .map(Some),
-        }
-    }
 }
 
 /// Under the simulator: the spin budgets and waiter stamps read the virtual clock (a budget's end is
@@ -77,8 +62,6 @@ mod imp {
 /// the simulator runs takes a timed lock).
 #[cfg(locklab_sim)]
 mod imp {
-    use std::time::{Duration, Instant};
-
     pub(crate) struct SpinBudget {
         deadline: f64,
     }
@@ -115,19 +98,6 @@ mod imp {
         #[inline]
         pub(crate) fn older_than(&self, ns: u64) -> bool {
             crate::sim::now() - self.0.get() >= ns as f64
-        }
-    }
-
-    pub(crate) type Deadline = Instant;
-
-    #[inline]
-    pub(crate) fn time_left(deadline: Option<&Deadline>) -> Option<Option<Duration>> {
-        match deadline {
-            None => Some(None),
-            Some(d) => d
-                .checked_duration_since(Instant::now())
-                .filter(|left| !left.is_zero())
-                .map(Some),
         }
     }
 }
@@ -203,4 +173,27 @@ mod imp {
     }
 }
 
+/// Timeouts, on the host's monotonic clock in every build but loom's.
+#[cfg(not(loom))]
+mod deadline {
+    use std::time::{Duration, Instant};
+
+    /// An absolute timeout for the timed lock operations.
+    pub(crate) type Deadline = Instant;
+
+    /// How long is left before `deadline`: `Some(None)` for no deadline, `None` once it has passed.
+    #[inline]
+    pub(crate) fn time_left(deadline: Option<&Deadline>) -> Option<Option<Duration>> {
+        match deadline {
+            None => Some(None),
+            Some(d) => d
+                .checked_duration_since(Instant::now())
+                .filter(|left| !left.is_zero())
+                .map(Some),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+pub(crate) use deadline::*;
 pub(crate) use imp::*;

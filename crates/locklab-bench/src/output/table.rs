@@ -17,7 +17,8 @@ pub fn group(n: f64) -> String {
     out
 }
 
-fn ns(v: u64) -> String {
+/// A latency for a table cell: ns, us from 10 us, ms from 10 ms.
+pub fn ns(v: u64) -> String {
     if v >= 10_000_000 {
         format!("{} ms", v / 1_000_000)
     } else if v >= 10_000 {

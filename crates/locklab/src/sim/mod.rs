@@ -1017,6 +1017,9 @@ pub fn work(ns: f64) {
 
 /// Runs `body(i)` on `threads` virtual threads of `machine` until every body returns.
 ///
+/// A body that panics ends the process (exit status 101, the message on stderr): the other virtual
+/// threads would otherwise wait for the baton forever.
+///
 /// Thread i is placed on core i mod C. The bodies see a virtual clock ([`now`]) and do their
 /// private work with [`work`]; every lock they take runs locklab's real code on the simulated
 /// memory and scheduler. A body should loop while `now()` is below its end time.
@@ -1099,7 +1102,28 @@ pub fn run<R: Send>(
                             drop(g);
                             drop(wait_for_baton(i));
                         }
-                        let r = body(i);
+                        // A panic on a virtual thread would keep the baton from every other one
+                        // forever: the simulation ends there, with the panic's message.
+                        let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            body(i)
+                        })) {
+                            Ok(r) => r,
+                            Err(p) => {
+                                let msg = p
+                                    .downcast_ref::<&str>()
+                                    .map(|s| s.to_string())
+                                    .or_else(|| p.downcast_ref::<String>().cloned())
+                                    .unwrap_or_default();
+                                let _ = std::io::Write::write_all(
+                                    &mut std::io::stderr(),
+                                    format!(
+                                        "locklab simulator: virtual thread {i} panicked: {msg}\n"
+                                    )
+                                    .as_bytes(),
+                                );
+                                std::process::exit(101);
+                            }
+                        };
                         finish(i);
                         VT.with(|v| v.set(usize::MAX));
                         r

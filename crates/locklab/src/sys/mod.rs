@@ -18,6 +18,9 @@
 //! Building with `--cfg locklab_fallback` (`RUSTFLAGS`) selects the generic layer on any OS, so the
 //! fallback runs under the whole test suite on Linux.
 //!
+//! Under `--cfg locklab_sim`, a virtual thread's futex wait and wake, its CPU number and the CPU count
+//! are the simulator's (`crate::sim`); any other thread's go to the OS as usual.
+//!
 //! Under loom there is no kernel: a futex wait is a yield to the model (callers always re-check their
 //! word, so this is a spurious wake-up, which every caller must tolerate anyway) and a wake does nothing.
 
