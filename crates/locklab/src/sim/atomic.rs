@@ -1,6 +1,8 @@
 //! The atomics of a simulated build: each is `core`'s atomic with the simulator consulted before
 //! every access (for its turn and its cost) and, for loads, told the value read afterwards. Outside a
 //! simulation (a thread that is not a virtual thread) they are `core`'s atomics and nothing more.
+//! Their methods are `core`'s, with `core`'s documentation (the subset locklab uses), except that a
+//! weak compare-exchange never fails spuriously (runs stay deterministic).
 //!
 //! ```
 //! use locklab::sim::atomic::{AtomicU64, Ordering};

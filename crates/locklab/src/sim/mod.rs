@@ -124,6 +124,11 @@ pub struct Machine {
 
 impl Machine {
     /// A small 2-socket, 4-core machine with round numbers (documentation and tests).
+    ///
+    /// ```
+    /// let m = locklab::sim::Machine::example();
+    /// assert_eq!((m.sockets, m.cores_per_node), (2, 2));
+    /// ```
     pub fn example() -> Machine {
         Machine {
             sockets: 2,
@@ -149,12 +154,24 @@ impl Machine {
     }
 
     /// Cores in all.
+    ///
+    /// ```
+    /// let mut m = locklab::sim::Machine::example();
+    /// m.nodes_per_socket = 3;
+    /// assert_eq!(m.cores(), 2 * 3 * 2);
+    /// ```
     pub fn cores(&self) -> usize {
         self.sockets * self.nodes_per_socket * self.cores_per_node
     }
 
     /// Checks the description: at least one core, at most 128, every cost finite and >= 0, a positive
     /// slice; the error names the field.
+    ///
+    /// ```
+    /// let mut m = locklab::sim::Machine::example();
+    /// m.wakeup_ns = f64::NAN;
+    /// assert!(m.validate().unwrap_err().contains("wakeup_ns"));
+    /// ```
     pub fn validate(&self) -> Result<(), String> {
         let cores = self.cores();
         if cores == 0 || cores > MAX_CORES {
@@ -218,9 +235,19 @@ impl Machine {
 }
 
 /// The most cores a machine description may have (a line's sharers are one `u128`).
+///
+/// ```
+/// assert_eq!(locklab::sim::MAX_CORES, 128);
+/// ```
 pub const MAX_CORES: usize = 128;
 
 /// What one virtual thread did: its result and its time.
+///
+/// ```
+/// let r = locklab::sim::run(&locklab::sim::Machine::example(), 2, |t| t * 10).unwrap();
+/// assert_eq!(r.threads[1].result, 10);
+/// assert_eq!(r.threads[1].core, 1);
+/// ```
 #[derive(Debug)]
 pub struct ThreadRun<R> {
     /// What the thread's body returned.
@@ -234,6 +261,13 @@ pub struct ThreadRun<R> {
 }
 
 /// A finished simulation.
+///
+/// ```
+/// let r = locklab::sim::run(&locklab::sim::Machine::example(), 3, |_| locklab::sim::work(1_000.0))
+///     .unwrap();
+/// assert_eq!(r.core_busy_ns.len(), 4); // the machine's cores; the fourth ran nothing
+/// assert_eq!(r.core_busy_ns[3], 0.0);
+/// ```
 #[derive(Debug)]
 pub struct Run<R> {
     /// One entry per virtual thread, by index.
@@ -250,6 +284,11 @@ pub struct Run<R> {
 }
 
 /// Why a simulation failed.
+///
+/// ```
+/// use locklab::sim::{Machine, SimError, run};
+/// assert_eq!(run(&Machine::example(), 0, |_| ()).unwrap_err(), SimError::Threads(0));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum SimError {
     /// The machine description is invalid.
@@ -272,6 +311,11 @@ impl std::fmt::Display for SimError {
 impl std::error::Error for SimError {}
 
 /// The most virtual threads in one run.
+///
+/// ```
+/// let too_many = locklab::sim::MAX_THREADS + 1;
+/// assert!(locklab::sim::run(&locklab::sim::Machine::example(), too_many, |_| ()).is_err());
+/// ```
 pub const MAX_THREADS: usize = 1024;
 
 // ---------------------------------------------------------------------------------------------
