@@ -293,6 +293,7 @@ fn futex_pingpong() -> (f64, f64) {
         s.spawn(|| {
             crate::runner::pin_to(cpu);
             for i in 0..N {
+                // Acquire pairs with the other thread's Release store (its turn is over).
                 while word.load(Ordering::Acquire) != 2 * i + 1 {
                     locklab::sys::futex_wait(&word, 2 * i, None);
                 }
@@ -304,6 +305,7 @@ fn futex_pingpong() -> (f64, f64) {
         });
         crate::runner::pin_to(cpu);
         for i in 0..N {
+            // Release/Acquire: the ping-pong's hand-over, as above.
             word.store(2 * i + 1, Ordering::Release);
             locklab::sys::futex_wake(&word, 1);
             while word.load(Ordering::Acquire) != 2 * i + 2 {

@@ -258,6 +258,8 @@ fn enqueue_body(q: &Queues, job: &Job, t: usize, shared: bool) -> Tally {
         // The grace-period worker: every millisecond, take every queue.
         while sim::peek() < end {
             locklab::sys::futex_wait(&q.idle, 0, Some(Duration::from_millis(1)));
+            // Acquire pairs with the pushers' Release (CAS or store): what they queued is visible
+            // (the model queues counts, not objects, but keeps the real arms' orderings and costs).
             if shared {
                 q.head.0.swap(0, Ordering::Acquire);
             } else {
@@ -272,7 +274,8 @@ fn enqueue_body(q: &Queues, job: &Job, t: usize, shared: bool) -> Tally {
     while sim::peek() < end {
         sim::work(job.cs_ns);
         if shared {
-            // A push onto the shared list (read the head, CAS it), the shared count, a full fence.
+            // A push onto the shared list (read the head, CAS it: Release pairs with the worker's
+            // Acquire swap), the shared count, a full fence (the base arm's grace-period ordering).
             let mut h = q.head.0.load(Ordering::Relaxed);
             while let Err(now) =
                 q.head
@@ -284,7 +287,8 @@ fn enqueue_body(q: &Queues, job: &Job, t: usize, shared: bool) -> Tally {
             q.count.0.fetch_add(1, Ordering::Relaxed);
             fence(Ordering::SeqCst);
         } else {
-            // A push onto this thread's own list: its own line, no locked instruction.
+            // A push onto this thread's own list: its own line, no locked instruction (Release pairs
+            // with the worker's Acquire swap).
             let l = &q.local[t].0;
             l.store(l.load(Ordering::Relaxed) + 1, Ordering::Release);
         }

@@ -23,6 +23,7 @@ fn one_way_ns(threads: usize, a: usize, b: usize, rounds: u64) -> f64 {
         let start = peek();
         let me = u64::from(t == b);
         for i in 0..rounds {
+            // Acquire pairs with the other thread's Release store: its round is done.
             while flag.load(Ordering::Acquire) != 2 * i + me {
                 pause();
             }
@@ -62,6 +63,7 @@ fn transfers_of_one_line_are_serialised() {
     let r = run(&m, 4, |_| {
         let mut n = 0u64;
         while peek() < window {
+            // AcqRel: a locked RMW either way on x86 (the simulator charges every RMW alike).
             counter.fetch_add(1, Ordering::AcqRel);
             n += 1;
         }

@@ -954,7 +954,9 @@ pub(crate) fn futex_wait(
     let (cost, _) = e.access(core, addr, Access::Load, now);
     let now = now + cost + e.m.syscall_ns;
     e.threads[me].time = now;
-    if word.inner().load(core::sync::atomic::Ordering::SeqCst) != expected {
+    // Relaxed: the baton orders it (only its holder runs, and the hand-over is Release/Acquire),
+    // as the kernel's futex check is ordered by its hash-bucket lock.
+    if word.inner().load(core::sync::atomic::Ordering::Relaxed) != expected {
         return Some(true);
     }
     let until = timeout.map_or(f64::INFINITY, |d| now + d.as_nanos() as f64);
