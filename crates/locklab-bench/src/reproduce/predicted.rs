@@ -18,7 +18,7 @@
 //! here, and says so.
 
 use super::Reproduction;
-use crate::predict::{self, JobSpec, MachineFile, SimOut};
+use crate::predict::{self, JobSpec, SimOut};
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -378,14 +378,4 @@ pub fn command(which: &[&str], quick: bool, json: Option<&str>) -> anyhow::Resul
         }
     }
     Ok(())
-}
-
-/// The machine a seed is predicted on (for tests and docs).
-pub fn machine_of(seed: &str) -> Option<MachineFile> {
-    let name = match seed {
-        "001" | "003" => "xeon-2s",
-        "004" => "opteron-2s8c",
-        _ => return None,
-    };
-    predict::machine(name).ok()
 }

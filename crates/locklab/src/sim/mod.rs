@@ -581,9 +581,7 @@ impl Engine {
             match self.threads[i].st {
                 St::Running => {
                     if self.preempt_due(i) {
-                        let now = self.threads[i].time;
                         self.requeue(i);
-                        let _ = now;
                         continue;
                     }
                     return i;
@@ -1258,24 +1256,19 @@ struct Pattern {
 }
 
 impl Pattern {
-    /// An access or other operation begins: a closed iteration becomes the previous one.
-    fn roll(&mut self, now: Option<f64>) {
+    /// An access or other operation begins: a closed iteration becomes the previous one (its cost
+    /// was taken when its first boundary closed it).
+    fn roll(&mut self) {
         if let Some(g) = self.group.take() {
             self.prev = std::mem::take(&mut self.cur);
             self.prev_group = g;
             self.prev_pure = self.pure;
-            if let Some(now) = now {
-                self.prev_cost = now - self.start;
-                self.start = now;
-            }
             self.pure = true;
         }
     }
 
     fn op(&mut self, kind: Access, hit: bool) {
-        if self.group.is_some() {
-            self.roll(None);
-        }
+        self.roll();
         if kind != Access::Load || !hit {
             self.pure = false;
         }
@@ -1286,7 +1279,7 @@ impl Pattern {
     }
 
     fn impure(&mut self) {
-        self.roll(None);
+        self.roll();
         self.pure = false;
     }
 
