@@ -8,9 +8,11 @@
 //! - `completed`: grace periods completed (statistics, and the callbacks' segment targets).
 //! - `word`: bumped after every grace period (and after an unwound one); callers that wait for a
 //!   running grace period sleep on it.
-//! - `lock`: serialises grace periods; `owner` identifies its holder (0: free) by the address of a
-//!   thread-local, which the forking thread keeps in a `fork()` child (its kernel thread id changes),
-//!   so the child can tell a lock held by a thread that does not exist in it.
+//! - `owner`: the lock that serialises grace periods, taken by a CAS from 0 (free) to the holder's
+//!   identity, the address of a thread-local, which the forking thread keeps in a `fork()` child
+//!   (its kernel thread id changes). Being held and saying by whom is one store, so a child always
+//!   tells a lock held by a thread that does not exist in it, whichever instruction the fork caught
+//!   that thread at. `sleepers` (1 while a thread waits for it) is the futex word waiters sleep on.
 //!
 //! # Invariants
 //! 1. Only the holder of `lock` writes `seq` and `completed`.
@@ -18,7 +20,7 @@
 //!    (waiters then wait for a later grace period; none returns early).
 
 use super::protocol;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::time::Duration;
 
 /// A grace-period sequence and its lock (module docs).
@@ -26,9 +28,10 @@ pub(super) struct GpSeq {
     seq: AtomicU64,
     completed: AtomicU64,
     word: AtomicU32,
-    /// 0: free, 1: held, 2: held with sleepers (a futex lock: see `lock`).
-    lock: AtomicU32,
+    /// The lock: its holder's [`thread_identity`], 0 when free (see `lock`).
     owner: AtomicUsize,
+    /// 1 while a thread waits (or is about to) for `owner`; their futex word.
+    sleepers: AtomicU32,
 }
 
 /// Holds a [`GpSeq`]'s lock; releases it when dropped.
@@ -36,8 +39,6 @@ pub(super) struct GpLockGuard<'a>(&'a GpSeq);
 
 impl Drop for GpLockGuard<'_> {
     fn drop(&mut self) {
-        // Relaxed: read only by a fork child's repair, which runs on the forking thread.
-        self.0.owner.store(0, Ordering::Relaxed);
         self.0.unlock();
     }
 }
@@ -48,34 +49,45 @@ impl GpSeq {
             seq: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             word: AtomicU32::new(0),
-            lock: AtomicU32::new(0),
             owner: AtomicUsize::new(0),
+            sleepers: AtomicU32::new(0),
         }
     }
 
-    /// Takes the grace-period lock (no grace period runs while it is held). A three-state futex lock
-    /// (free, held, held with sleepers): holders are few (grace periods, the grace-period thread's
-    /// passes), and a `fork()` child must be able to release one whose holder is gone.
+    /// Takes the grace-period lock (no grace period runs while it is held): a CAS of `owner` from
+    /// 0 to our identity, else announce in `sleepers`, retry, sleep. Holders are few (grace periods,
+    /// the grace-period thread's passes), and a `fork()` child must be able to release one whose
+    /// holder is gone (module docs).
     pub(super) fn lock(&self) -> GpLockGuard<'_> {
-        // Acquire (all three): pairs with the Release in `unlock`; the last holder's writes are ours.
-        if self
-            .lock
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            while self.lock.swap(2, Ordering::Acquire) != 0 {
-                crate::sys::futex_wait(&self.lock, 2, None);
+        let me = thread_identity();
+        // Acquire (both CASes): pairs with the Release in `unlock`; the last holder's writes are ours.
+        let take = || {
+            self.owner
+                .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        };
+        while !take() {
+            // Dekker's pattern with `unlock` (SeqCst fences on both sides): either our retry sees the
+            // lock free, or the unlocker sees `sleepers == 1` and wakes us.
+            self.sleepers.store(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if take() {
+                break;
             }
+            crate::sys::futex_wait(&self.sleepers, 1, None);
         }
-        // Relaxed: see `GpLockGuard::drop`.
-        self.owner.store(thread_identity(), Ordering::Relaxed);
         GpLockGuard(self)
     }
 
     fn unlock(&self) {
-        // Release: pairs with the Acquire in `lock`.
-        if self.lock.swap(0, Ordering::Release) == 2 {
-            crate::sys::futex_wake(&self.lock, 1);
+        // Release: pairs with the Acquire CAS in `lock`.
+        self.owner.store(0, Ordering::Release);
+        // See `lock`. Every sleeper is woken: the flag does not count them.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) != 0
+            && self.sleepers.swap(0, Ordering::Relaxed) != 0
+        {
+            crate::sys::futex_wake(&self.sleepers, u32::MAX);
         }
     }
 
@@ -153,10 +165,10 @@ impl GpSeq {
                 // Acquire loads of `seq`; nothing was freed on the strength of it.
                 self.seq.store(s - 1, Ordering::Release);
             }
-            self.owner.store(0, Ordering::Relaxed);
             // The holder does not exist in the child, and the lock protects no data (it only
-            // serialises grace periods, whose state was just repaired).
-            self.unlock();
+            // serialises grace periods, whose state was just repaired). Nobody sleeps on it here.
+            self.owner.store(0, Ordering::Relaxed);
+            self.sleepers.store(0, Ordering::Relaxed);
         }
     }
 }

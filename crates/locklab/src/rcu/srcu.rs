@@ -2,26 +2,31 @@
 //!
 //! # Algorithm (the kernel's srcutree, per thread instead of per CPU)
 //! A [`SrcuDomain`] has an index `idx` (0 or 1, the low bit of a counter) and per-thread records with
-//! four counters: `locks[0..2]` and `unlocks[0..2]`, each written only by its thread.
-//! - **Read lock**: `i = idx`; `locks[i] += 1` (own counter, plain load + store); full fence. The guard
-//!   remembers `i`.
-//! - **Read unlock**: full fence; `unlocks[i] += 1` on the record of the thread that unlocks (the sums
-//!   are what count, so a section may end on another thread: [`SrcuDomain::down_read`], the kernel's
-//!   `srcu_down_read`/`srcu_up_read`, gives a `Send` guard).
+//! two sets of counters, `locks[0..2]` and `unlocks[0..2]`, each written only by the record's thread:
+//! `own` for [`read_lock`](SrcuDomain::read_lock) sections, `shared` for
+//! [`down_read`](SrcuDomain::down_read) ones.
+//! - **Read lock**: `i = idx`; `own.locks[i] += 1` (own counter, plain load + store); full fence. The
+//!   guard remembers `i` and the record, and unlocks on that record.
+//! - **Read unlock**: full fence; `own.unlocks[i] += 1` on the guard's record.
+//! - **down_read / up_read** (the kernel's `srcu_down_read`/`srcu_up_read`, a `Send` guard that may
+//!   end on another thread): the same steps on `shared` of whatever record the locking and the
+//!   unlocking thread hold (the sums are what count).
 //! - **Grace period** (under the grace-period lock, shared between concurrent callers): wait until
-//!   index `!idx` is drained (sum of its unlocks, fence, sum of its locks: equal), flip `idx`, wait
-//!   until the old index is drained.
+//!   index `!idx` is drained (sum of its unlocks, fence, sum of its locks, over both sets of every
+//!   record: equal), flip `idx`, wait until the old index is drained.
 //!
 //! # Rules
-//! - [`SrcuReadGuard`] is not `Send`: its sections are counted per thread (`open`), so `synchronize`,
+//! - [`SrcuReadGuard`] is not `Send`: its sections are counted per thread (`own`, balanced on one
+//!   record: `own.locks[i] - own.unlocks[i]` sections are open on it), so `synchronize`,
 //!   `cond_synchronize` and `srcu_barrier` inside a section of the same domain on the same thread
 //!   panic instead of waiting for themselves. A [`SrcuDownGuard`] may end on any thread, so it is not
 //!   counted: waiting for a grace period while holding one waits for it (as in the kernel).
 //! - `call_srcu` never waits inside a section (see `LIMIT`).
 //! - `fork()`: the child's grace periods do not wait for other threads' [`SrcuReadGuard`] sections
-//!   (those threads are gone); a [`SrcuDownGuard`] taken before the fork holds the child's grace
-//!   periods until it is dropped in the child, wherever it is (it may have moved to the forking
-//!   thread, so it cannot be discounted).
+//!   (those threads are gone): a record of another thread gets `own.unlocks = own.locks`, exact
+//!   whichever instruction the fork caught its thread at (each count is one store); a
+//!   [`SrcuDownGuard`] taken before the fork holds the child's grace periods until it is dropped in
+//!   the child, wherever it is (it may have moved to the forking thread, so it cannot be discounted).
 //!
 //! # Why two waits
 //! A reader that loaded `idx` before a flip may increment the old index after the writer's scan of it.
@@ -34,7 +39,9 @@
 //! # Invariants
 //! 1. A record's counters are written only by the thread that holds the record.
 //! 2. For each index: sum(unlocks) <= sum(locks), equal when no reader holds that index.
-//! 3. Records are never freed (type-stable), reused only when their thread has exited.
+//! 3. Per record and index, `own.unlocks <= own.locks`; a record goes back to the pool only with
+//!    them equal (a guard that outlives its thread's thread-locals keeps it until its unlock).
+//! 4. Records are never freed (type-stable), reused only when their thread has exited.
 //!
 //! # Orderings
 //! SeqCst fences on both sides (Dekker's pattern between a reader's increment and the writer's sums).
@@ -43,21 +50,42 @@
 
 use super::callback::{Engine, Host};
 use super::fork;
-use super::gp::GpSeq;
+use super::gp::{self, GpSeq};
 use super::protocol::{self, SrcuCounters};
 use super::registry::{Pooled, Registry};
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::cell::Cell;
 use std::time::Duration;
 
 #[repr(align(128))]
 struct SrcuRecord {
-    /// `locks[i]`, `unlocks[i]` (invariant 1).
-    ctrs: SrcuCounters,
+    /// [`SrcuReadGuard`] sections: locked and unlocked here (invariants 1 and 3).
+    own: SrcuCounters,
+    /// [`SrcuDownGuard`] sections counted in or out by the holding thread (invariant 1).
+    shared: SrcuCounters,
     in_use: AtomicBool,
-    /// [`SrcuReadGuard`] sections open on the holding thread, per index (holder only).
-    open: [AtomicU64; 2],
+    /// The holder's `gp::thread_identity` (0: free, or being claimed): a `fork()` child keeps the
+    /// forking thread's records and repairs every other one.
+    owner: AtomicUsize,
+}
+
+impl SrcuRecord {
+    /// Whether a [`SrcuReadGuard`] section is open on this record. Relaxed: called by the holder
+    /// (its own counters), or in a fork child on the only thread.
+    fn open(&self) -> bool {
+        (0..2).any(|i| {
+            self.own.locks[i].load(Ordering::Relaxed) != self.own.unlocks[i].load(Ordering::Relaxed)
+        })
+    }
+
+    /// Gives the record back to the pool (its holder, with no section open on it).
+    fn release(&self) {
+        // Relaxed: read by a fork child's repair only (on the forking thread's copy).
+        self.owner.store(0, Ordering::Relaxed);
+        // Release: the next holder's Acquire claim sees our counter updates.
+        self.in_use.store(false, Ordering::Release);
+    }
 }
 
 impl Pooled for SrcuRecord {
@@ -98,11 +126,10 @@ impl Drop for Held {
     fn drop(&mut self) {
         LAST.set((0, 0));
         for (_, r) in self.0.borrow().iter() {
-            // Relaxed: our own counts. A guard that outlives this (in a later thread-local, or
-            // forgotten) keeps the record ours: its unlock decrements `open` (one-off path aside).
-            if r.open.iter().all(|o| o.load(Ordering::Relaxed) == 0) {
-                // Release: the next holder's Acquire claim sees our last counter updates.
-                r.in_use.store(false, Ordering::Release);
+            // A guard that outlives this (in a later thread-local, or forgotten) keeps the record
+            // ours (invariant 3): its unlock gives it back.
+            if !r.open() {
+                r.release();
             }
         }
     }
@@ -132,15 +159,21 @@ impl SrcuDomain {
 
     fn claim(&'static self) -> &'static SrcuRecord {
         fork::register(&self.fork_registered, self);
-        self.records.claim(|| SrcuRecord {
-            ctrs: SrcuCounters::new(),
+        let r = self.records.claim(|| SrcuRecord {
+            own: SrcuCounters::new(),
+            shared: SrcuCounters::new(),
             in_use: AtomicBool::new(true),
-            open: [const { AtomicU64::new(0) }; 2],
-        })
+            owner: AtomicUsize::new(0),
+        });
+        // Relaxed: see `SrcuRecord::release`. A fork between the claim and this store finds the
+        // record held by nobody here (0), which is right: the claiming thread is not the forking one.
+        r.owner.store(gp::thread_identity(), Ordering::Relaxed);
+        r
     }
 
-    /// Runs `f` on this thread's record, and whether it is a one-off (a record returned right after,
-    /// in a late thread-local destructor).
+    /// Runs `f` on this thread's record, and whether it is a one-off (in a late thread-local
+    /// destructor: a record claimed for this call, returned right after unless `f` left a section
+    /// open on it, which its guard's unlock then returns).
     #[inline]
     fn with_record<R>(&'static self, f: impl FnOnce(&'static SrcuRecord, bool) -> R) -> R {
         let me = self as *const SrcuDomain as usize;
@@ -166,8 +199,9 @@ impl SrcuDomain {
                 // Counts are sums: a one-off record works as well as the thread's own.
                 let r = self.claim();
                 let out = f(r, true);
-                // Release: the next holder's Acquire claim sees our counter updates.
-                r.in_use.store(false, Ordering::Release);
+                if !r.open() {
+                    r.release();
+                }
                 out
             }
         }
@@ -197,34 +231,22 @@ impl SrcuDomain {
     /// first of a grace period's two waits exists for; tests force it).
     #[inline(always)]
     fn read_lock_stalled(&'static self, stall: impl FnOnce()) -> SrcuReadGuard {
-        let (idx, counted) = self.enter(stall, true);
+        // A stale index is fine (module docs: the two waits cover it).
+        let idx = protocol::srcu_index(&self.idx);
+        stall();
+        // Count in index `idx` on our own record (invariant 1), then a full fence (`protocol.rs`).
+        // In a late thread-local destructor the record is one claimed for this section: it stays
+        // ours until the guard's unlock (invariant 3).
+        let rec = self.with_record(|r, _| {
+            protocol::srcu_enter(&r.own, idx);
+            r
+        });
         SrcuReadGuard {
             domain: self,
             idx,
-            counted,
+            rec,
             _not_send: PhantomData,
         }
-    }
-
-    /// Counts a reader in: index, `stall`, own counter, fence; with `track`, also in the thread's
-    /// `open` count (unless the record is a one-off). Returns the index and whether it was tracked.
-    #[inline(always)]
-    fn enter(&'static self, stall: impl FnOnce(), track: bool) -> (usize, bool) {
-        // A stale index is fine (module docs: the two waits cover it).
-        let i = protocol::srcu_index(&self.idx);
-        stall();
-        // Count in index `i` on our own counters (invariant 1), then a full fence (`protocol.rs`).
-        let counted = self.with_record(|r, one_off| {
-            protocol::srcu_enter(&r.ctrs, i);
-            let counted = track && !one_off;
-            if counted {
-                // Relaxed: our own count (holder only).
-                let o = r.open[i].load(Ordering::Relaxed);
-                r.open[i].store(o + 1, Ordering::Relaxed);
-            }
-            counted
-        });
-        (i, counted)
     }
 
     /// Enters a read-side section that may end on another thread (the kernel's `srcu_down_read`):
@@ -238,7 +260,8 @@ impl SrcuDomain {
     /// D.synchronize();
     /// ```
     pub fn down_read(&'static self) -> SrcuDownGuard {
-        let (idx, _) = self.enter(|| {}, false);
+        let idx = protocol::srcu_index(&self.idx);
+        self.with_record(|r, _| protocol::srcu_enter(&r.shared, idx));
         SrcuDownGuard { domain: self, idx }
     }
 
@@ -254,7 +277,7 @@ impl SrcuDomain {
     /// ```
     pub fn in_read_section(&'static self) -> bool {
         let me = self as *const SrcuDomain as usize;
-        let open = |r: &SrcuRecord| r.open.iter().any(|o| o.load(Ordering::Relaxed) != 0);
+        let open = |r: &SrcuRecord| r.open();
         let (d, r) = LAST.get();
         if d == me {
             // SAFETY: as in `with_record`.
@@ -275,7 +298,7 @@ impl SrcuDomain {
     /// Whether index `i` has no reader (`protocol::srcu_drained`: unlocks, fence, locks).
     fn drained(&self, i: usize) -> bool {
         let recs = self.records.snapshot();
-        protocol::srcu_drained(recs.iter().map(|r| &r.ctrs), i)
+        protocol::srcu_drained(recs.iter().flat_map(|r| [&r.own, &r.shared]), i)
     }
 
     fn wait_drained(&self, i: usize) {
@@ -310,6 +333,15 @@ impl SrcuDomain {
         self.refuse_inside("synchronize");
         fork::register(&self.fork_registered, self);
         self.run_gp();
+    }
+
+    /// Tests: records held by a thread now.
+    #[cfg(test)]
+    pub(super) fn held_records(&self) -> usize {
+        let recs = self.records.snapshot();
+        recs.iter()
+            .filter(|r| r.in_use.load(Ordering::SeqCst))
+            .count()
     }
 
     /// Grace periods completed.
@@ -357,31 +389,20 @@ impl fork::ForkAware for SrcuDomain {
     }
     fn child(&'static self) {
         self.gps.repair_after_fork();
-        let mine: Vec<usize> = HELD
-            .try_with(|h| {
-                h.0.borrow()
-                    .iter()
-                    .map(|(_, r)| *r as *const SrcuRecord as usize)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let me = gp::thread_identity();
         // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
         for r in unsafe { self.records.held_snapshot() } {
-            if mine.contains(&(r as *const SrcuRecord as usize)) {
+            // Relaxed: this is the only thread (`owner` and the counters: see their docs).
+            if r.owner.load(Ordering::Relaxed) == me || !r.in_use.load(Ordering::Relaxed) {
                 continue;
             }
             // A thread that does not exist here: its `read_lock` sections (not `Send`) ended with
             // it. Count their unlocks, so the sums balance (its down_read sections stay counted).
             for i in 0..2 {
-                let open = r.open[i].load(Ordering::Relaxed);
-                if open != 0 {
-                    let u = r.ctrs.unlocks[i].load(Ordering::Relaxed);
-                    r.ctrs.unlocks[i].store(u + open, Ordering::Relaxed);
-                    r.open[i].store(0, Ordering::Relaxed);
-                }
+                let l = r.own.locks[i].load(Ordering::Relaxed);
+                r.own.unlocks[i].store(l, Ordering::Relaxed);
             }
-            // Release: the next holder's Acquire claim (`Registry::claim`) sees the record reset.
-            r.in_use.store(false, Ordering::Release);
+            r.release();
         }
         self.engine.child_after_fork();
     }
@@ -405,8 +426,8 @@ impl fork::ForkAware for SrcuDomain {
 pub struct SrcuReadGuard {
     domain: &'static SrcuDomain,
     idx: usize,
-    /// Counted in the thread's `open` (not in a one-off record).
-    counted: bool,
+    /// The record the section is counted on (this thread's; kept while the section is open).
+    rec: &'static SrcuRecord,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -428,7 +449,7 @@ impl Drop for SrcuDownGuard {
         // A full fence, then the unlock count on our own counters (invariant 1; `protocol.rs`).
         let i = self.idx;
         self.domain
-            .with_record(|r, _| protocol::srcu_exit(&r.ctrs, i));
+            .with_record(|r, _| protocol::srcu_exit(&r.shared, i));
     }
 }
 
@@ -449,17 +470,16 @@ impl SrcuReadGuard {
 impl Drop for SrcuReadGuard {
     fn drop(&mut self) {
         crate::dep::rcu_end(self.domain as *const SrcuDomain as *const ());
-        // A full fence, then the unlock count on our own counters (invariant 1; `protocol.rs`).
-        let (i, counted) = (self.idx, self.counted);
-        self.domain.with_record(|r, _| {
-            protocol::srcu_exit(&r.ctrs, i);
-            if counted {
-                // Relaxed: our own count; the guard is not `Send`, so this is the record it was
-                // counted on (kept ours while the count is non-zero: `Held`).
-                let o = r.open[i].load(Ordering::Relaxed);
-                r.open[i].store(o - 1, Ordering::Relaxed);
-            }
-        });
+        // A full fence, then the unlock count on the record the section was counted on: ours (the
+        // guard is not `Send`, and the record stays ours while a section is open on it).
+        let r = self.rec;
+        protocol::srcu_exit(&r.own, self.idx);
+        // Past this thread's thread-locals (a late guard: `Held` left the record ours, or it was
+        // claimed for this section), the last unlock gives the record back (invariant 3).
+        let me = self.domain as *const SrcuDomain as usize;
+        if LAST.get().0 != me && HELD.try_with(|_| ()).is_err() && !r.open() {
+            r.release();
+        }
     }
 }
 

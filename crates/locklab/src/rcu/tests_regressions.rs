@@ -376,6 +376,88 @@ fn fork_in_a_loop_while_grace_periods_and_callbacks_run() {
     );
 }
 
+/// fork() while other threads run the read-side and grace-period paths in tight loops, so that the
+/// fork often catches one between two of its steps (counting a reader in and marking it open, taking
+/// the grace-period lock and saying who holds it): every child's grace periods, in every flavour,
+/// still end.
+#[test]
+#[cfg(not(miri))]
+fn fork_catches_readers_and_grace_periods_between_steps() {
+    static D: RcuDomain = RcuDomain::new();
+    static Q: QsbrDomain = QsbrDomain::new();
+    static S: SrcuDomain = SrcuDomain::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = vec![];
+    for k in 0..5 {
+        let stop = stop.clone();
+        workers.push(std::thread::spawn(move || {
+            let mut me = Q.register();
+            while !stop.load(Ordering::Relaxed) {
+                match k {
+                    0 => drop(S.read_lock()),
+                    1 => S.synchronize(),
+                    2 => drop(D.read_lock()),
+                    3 => D.synchronize(),
+                    _ => {
+                        drop(me.read_lock());
+                        me.quiescent_state();
+                        me.synchronize();
+                    }
+                }
+            }
+        }));
+    }
+    // The step each child is at, in memory shared with it (for the failure message).
+    // SAFETY: a fresh anonymous shared mapping of one page; checked below.
+    let step = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(step, libc::MAP_FAILED, "mmap");
+    // SAFETY: the mapping is page-aligned, a page long, and shared with every child.
+    let step = unsafe { &*(step as *const AtomicUsize) };
+    let mut failed = vec![];
+    for round in 0..200 {
+        // SAFETY: the child only runs locklab's code and `_exit`s; the alarm kills it if it hangs.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: alarm and _exit are async-signal-safe system calls.
+            unsafe { libc::alarm(10) };
+            step.store(1, Ordering::SeqCst);
+            S.synchronize();
+            step.store(2, Ordering::SeqCst);
+            D.synchronize();
+            step.store(3, Ordering::SeqCst);
+            Q.synchronize();
+            step.store(4, Ordering::SeqCst);
+            S.synchronize();
+            // SAFETY: ends the child without running the parent's atexit handlers or test harness.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a valid out-pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            failed.push((round, status, step.load(Ordering::SeqCst)));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert!(
+        failed.is_empty(),
+        "children that hung or failed (round, wait status, step 1-4: srcu, memb, qsbr, srcu): {failed:?}"
+    );
+}
+
 /// A guard kept in a thread-local that is destroyed after this module's own (initialised before the
 /// thread's first read lock): the record goes back at the guard's unlock, not never. Inside that
 /// destructor the thread is still seen inside its section, so `synchronize` there panics rather than
@@ -425,6 +507,48 @@ fn a_guard_in_a_late_thread_local_returns_its_record() {
         Duration::from_secs(30),
         "synchronize after the threads",
         || D.synchronize(),
+    );
+}
+
+/// An SRCU guard kept in a thread-local destroyed after the domain's own: its unlock lands on the
+/// record it was counted on (kept for it), which then goes back; a section taken inside that late
+/// destructor works too. No record is left held or unbalanced, and grace periods go on.
+#[test]
+fn an_srcu_guard_in_a_late_thread_local_returns_its_record() {
+    static S: SrcuDomain = SrcuDomain::new();
+    struct Keep(std::cell::RefCell<Option<srcu::SrcuReadGuard>>);
+    impl Drop for Keep {
+        fn drop(&mut self) {
+            drop(self.0.borrow_mut().take());
+            // A section of its own, taken and ended after the thread's records went back.
+            drop(S.read_lock());
+        }
+    }
+    std::thread_local!(static K: Keep = const { Keep(std::cell::RefCell::new(None)) });
+    let threads = if cfg!(miri) { 3 } else { 100 };
+    for _ in 0..threads {
+        std::thread::spawn(|| {
+            K.with(|_| {}); // registered before the domain's: destroyed after it
+            let g = S.read_lock();
+            K.with(|k| *k.0.borrow_mut() = Some(g));
+        })
+        .join()
+        .unwrap();
+    }
+    assert_eq!(S.held_records(), 0, "every record went back");
+    std::thread::spawn(|| {
+        assert!(
+            !S.in_read_section(),
+            "a reused record looks inside a section"
+        );
+        S.synchronize();
+    })
+    .join()
+    .unwrap();
+    within(
+        Duration::from_secs(30),
+        "synchronize after the threads",
+        || S.synchronize(),
     );
 }
 
