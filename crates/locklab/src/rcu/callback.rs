@@ -50,7 +50,10 @@
 //! updated. The child has no grace-period thread: the next `call_rcu`, barrier or polled request
 //! starts one, and it runs the callbacks that were pending at the fork (in the child, on the child's
 //! copy of the memory, as the parent runs them on its own). Lists of threads that do not exist in the
-//! child go back to the pool.
+//! child go back to the pool. A callback that forks (itself, or through `std::process::Command`)
+//! is the exception: the prepare handler cannot wait for the batch it is part of, so that batch
+//! stays in flight in both processes, each finished by its copy of the grace-period thread (in the
+//! child, the only thread). A callback must not wait for another thread that forks.
 //!
 //! # Invariants
 //! 1. Per list, one invoker at a time (the `invoking` flag, held from taking a batch to the end of
@@ -315,7 +318,10 @@ impl Engine {
         // then reads `fork_pending`: either it sees the fork pending and takes nothing, or we see it
         // in its pass and wait for the end.
         self.fork_pending.store(1, Ordering::SeqCst);
-        while self.in_pass.load(Ordering::SeqCst) != 0 {
+        // A callback of ours that forks (directly, or through `std::process::Command`) is that pass:
+        // waiting for it would never end. Its batches stay in flight, in both processes, on the
+        // thread that runs them (the child is a copy of it: `child_after_fork`).
+        while !self.forking_in_own_callback() && self.in_pass.load(Ordering::SeqCst) != 0 {
             crate::sys::futex_wait(&self.in_pass, 1, Some(Duration::from_millis(1)));
         }
         let pool = self.recs.lock_for_fork();
@@ -334,10 +340,42 @@ impl Engine {
         crate::sys::futex_wake(&self.fork_pending, u32::MAX);
     }
 
-    /// After `fork()`, in the child (locks still held, released after): no grace-period thread,
-    /// lists of vanished threads returned to the pool (their callbacks stay, to run here).
+    /// After `fork()`, in the child (locks still held, released after): lists of vanished threads
+    /// returned to the pool (their callbacks stay, to run here); no grace-period thread, unless this
+    /// thread is it (a callback forked).
     #[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
     pub(super) fn child_after_fork(&self) {
+        // Relaxed (all the stores below): the child runs on this one thread until it spawns another,
+        // and the spawn orders these stores before anything that thread does.
+        self.fork_pending.store(0, Ordering::Relaxed);
+        self.release_vanished_records();
+        if self.forking_in_own_callback() {
+            // This thread is the domain's grace-period thread, in a callback: it goes on as the
+            // child's grace-period thread, finishing its batches (whose `invoking` flags stay
+            // set), as its original does in the parent.
+            return;
+        }
+        // SAFETY: `prepare_fork` took the pool's lock on the thread this one is a copy of.
+        for r in unsafe { self.recs.held_snapshot() } {
+            // No batch was in flight (prepare), so nobody invokes here.
+            r.invoking.store(false, Ordering::Relaxed);
+        }
+        self.thread.store(NO_THREAD, Ordering::Relaxed);
+        self.state.store(RUNNING, Ordering::Relaxed);
+        self.in_pass.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the calling thread is running one of this engine's callbacks (on its grace-period
+    /// thread: the others run only trivial drops, which cannot fork).
+    #[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
+    fn forking_in_own_callback(&self) -> bool {
+        IN_CALLBACK.get() == self as *const Engine as usize
+    }
+
+    /// In a fork child: the lists of threads that do not exist here go back to the pool (their
+    /// callbacks stay, to run here).
+    #[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
+    fn release_vanished_records(&self) {
         let mine: Vec<usize> = HELD
             .try_with(|h| {
                 h.0.borrow()
@@ -349,17 +387,10 @@ impl Engine {
         // SAFETY: `prepare_fork` took the pool's lock on the thread this one is a copy of.
         for r in unsafe { self.recs.held_snapshot() } {
             if !mine.contains(&(r as *const CbRecord as usize)) {
+                // Relaxed: see `child_after_fork`.
                 r.in_use.store(false, Ordering::Relaxed);
             }
-            // No batch was in flight (prepare), so nobody invokes here.
-            r.invoking.store(false, Ordering::Relaxed);
         }
-        // Relaxed (all four): the child runs on this one thread until it spawns another, and the
-        // spawn orders these stores before anything that thread does.
-        self.thread.store(NO_THREAD, Ordering::Relaxed);
-        self.state.store(RUNNING, Ordering::Relaxed);
-        self.in_pass.store(0, Ordering::Relaxed);
-        self.fork_pending.store(0, Ordering::Relaxed);
     }
 }
 

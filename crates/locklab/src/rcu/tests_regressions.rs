@@ -458,6 +458,61 @@ fn fork_catches_readers_and_grace_periods_between_steps() {
     );
 }
 
+/// A callback that forks (as `std::process::Command` may): the fork's prepare handler cannot wait
+/// for the batch the callback is part of. The parent's barrier returns, and the child, a copy of
+/// the grace-period thread inside the callback, runs grace periods and exits.
+#[test]
+#[cfg(not(miri))]
+fn a_callback_that_forks() {
+    static D: RcuDomain = RcuDomain::new();
+    static S: SrcuDomain = SrcuDomain::new();
+    static STATUS: [AtomicUsize; 2] = [AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)];
+    fn fork_and_wait(k: usize, grace_period: fn()) {
+        // SAFETY: the child only runs locklab's code and `_exit`s; the alarm kills it if it hangs.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: alarm and _exit are async-signal-safe system calls.
+            unsafe { libc::alarm(10) };
+            grace_period();
+            grace_period();
+            // SAFETY: ends the child without unwinding into the parent's test harness.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a valid out-pointer.
+        if pid > 0 && unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
+            STATUS[k].store(status as usize, Ordering::SeqCst);
+        }
+    }
+    D.call_rcu(|| fork_and_wait(0, || D.synchronize()));
+    S.call_srcu(|| fork_and_wait(1, || S.synchronize()));
+    within(
+        Duration::from_secs(30),
+        "rcu_barrier after a forking callback",
+        || {
+            D.rcu_barrier();
+            S.srcu_barrier();
+        },
+    );
+    for (k, name) in ["memb", "srcu"].iter().enumerate() {
+        assert_eq!(
+            STATUS[k].load(Ordering::SeqCst),
+            0,
+            "{name}: the child did not exit 0 (wait status; usize::MAX: fork failed)"
+        );
+    }
+    // The domains go on in the parent.
+    within(Duration::from_secs(30), "grace periods after", || {
+        D.synchronize();
+        S.synchronize();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        D.call_rcu(move || r.store(true, Ordering::SeqCst));
+        D.rcu_barrier();
+        assert!(ran.load(Ordering::SeqCst));
+    });
+}
+
 /// A guard kept in a thread-local that is destroyed after this module's own (initialised before the
 /// thread's first read lock): the record goes back at the guard's unlock, not never. Inside that
 /// destructor the thread is still seen inside its section, so `synchronize` there panics rather than
