@@ -64,20 +64,15 @@ pub(super) fn register(flag: &AtomicBool, d: &'static dyn ForkAware) {
     flag.store(true, Ordering::Release);
 }
 
-/// [`INSTALL`]: the handlers are installed.
-const INSTALLED: u32 = u32::MAX;
-
-/// 0: handlers not installed; [`INSTALLED`]; otherwise the pid of the process in which a thread is
-/// installing them. One word, so that a `fork()` child can tell an installation it must take over
-/// (the installing thread does not exist in it) from one running in its own process, whichever
-/// instruction the fork caught the installer at; no lock is held meanwhile.
+/// The handlers' registration (`sys::once_per_process`: safe against a fork at any instruction).
+#[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
 static INSTALL: AtomicU32 = AtomicU32::new(0);
 
 /// Installs the `pthread_atfork` handlers once per process (not under Miri, which has no
-/// `pthread_atfork`, nor where there is no `fork`).
+/// `pthread_atfork`, nor where there is no `fork`). No lock is held meanwhile.
 fn install() {
     #[cfg(all(unix, not(miri)))]
-    install_with(&INSTALL, pid(), || {
+    crate::sys::once_per_process(&INSTALL, || {
         // SAFETY: the three handlers are `extern "C" fn()` with no arguments, valid for the life of
         // the process.
         let r = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
@@ -87,43 +82,6 @@ fn install() {
             ));
         }
     });
-}
-
-/// This process's id (a system call: glibc does not cache it).
-#[cfg(all(unix, not(miri)))]
-fn pid() -> u32 {
-    // SAFETY: getpid has no preconditions and cannot fail.
-    unsafe { libc::getpid() as u32 }
-}
-
-/// The installation protocol over `state` ([`INSTALL`]), for process `me`: the first caller runs
-/// `register`; the others wait for it. In a `fork()` child whose parent was installing at the fork,
-/// the installer's pid is the parent's: one caller takes the installation over (the parent's
-/// registration either happened before the fork, and then the child handler already marked the
-/// word [`INSTALLED`] here, or did not happen in this process).
-#[cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
-fn install_with(state: &AtomicU32, me: u32, register: impl FnOnce()) {
-    loop {
-        // Acquire: pairs with the Release store after `register`.
-        let s = state.load(Ordering::Acquire);
-        if s == INSTALLED {
-            return;
-        }
-        if s != me
-            && state
-                .compare_exchange(s, me, Ordering::Acquire, Ordering::Acquire)
-                .is_ok()
-        {
-            register();
-            // Release: the registration happens-before every caller that sees it done.
-            state.store(INSTALLED, Ordering::Release);
-            crate::sys::futex_wake(state, u32::MAX);
-            return;
-        }
-        // Another thread of this process installs: wait (a timeout in case it is stopped between
-        // its steps; its store wakes us otherwise).
-        crate::sys::futex_wait(state, me, Some(std::time::Duration::from_millis(1)));
-    }
 }
 
 extern "C" fn prepare() {
@@ -159,68 +117,7 @@ extern "C" fn parent() {
 }
 
 extern "C" fn child() {
-    // Our handlers are registered in this process (the installer may have been caught between its
-    // registration and marking it done).
-    INSTALL.store(INSTALLED, Ordering::Relaxed);
+    #[cfg(all(unix, not(miri)))]
+    crate::sys::registered_here(&INSTALL);
     after(|d| d.child());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicUsize;
-
-    /// The first caller registers, once; later callers find it done.
-    #[test]
-    fn installs_once() {
-        let state = AtomicU32::new(0);
-        let runs = AtomicUsize::new(0);
-        install_with(&state, 7, || {
-            runs.fetch_add(1, Ordering::SeqCst);
-        });
-        install_with(&state, 7, || {
-            runs.fetch_add(1, Ordering::SeqCst);
-        });
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        assert_eq!(state.load(Ordering::SeqCst), INSTALLED);
-    }
-
-    /// A fork child whose parent was installing at the fork (the word holds the parent's pid, and
-    /// no child handler of ours ran to mark it done): the child installs for itself.
-    #[test]
-    fn a_child_takes_over_its_parents_installation() {
-        let state = AtomicU32::new(41); // the parent's pid
-        let runs = AtomicUsize::new(0);
-        install_with(&state, 42, || {
-            runs.fetch_add(1, Ordering::SeqCst);
-        });
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        assert_eq!(state.load(Ordering::SeqCst), INSTALLED);
-    }
-
-    /// Another thread of this process is installing: wait for it, do not register twice.
-    #[test]
-    fn waits_for_an_installer_of_its_own_process() {
-        static STATE: AtomicU32 = AtomicU32::new(0);
-        static RUNS: AtomicUsize = AtomicUsize::new(0);
-        STATE.store(9, Ordering::SeqCst); // a thread of process 9 is installing
-        let waiter = std::thread::spawn(|| {
-            install_with(&STATE, 9, || {
-                RUNS.fetch_add(1, Ordering::SeqCst);
-            });
-        });
-        std::thread::sleep(std::time::Duration::from_millis(if cfg!(miri) {
-            5
-        } else {
-            30
-        }));
-        assert!(
-            !waiter.is_finished(),
-            "returned before the installation ended"
-        );
-        STATE.store(INSTALLED, Ordering::SeqCst);
-        crate::sys::futex_wake(&STATE, u32::MAX);
-        waiter.join().unwrap();
-        assert_eq!(RUNS.load(Ordering::SeqCst), 0);
-    }
 }

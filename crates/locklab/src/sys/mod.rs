@@ -389,8 +389,11 @@ pub(crate) mod fork_watch {
     pub(crate) static EPOCH: AtomicU32 = AtomicU32::new(0);
     /// The handler is registered.
     pub(crate) static WATCHING: AtomicBool = AtomicBool::new(false);
+    /// Its registration ([`super::once_per_process`]).
+    static REGISTRATION: AtomicU32 = AtomicU32::new(0);
 
     extern "C" fn child() {
+        super::registered_here(&REGISTRATION);
         // Relaxed: the child has one thread.
         EPOCH.fetch_add(1, Ordering::Relaxed);
     }
@@ -399,11 +402,151 @@ pub(crate) mod fork_watch {
     /// constructor through `prepare_threads`, else on a sleeping lock's first wait-list use).
     #[cold]
     pub(crate) fn watch() {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: a handler that only bumps an atomic.
+        super::once_per_process(&REGISTRATION, || {
+            // SAFETY: a handler that only bumps atomics.
             unsafe { libc::pthread_atfork(None, None, Some(child)) };
         });
         WATCHING.store(true, Ordering::Relaxed);
+    }
+}
+
+/// [`once_per_process`]'s word once the registration is done.
+#[cfg(all(unix, not(miri)))]
+const REGISTERED: u32 = u32::MAX;
+
+/// Runs `register` (a `pthread_atfork` registration) once per process, safe against a `fork()` by
+/// another thread at any instruction, which `std::sync::Once` is not (a child whose parent was
+/// inside `call_once` at the fork waits forever for a thread it does not have). `state` starts at 0;
+/// while a thread registers it holds that process's pid, then [`REGISTERED`]. A `fork()` child that
+/// finds its parent's pid there takes the registration over: either the parent's registration
+/// happened before the fork, and then the child handler it registered already marked `state` here
+/// ([`registered_here`]), or it did not happen in this process. Callers wait for a thread of their
+/// own process that is registering (rare: the first uses, racing).
+#[cfg(all(unix, not(miri)))]
+pub(crate) fn once_per_process(state: &core::sync::atomic::AtomicU32, register: impl FnOnce()) {
+    use core::sync::atomic::Ordering;
+    // Acquire: pairs with the Release store after `register`.
+    if state.load(Ordering::Acquire) == REGISTERED {
+        return;
+    }
+    // SAFETY: getpid has no preconditions and cannot fail.
+    let me = unsafe { libc::getpid() } as u32;
+    once_per_process_as(state, me, register);
+}
+
+/// [`once_per_process`] for process `me` (tests give any pid).
+#[cfg(all(unix, not(miri)))]
+fn once_per_process_as(state: &core::sync::atomic::AtomicU32, me: u32, register: impl FnOnce()) {
+    use core::sync::atomic::Ordering;
+    loop {
+        // Acquire: pairs with the Release store after `register`.
+        let s = state.load(Ordering::Acquire);
+        if s == REGISTERED {
+            return;
+        }
+        if s != me
+            && state
+                .compare_exchange(s, me, Ordering::Acquire, Ordering::Acquire)
+                .is_ok()
+        {
+            register();
+            // Release: the registration happens-before every caller that sees it done.
+            state.store(REGISTERED, Ordering::Release);
+            return;
+        }
+        // A thread of this process registers: wait (not on a futex: this layer's futex word type is
+        // loom's under loom).
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+/// In a `pthread_atfork` child handler registered through [`once_per_process`] on `state`: the
+/// registration exists in this process (its registering thread may have been caught between the
+/// registration and marking it done).
+#[cfg(all(unix, not(miri)))]
+pub(crate) fn registered_here(state: &core::sync::atomic::AtomicU32) {
+    // Relaxed: the child has one thread.
+    state.store(REGISTERED, core::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(all(test, unix, not(miri)))]
+mod once_tests {
+    use super::*;
+    use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+    /// The first caller registers, once; later callers find it done.
+    #[test]
+    fn registers_once() {
+        let state = AtomicU32::new(0);
+        let runs = AtomicUsize::new(0);
+        for _ in 0..2 {
+            once_per_process_as(&state, 7, || {
+                runs.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(state.load(Ordering::SeqCst), REGISTERED);
+    }
+
+    /// A fork child whose parent was registering at the fork (the word holds the parent's pid, and
+    /// no child handler of ours ran to mark it done): the child registers for itself.
+    #[test]
+    fn a_child_takes_over_its_parents_registration() {
+        let state = AtomicU32::new(41); // the parent's pid
+        let runs = AtomicUsize::new(0);
+        once_per_process_as(&state, 42, || {
+            runs.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(state.load(Ordering::SeqCst), REGISTERED);
+    }
+
+    /// Another thread of this process is registering: wait for it, do not register twice.
+    #[test]
+    fn waits_for_a_registration_in_its_own_process() {
+        static STATE: AtomicU32 = AtomicU32::new(9); // a thread of process 9 is registering
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
+        let waiter = std::thread::spawn(|| {
+            once_per_process_as(&STATE, 9, || {
+                RUNS.fetch_add(1, Ordering::SeqCst);
+            });
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            !waiter.is_finished(),
+            "returned before the registration ended"
+        );
+        STATE.store(REGISTERED, Ordering::SeqCst);
+        waiter.join().unwrap();
+        assert_eq!(RUNS.load(Ordering::SeqCst), 0);
+    }
+
+    /// A real child of a process whose registration was caught half-way (the word holds the
+    /// parent's pid, as if a thread were inside the registration at the fork): the child registers
+    /// and returns instead of waiting for that thread.
+    #[test]
+    fn a_real_fork_child_is_not_stuck_behind_its_parents_registration() {
+        static STATE: AtomicU32 = AtomicU32::new(0);
+        // SAFETY: getpid has no preconditions.
+        STATE.store(unsafe { libc::getpid() } as u32, Ordering::SeqCst);
+        // SAFETY: the child only runs the registration protocol (no locks) and `_exit`s; the alarm
+        // kills it if it hangs.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: async-signal-safe system calls.
+            unsafe { libc::alarm(10) };
+            let mut ran = false;
+            once_per_process(&STATE, || ran = true);
+            // SAFETY: ends the child without running the parent's test harness.
+            unsafe { libc::_exit(if ran { 0 } else { 3 }) };
+        }
+        let mut status = 0;
+        // SAFETY: our own child; `status` is a valid out-pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child hung or did not register (wait status {status})"
+        );
     }
 }

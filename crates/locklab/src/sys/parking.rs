@@ -119,8 +119,9 @@ fn bucket(addr: usize) -> Held {
 /// Registers the fork child handler once (module docs).
 #[cfg(all(unix, not(miri)))]
 fn watch_fork() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
+    static REGISTRATION: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
     extern "C" fn child() {
+        super::registered_here(&REGISTRATION);
         for b in &TABLE {
             // SAFETY: the child has one thread, which is not inside a bucket (it called fork). The
             // old list may be torn: it is overwritten without being dropped (leaked).
@@ -129,7 +130,7 @@ fn watch_fork() {
             b.locked.store(false, Ordering::Relaxed);
         }
     }
-    ONCE.call_once(|| {
+    super::once_per_process(&REGISTRATION, || {
         // SAFETY: a handler that only resets our own statics.
         unsafe { libc::pthread_atfork(None, None, Some(child)) };
     });
