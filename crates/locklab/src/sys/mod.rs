@@ -438,6 +438,10 @@ pub(crate) fn once_per_process(state: &core::sync::atomic::AtomicU32, register: 
 #[cfg(all(unix, not(miri)))]
 fn once_per_process_as(state: &core::sync::atomic::AtomicU32, me: u32, register: impl FnOnce()) {
     use core::sync::atomic::Ordering;
+    std::thread_local! {
+        /// This thread is inside a registration (no destructor).
+        static REGISTERING: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    }
     loop {
         // Acquire: pairs with the Release store after `register`.
         let s = state.load(Ordering::Acquire);
@@ -449,9 +453,27 @@ fn once_per_process_as(state: &core::sync::atomic::AtomicU32, me: u32, register:
                 .compare_exchange(s, me, Ordering::Acquire, Ordering::Acquire)
                 .is_ok()
         {
+            // Should `register` unwind, the next caller tries again (instead of waiting forever).
+            struct Unwind<'a>(&'a core::sync::atomic::AtomicU32);
+            impl Drop for Unwind<'_> {
+                fn drop(&mut self) {
+                    REGISTERING.set(false);
+                    // Relaxed: nothing was published.
+                    self.0.store(0, Ordering::Relaxed);
+                }
+            }
+            REGISTERING.set(true);
+            let unwind = Unwind(state);
             register();
+            core::mem::forget(unwind);
+            REGISTERING.set(false);
             // Release: the registration happens-before every caller that sees it done.
             state.store(REGISTERED, Ordering::Release);
+            return;
+        }
+        if REGISTERING.get() {
+            // A signal handler on the registering thread: waiting would wait for ourselves. Not
+            // registered yet, as if the handler had run just before the registration.
             return;
         }
         // A thread of this process registers: wait (not on a futex: this layer's futex word type is
@@ -519,6 +541,21 @@ mod once_tests {
         STATE.store(REGISTERED, Ordering::SeqCst);
         waiter.join().unwrap();
         assert_eq!(RUNS.load(Ordering::SeqCst), 0);
+    }
+
+    /// A second registration from inside the first on the same thread (a signal handler that
+    /// takes a lock while its thread registers): it returns instead of waiting for itself.
+    #[test]
+    fn a_registration_inside_a_registration_returns() {
+        let state = AtomicU32::new(0);
+        let inner = AtomicUsize::new(0);
+        once_per_process_as(&state, 5, || {
+            once_per_process_as(&state, 5, || {
+                inner.fetch_add(1, Ordering::SeqCst);
+            });
+        });
+        assert_eq!(inner.load(Ordering::SeqCst), 0);
+        assert_eq!(state.load(Ordering::SeqCst), REGISTERED);
     }
 
     /// A real child of a process whose registration was caught half-way (the word holds the
