@@ -124,13 +124,22 @@ struct Held(std::cell::RefCell<Vec<(usize, &'static SrcuRecord)>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
-        LAST.set((0, 0));
+        let (_, last) = LAST.get();
+        let mut keep_last = false;
         for (_, r) in self.0.borrow().iter() {
             // A guard that outlives this (in a later thread-local, or forgotten) keeps the record
             // ours (invariant 3): its unlock gives it back.
             if !r.open() {
                 r.release();
+            } else {
+                keep_last |= core::ptr::eq(*r, last as *const SrcuRecord);
             }
+        }
+        // Later lookups (a late thread-local destructor) must not find a returned record through the
+        // cache; a kept one stays findable, so that nested sections count on it and
+        // `in_read_section` sees it.
+        if !keep_last {
+            LAST.set((0, 0));
         }
     }
 }
@@ -476,8 +485,10 @@ impl Drop for SrcuReadGuard {
         protocol::srcu_exit(&r.own, self.idx);
         // Past this thread's thread-locals (a late guard: `Held` left the record ours, or it was
         // claimed for this section), the last unlock gives the record back (invariant 3).
-        let me = self.domain as *const SrcuDomain as usize;
-        if LAST.get().0 != me && HELD.try_with(|_| ()).is_err() && !r.open() {
+        if !r.open() && HELD.try_with(|_| ()).is_err() {
+            if LAST.get().1 == r as *const SrcuRecord as usize {
+                LAST.set((0, 0));
+            }
             r.release();
         }
     }

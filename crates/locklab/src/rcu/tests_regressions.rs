@@ -565,16 +565,28 @@ fn a_guard_in_a_late_thread_local_returns_its_record() {
     );
 }
 
-/// An SRCU guard kept in a thread-local destroyed after the domain's own: its unlock lands on the
-/// record it was counted on (kept for it), which then goes back; a section taken inside that late
-/// destructor works too. No record is left held or unbalanced, and grace periods go on.
+/// An SRCU guard kept in a thread-local destroyed after the domain's own: inside that destructor the
+/// thread is still seen inside its section (so `synchronize` there panics rather than waiting for
+/// itself); the unlock lands on the record it was counted on (kept for it), which then goes back; a
+/// section taken after that works too. No record is left held or unbalanced, and grace periods go
+/// on.
 #[test]
 fn an_srcu_guard_in_a_late_thread_local_returns_its_record() {
     static S: SrcuDomain = SrcuDomain::new();
+    static INSIDE_SEEN: AtomicUsize = AtomicUsize::new(0);
+    static SYNC_REFUSED: AtomicUsize = AtomicUsize::new(0);
     struct Keep(std::cell::RefCell<Option<srcu::SrcuReadGuard>>);
     impl Drop for Keep {
         fn drop(&mut self) {
+            if S.in_read_section() {
+                INSIDE_SEEN.fetch_add(1, Ordering::SeqCst);
+            }
+            if std::panic::catch_unwind(|| S.synchronize()).is_err() {
+                SYNC_REFUSED.fetch_add(1, Ordering::SeqCst);
+            }
+            drop(S.read_lock()); // nested, on the kept record
             drop(self.0.borrow_mut().take());
+            assert!(!S.in_read_section());
             // A section of its own, taken and ended after the thread's records went back.
             drop(S.read_lock());
         }
@@ -590,6 +602,8 @@ fn an_srcu_guard_in_a_late_thread_local_returns_its_record() {
         .join()
         .unwrap();
     }
+    assert_eq!(INSIDE_SEEN.load(Ordering::SeqCst), threads);
+    assert_eq!(SYNC_REFUSED.load(Ordering::SeqCst), threads);
     assert_eq!(S.held_records(), 0, "every record went back");
     std::thread::spawn(|| {
         assert!(
