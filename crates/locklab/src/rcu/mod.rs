@@ -92,7 +92,8 @@
 //! - `fork()`: the child may use every domain (grace periods, callbacks, barriers). Read-side sections
 //!   of other threads at the fork do not exist in the child and do not hold its grace periods; the
 //!   forking thread's own sections go on. Callbacks pending at the fork run in both processes. A
-//!   callback must not wait for the thread that forks (the fork waits for the running batch).
+//!   callback may fork (the fork does not wait for the batch it is part of), but must not wait for
+//!   another thread that forks (the fork waits for the running batch).
 
 mod api;
 mod callback;
