@@ -606,6 +606,7 @@ fn graph() -> Option<&'static Graph> {
 
 #[cold]
 fn create_graph() -> Option<&'static Graph> {
+    let mut since: Option<std::time::Instant> = None;
     loop {
         // Acquire pairs with the Release stores of 2 and 3 below: the graph (or its absence) is
         // published with them.
@@ -617,7 +618,16 @@ fn create_graph() -> Option<&'static Graph> {
             }
             Err(3) => return None,
             Err(_) => {
-                // Another thread is creating it (a few mmaps).
+                // Another thread is creating it (a few mmaps). Not for long: one that does not
+                // finish in a second is stopped, or not in this process (a fork child whose
+                // handler did not run): validation is off until it does.
+                let t0 = *since.get_or_insert_with(std::time::Instant::now);
+                if t0.elapsed() > std::time::Duration::from_secs(1) {
+                    // Relaxed: nothing is published with it.
+                    let _ =
+                        GRAPH_STATE.compare_exchange(1, 3, Ordering::Relaxed, Ordering::Relaxed);
+                    return None;
+                }
                 crate::sys::sched_yield();
             }
         }
@@ -2246,19 +2256,33 @@ fn blocked_signals() -> u64 {
 // --- fork ------------------------------------------------------------------------------------------------
 
 /// Call in the child of `fork`: the validator's lock may have been held by a thread that does not
-/// exist in the child, and its held stacks are gone with them (the forking thread's stays).
+/// exist in the child, and its held stacks are gone with them (the forking thread's stays). If
+/// another thread was inside the validator at the fork (its lock held, or its tables being made),
+/// what it was writing may be half done: the validator turns itself off in this child (with one
+/// line on standard error) rather than read it.
 ///
 /// ```
 /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// locklab::lockdep::after_fork_child();
 /// ```
 pub fn after_fork_child() {
-    if let Some(g) = (!GRAPH.load(Ordering::Acquire).is_null())
-        .then(graph)
-        .flatten()
-    {
-        // Release as in `Graph::unlock` (the holder may be a thread that does not exist here).
-        g.lock.store(false, Ordering::Release);
+    // Relaxed (all): the child has one thread.
+    if GRAPH_STATE.load(Ordering::Relaxed) == 1 {
+        // Being made by a thread that does not exist here: never finished.
+        GRAPH_STATE.store(3, Ordering::Relaxed);
+    }
+    let g = GRAPH.load(Ordering::Acquire);
+    if !g.is_null() {
+        // SAFETY: published once, never freed.
+        let g = unsafe { &*g };
+        if g.lock.load(Ordering::Relaxed) {
+            set_mode(Action::Off);
+            report::say(format_args!(
+                "locklab lockdep: another thread was inside the validator at fork(): lockdep is off \
+                 in this child\n"
+            ));
+            g.lock.store(false, Ordering::Relaxed);
+        }
     }
     report::after_fork_child();
 }
