@@ -12,6 +12,35 @@ fn child_exits(body: impl FnOnce()) -> ! {
     unsafe { libc::_exit(if ok { 0 } else { 1 }) }
 }
 
+/// Runs `body` in a child of `fork` whose alarm kills it after `alarm_secs`, and returns the child's
+/// wait status: exited 0 if `body` returned `true`, 3 if `false`, 1 if it panicked; killed by
+/// SIGALRM if it hung. For tests anywhere in the crate.
+pub(crate) fn status_of_child(alarm_secs: u32, body: impl FnOnce() -> bool) -> libc::c_int {
+    // SAFETY: the child runs `body` only and `_exit`s; the alarm kills it if it hangs.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: async-signal-safe system calls.
+        unsafe { libc::alarm(alarm_secs) };
+        let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            Ok(true) => 0,
+            Ok(false) => 3,
+            Err(_) => 1,
+        };
+        // SAFETY: ends the child without running the parent's exit handlers or test harness.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: our own child; `status` is a valid out-pointer.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    status
+}
+
+/// Whether a wait status is "exited 0".
+pub(crate) fn exited_0(status: libc::c_int) -> bool {
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
 /// Waits up to 30 s for the child `pid`; fails on a hang or a non-zero status.
 fn child_succeeds(pid: libc::pid_t) {
     assert!(pid > 0, "fork failed");

@@ -368,32 +368,20 @@ fn five_philosophers_of_one_class() {
 /// it wrote maybe half done): `after_fork_child` turns the validator off there, frees its lock, and
 /// the child's locks go on without it.
 #[test]
+#[cfg(unix)]
 fn a_fork_child_with_the_validator_busy_turns_it_off() {
     static A: LockClass = LockClass::new("t-fork-busy");
     let a = class(&A);
     let g = graph().expect("the validator's tables");
-    // SAFETY: the child runs the validator's code on its one thread and `_exit`s; the alarm kills it
-    // if it hangs.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        // SAFETY: async-signal-safe system calls.
-        unsafe { libc::alarm(10) };
+    let status = crate::fork_tests::status_of_child(10, || {
         // As if a thread of the parent held it at the fork.
         g.lock.store(true, Ordering::Relaxed);
         after_fork_child();
         let off = !enabled() && !g.lock.load(Ordering::Relaxed);
         lock(0x3_0000, a);
         unlock(0x3_0000);
-        // SAFETY: ends the child without running the parent's test harness.
-        unsafe { libc::_exit(if off { 0 } else { 3 }) };
-    }
-    let mut status = 0;
-    // SAFETY: our own child; `status` is a valid out-pointer.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "wait status {status}"
-    );
+        off
+    });
+    assert!(crate::fork_tests::exited_0(status), "wait status {status}");
     assert!(enabled(), "the parent's validator is unchanged");
 }

@@ -53,7 +53,11 @@
 //! child go back to the pool. A callback that forks (itself, or through `std::process::Command`)
 //! is the exception: the prepare handler cannot wait for the batch it is part of, so that batch
 //! stays in flight in both processes, each finished by its copy of the grace-period thread (in the
-//! child, the only thread). A callback must not wait for another thread that forks.
+//! child, the only thread). Nor can another thread's fork wait for a pass that waits for it (a
+//! callback forking at the same time, which glibc makes wait for the other fork's handlers; a
+//! callback waiting for a lock the forking thread holds): after [`FORK_PATIENCE`] the fork goes
+//! on, and the batches that pass holds run in the parent only (the child counts them as run, from
+//! `taken`, so its barriers do not wait for them).
 //!
 //! # Invariants
 //! 1. Per list, one invoker at a time (the `invoking` flag, held from taking a batch to the end of
@@ -85,6 +89,10 @@ const IDLE_SLEEP: Duration = Duration::from_millis(10);
 /// of [`HIGH_WATER`] cuts the pause short.
 const GP_INTERVAL: Duration = Duration::from_millis(1);
 
+/// How long a fork's prepare handler waits for the grace-period thread's pass to end (see
+/// `Engine::prepare_fork`).
+const FORK_PATIENCE: Duration = Duration::from_secs(1);
+
 /// `Engine::state`: running a pass or a grace period.
 const RUNNING: u32 = 0;
 /// Sleeping with nothing to do: any `call_rcu` wakes it.
@@ -106,10 +114,24 @@ pub(super) struct CbRecord {
     list: crate::TasLock<SegList>,
     /// Callbacks of this list invoked so far (in queue order; barriers).
     invoked: AtomicU64,
+    /// Callbacks of this list taken to be invoked so far (under the list's lock): `taken - invoked`
+    /// are in flight, which a fork child whose grace-period thread was running them counts as done
+    /// (they run in the parent only).
+    taken: AtomicU64,
     /// Someone is running a batch of this list's callbacks (invariant 1).
     invoking: AtomicBool,
     /// A thread holds this record.
     in_use: AtomicBool,
+}
+
+impl CbRecord {
+    /// Counts `n` callbacks taken to be invoked (the caller holds the list's lock, which orders the
+    /// takers of one list).
+    fn count_taken(&self, n: usize) {
+        // Relaxed: written under the list's lock; read by a fork child only.
+        let t = self.taken.load(Ordering::Relaxed);
+        self.taken.store(t + n as u64, Ordering::Relaxed);
+    }
 }
 
 impl Pooled for CbRecord {
@@ -236,6 +258,7 @@ impl Engine {
             self.recs.claim(|| CbRecord {
                 list: crate::TasLock::new(SegList::default()),
                 invoked: AtomicU64::new(0),
+                taken: AtomicU64::new(0),
                 invoking: AtomicBool::new(false),
                 in_use: AtomicBool::new(true),
             })
@@ -320,8 +343,15 @@ impl Engine {
         self.fork_pending.store(1, Ordering::SeqCst);
         // A callback of ours that forks (directly, or through `std::process::Command`) is that pass:
         // waiting for it would never end. Its batches stay in flight, in both processes, on the
-        // thread that runs them (the child is a copy of it: `child_after_fork`).
-        while !self.forking_in_own_callback() && self.in_pass.load(Ordering::SeqCst) != 0 {
+        // thread that runs them (the child is a copy of it: `child_after_fork`). A pass that does
+        // not end within `FORK_PATIENCE` may be waiting for this very fork (a callback forking on
+        // the grace-period thread while this thread forks: glibc runs one fork's handlers at a
+        // time): the fork goes on, and the batches that pass holds run in the parent only.
+        let since = std::time::Instant::now();
+        while !self.forking_in_own_callback()
+            && self.in_pass.load(Ordering::SeqCst) != 0
+            && since.elapsed() < FORK_PATIENCE
+        {
             crate::sys::futex_wait(&self.in_pass, 1, Some(Duration::from_millis(1)));
         }
         let pool = self.recs.lock_for_fork();
@@ -357,7 +387,11 @@ impl Engine {
         }
         // SAFETY: `prepare_fork` took the pool's lock on the thread this one is a copy of.
         for r in unsafe { self.recs.held_snapshot() } {
-            // No batch was in flight (prepare), so nobody invokes here.
+            // A batch in flight at the fork (prepare ran out of patience) belonged to the
+            // grace-period thread, which does not exist here: it runs in the parent only. Counted
+            // as run, so that barriers here do not wait for it; nobody invokes here now.
+            r.invoked
+                .store(r.taken.load(Ordering::Relaxed), Ordering::Relaxed);
             r.invoking.store(false, Ordering::Relaxed);
         }
         self.thread.store(NO_THREAD, Ordering::Relaxed);
@@ -506,7 +540,9 @@ fn pass<H: Host>(h: &'static H) -> bool {
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                batches.push((r, l.take_done()));
+                let batch = l.take_done();
+                r.count_taken(batch.len());
+                batches.push((r, batch));
             } else {
                 l.done_stale = true;
             }
@@ -551,6 +587,7 @@ pub(super) fn enqueue<H: Host>(h: &'static H, cb: Callback) {
                 .is_ok()
         {
             let batch = l.take_trivial_done();
+            rec.count_taken(batch.len());
             e.invoke(rec, batch, h.names());
         }
         l.len

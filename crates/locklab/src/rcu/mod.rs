@@ -92,8 +92,10 @@
 //! - `fork()`: the child may use every domain (grace periods, callbacks, barriers). Read-side sections
 //!   of other threads at the fork do not exist in the child and do not hold its grace periods; the
 //!   forking thread's own sections go on. Callbacks pending at the fork run in both processes. A
-//!   callback may fork (the fork does not wait for the batch it is part of), but must not wait for
-//!   another thread that forks (the fork waits for the running batch).
+//!   callback may fork (the fork does not wait for the batch it is part of). A fork waits at most
+//!   a second for a running batch of callbacks (one may be waiting for the fork: a callback that
+//!   forks at the same time, or waits for a lock the forking thread holds); a batch still running
+//!   then runs in the parent only.
 
 mod api;
 mod callback;

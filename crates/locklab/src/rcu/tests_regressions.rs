@@ -328,12 +328,7 @@ fn fork_in_a_loop_while_grace_periods_and_callbacks_run() {
     }
     let mut failed = vec![];
     for round in 0..20 {
-        // SAFETY: the child only runs locklab's code and `_exit`s; the alarm kills it if it hangs.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            // SAFETY: alarm and _exit are async-signal-safe system calls.
-            unsafe { libc::alarm(20) };
+        let status = crate::fork_tests::status_of_child(20, || {
             static RAN: AtomicUsize = AtomicUsize::new(0);
             D.synchronize();
             D.call_rcu(|| {
@@ -350,18 +345,9 @@ fn fork_in_a_loop_while_grace_periods_and_callbacks_run() {
                 RAN.fetch_add(1, Ordering::SeqCst);
             });
             Q.rcu_barrier();
-            let code = if RAN.load(Ordering::SeqCst) == 3 {
-                0
-            } else {
-                3
-            };
-            // SAFETY: ends the child without running the parent's atexit handlers or test harness.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a valid out-pointer.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            RAN.load(Ordering::SeqCst) == 3
+        });
+        if !crate::fork_tests::exited_0(status) {
             failed.push((round, status));
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -424,12 +410,7 @@ fn fork_catches_readers_and_grace_periods_between_steps() {
     let step = unsafe { &*(step as *const AtomicUsize) };
     let mut failed = vec![];
     for round in 0..200 {
-        // SAFETY: the child only runs locklab's code and `_exit`s; the alarm kills it if it hangs.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            // SAFETY: alarm and _exit are async-signal-safe system calls.
-            unsafe { libc::alarm(10) };
+        let status = crate::fork_tests::status_of_child(10, || {
             step.store(1, Ordering::SeqCst);
             S.synchronize();
             step.store(2, Ordering::SeqCst);
@@ -438,13 +419,9 @@ fn fork_catches_readers_and_grace_periods_between_steps() {
             Q.synchronize();
             step.store(4, Ordering::SeqCst);
             S.synchronize();
-            // SAFETY: ends the child without running the parent's atexit handlers or test harness.
-            unsafe { libc::_exit(0) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a valid out-pointer.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            true
+        });
+        if !crate::fork_tests::exited_0(status) {
             failed.push((round, status, step.load(Ordering::SeqCst)));
         }
     }
@@ -468,21 +445,12 @@ fn a_callback_that_forks() {
     static S: SrcuDomain = SrcuDomain::new();
     static STATUS: [AtomicUsize; 2] = [AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)];
     fn fork_and_wait(k: usize, grace_period: fn()) {
-        // SAFETY: the child only runs locklab's code and `_exit`s; the alarm kills it if it hangs.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: alarm and _exit are async-signal-safe system calls.
-            unsafe { libc::alarm(10) };
+        let status = crate::fork_tests::status_of_child(10, || {
             grace_period();
             grace_period();
-            // SAFETY: ends the child without unwinding into the parent's test harness.
-            unsafe { libc::_exit(0) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a valid out-pointer.
-        if pid > 0 && unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
-            STATUS[k].store(status as usize, Ordering::SeqCst);
-        }
+            true
+        });
+        STATUS[k].store(status as usize, Ordering::SeqCst);
     }
     D.call_rcu(|| fork_and_wait(0, || D.synchronize()));
     S.call_srcu(|| fork_and_wait(1, || S.synchronize()));
@@ -511,6 +479,47 @@ fn a_callback_that_forks() {
         D.rcu_barrier();
         assert!(ran.load(Ordering::SeqCst));
     });
+}
+
+/// A fork while a callback waits for a lock the forking thread holds: the fork's prepare handler
+/// cannot wait for that batch to end (it never would), so after its patience the fork goes on. The
+/// child counts the batch as run (it runs in the parent only): its barrier returns; the parent's
+/// callback runs once the lock is free.
+#[test]
+#[cfg(not(miri))]
+fn a_fork_while_a_callback_waits_for_the_forking_thread() {
+    static D: RcuDomain = RcuDomain::new();
+    static M: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    static RAN: AtomicUsize = AtomicUsize::new(0);
+    let status = within(
+        Duration::from_secs(30),
+        "a fork beside a blocked callback",
+        || {
+            let held = M.lock().unwrap();
+            D.call_rcu(|| {
+                STARTED.store(true, Ordering::SeqCst);
+                drop(M.lock());
+                RAN.fetch_add(1, Ordering::SeqCst);
+            });
+            while !STARTED.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let status = crate::fork_tests::status_of_child(10, || {
+                D.rcu_barrier();
+                D.synchronize();
+                RAN.load(Ordering::SeqCst) == 0
+            });
+            drop(held);
+            D.rcu_barrier();
+            status
+        },
+    );
+    assert!(
+        crate::fork_tests::exited_0(status),
+        "the child's barrier waited for a callback that runs in the parent only (wait status {status})"
+    );
+    assert_eq!(RAN.load(Ordering::SeqCst), 1, "the parent ran it, once");
 }
 
 /// A guard kept in a thread-local that is destroyed after this module's own (initialised before the

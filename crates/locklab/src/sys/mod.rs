@@ -491,7 +491,7 @@ pub(crate) fn registered_here(state: &core::sync::atomic::AtomicU32) {
     state.store(REGISTERED, core::sync::atomic::Ordering::Relaxed);
 }
 
-#[cfg(all(test, unix, not(miri)))]
+#[cfg(all(test, unix, not(loom), not(miri)))]
 mod once_tests {
     use super::*;
     use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -566,23 +566,13 @@ mod once_tests {
         static STATE: AtomicU32 = AtomicU32::new(0);
         // SAFETY: getpid has no preconditions.
         STATE.store(unsafe { libc::getpid() } as u32, Ordering::SeqCst);
-        // SAFETY: the child only runs the registration protocol (no locks) and `_exit`s; the alarm
-        // kills it if it hangs.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            // SAFETY: async-signal-safe system calls.
-            unsafe { libc::alarm(10) };
+        let status = crate::fork_tests::status_of_child(10, || {
             let mut ran = false;
             once_per_process(&STATE, || ran = true);
-            // SAFETY: ends the child without running the parent's test harness.
-            unsafe { libc::_exit(if ran { 0 } else { 3 }) };
-        }
-        let mut status = 0;
-        // SAFETY: our own child; `status` is a valid out-pointer.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+            ran
+        });
         assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            crate::fork_tests::exited_0(status),
             "the child hung or did not register (wait status {status})"
         );
     }
