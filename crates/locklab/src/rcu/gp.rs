@@ -15,7 +15,7 @@
 //!   that thread at. `sleepers` (1 while a thread waits for it) is the futex word waiters sleep on.
 //!
 //! # Invariants
-//! 1. Only the holder of `lock` writes `seq` and `completed`.
+//! 1. Only the holder of the lock (`owner`) writes `seq` and `completed`.
 //! 2. `seq` only grows, except that an unwound grace period puts it back to the even value it had
 //!    (waiters then wait for a later grace period; none returns early).
 
