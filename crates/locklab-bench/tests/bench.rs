@@ -79,7 +79,16 @@ fn bench_json_to_stdout_matches_the_schema() {
             assert_eq!(scaling, 1.0);
             assert!(r["handover"].is_null(), "no model with one thread");
         } else if r["lock"] != "none" {
-            assert!(r["handover"]["ns_per_op"].as_f64().unwrap() > 0.0);
+            // The model: writes (all, here) x (hand-over rate x one line transfer + cs 0). The rate
+            // may be 0 (on a busy machine one thread can run a whole window alone), never negative.
+            let rate = r["handover_rate"].as_f64().unwrap_or(1.0);
+            let transfer = v["calibration"]["line_transfer_ns"].as_f64().unwrap();
+            let model = r["handover"]["ns_per_op"].as_f64().unwrap();
+            assert!(transfer > 0.0 && model >= 0.0);
+            assert!(
+                (model - rate * transfer).abs() <= 1e-9 * (1.0 + rate * transfer),
+                "{model} vs {rate} x {transfer}"
+            );
         }
         // lock_ns: this row minus the none row of its thread count.
         let none = rows
