@@ -245,11 +245,88 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-/// The tables of the snapshots (`SIGUSR1`) the processes have written so far, on stderr.
-fn print_snapshots(dir: &Path) {
+/// A `SIGUSR1` passed on to the program, waiting for the snapshots it causes.
+///
+/// Each process rewrites its own statistics file at its next lock operation after the signal, which
+/// may be before the lab's next tick: a snapshot file modified since shortly before the tick that saw
+/// the request is an answer. Once the first answer is seen, the others get a moment more; a program
+/// that takes no lock for [`SnapshotWait::PATIENCE`] gets one line saying so (its table comes at its
+/// end).
+struct SnapshotWait {
+    asked: std::time::Instant,
+    /// Files modified from this time on are answers: the tick that saw the request, less a tick and
+    /// the file system's clock granularity.
+    since: std::time::SystemTime,
+    first_answer: Option<std::time::Instant>,
+}
+
+impl SnapshotWait {
+    /// How long a program may take to answer.
+    const PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+    /// How long other processes get after the first answer.
+    const GATHER: std::time::Duration = std::time::Duration::from_millis(200);
+    /// The lab's polling interval.
+    const TICK: std::time::Duration = std::time::Duration::from_millis(20);
+
+    fn new() -> SnapshotWait {
+        let now = std::time::SystemTime::now();
+        SnapshotWait {
+            asked: std::time::Instant::now(),
+            since: now
+                .checked_sub(Self::TICK + std::time::Duration::from_millis(30))
+                .unwrap_or(now),
+            first_answer: None,
+        }
+    }
+
+    /// The snapshots written since the request.
+    fn answers(&self, dir: &Path) -> Vec<crate::lockstat::ProcessStat> {
+        stat_files(dir)
+            .into_iter()
+            .filter(|(_, t)| t.is_some_and(|t| t >= self.since))
+            .filter_map(|(p, _)| std::fs::read_to_string(p).ok())
+            .filter_map(|s| serde_json::from_str::<crate::lockstat::ProcessStat>(&s).ok())
+            .filter(|p| p.reason == "signal")
+            .collect()
+    }
+
+    /// Called every tick: `true` once the tables were printed (or the wait given up).
+    fn poll(&mut self, dir: &Path) -> bool {
+        let answers = self.answers(dir);
+        if !answers.is_empty() && self.first_answer.is_none() {
+            self.first_answer = Some(std::time::Instant::now());
+        }
+        let gathered = self
+            .first_answer
+            .is_some_and(|t| t.elapsed() >= Self::GATHER);
+        if !gathered && self.asked.elapsed() < Self::PATIENCE {
+            return false;
+        }
+        print_snapshots(answers);
+        true
+    }
+}
+
+/// The statistics files of a `run --stat` directory (not lockdep's) and their modification times.
+fn stat_files(dir: &Path) -> Vec<(PathBuf, Option<std::time::SystemTime>)> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    !e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with("lockdep-"))
+                })
+                .map(|e| (e.path(), e.metadata().ok().and_then(|m| m.modified().ok())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The tables of the snapshots (`SIGUSR1`) the processes wrote, on stderr.
+fn print_snapshots(mut processes: Vec<crate::lockstat::ProcessStat>) {
     use std::io::Write as _;
-    let (mut processes, _) = crate::lockstat::read_dir(dir);
-    processes.retain(|p| p.reason == "signal");
+    processes.sort_by_key(|p| p.pid);
     crate::lockstat::symbolise(&mut processes);
     let mut text = String::new();
     for p in &processes {
@@ -257,9 +334,10 @@ fn print_snapshots(dir: &Path) {
         text.push_str(&crate::lockstat::table(p, 20));
     }
     if processes.is_empty() {
-        text.push_str(
-            "locklab: no snapshot yet (a process writes it at its next lock operation after SIGUSR1)\n",
-        );
+        text.push_str(&format!(
+            "locklab: no snapshot: the program took no lock in the {} s after SIGUSR1 (its tables come at its end)\n",
+            SnapshotWait::PATIENCE.as_secs()
+        ));
     }
     let _ = std::io::stderr().write_all(text.as_bytes());
 }
@@ -307,7 +385,7 @@ impl Lockdep {
 /// the program as it finds them) are summed up on stderr and written to their JSON file if asked.
 /// Ends as the program did (its exit status, or its signal).
 /// Signals meant for the program (`SIGTERM`, `SIGHUP`, `SIGUSR1`, `SIGUSR2`) are passed on to it;
-/// after a `SIGUSR1` the snapshot tables the program wrote are printed half a second later.
+/// after a `SIGUSR1` the snapshot tables are printed as soon as the program has written them.
 /// `SIGINT` and `SIGQUIT` are left to the terminal, which sends them to the program too.
 pub fn run_supervised(
     choices: &Choices,
@@ -379,21 +457,18 @@ pub fn run_supervised(
     }
     // Poll rather than block, so that a SIGUSR1 (passed on to the program, which writes a snapshot
     // at its next lock operation) can be answered with the snapshot's tables meanwhile.
-    let mut snapshot_asked: Option<std::time::Instant> = None;
+    let mut snapshot: Option<SnapshotWait> = None;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break s,
             Ok(None) => {
                 if SNAPSHOT.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    snapshot_asked = Some(std::time::Instant::now());
+                    snapshot = Some(SnapshotWait::new());
                 }
-                if snapshot_asked
-                    .is_some_and(|t| t.elapsed() >= std::time::Duration::from_millis(500))
-                {
-                    snapshot_asked = None;
-                    print_snapshots(&dir);
+                if snapshot.as_mut().is_some_and(|w| w.poll(&dir)) {
+                    snapshot = None;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(SnapshotWait::TICK);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e.into()),

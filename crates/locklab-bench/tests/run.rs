@@ -180,15 +180,23 @@ fn stat_prints_a_snapshot_on_sigusr1() {
         );
         return;
     }
-    // Two Python threads share the GIL (a pthread mutex and condvar) for 2 s.
-    let script = "import threading, time\nend = time.time() + 2\ndef spin():\n    while time.time() < end:\n        pass\nts = [threading.Thread(target=spin) for _ in range(2)]\nfor t in ts: t.start()\nfor t in ts: t.join()\n";
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+    // Two Python threads share the GIL (a pthread mutex and condvar) for 3 s, and say so once they
+    // run: `python3` may be a shell script that execs the interpreter after many other processes
+    // (pyenv), and a signal before the interpreter runs is lost with the shell's image.
+    let script = "import threading, time\nend = time.time() + 3\ndef spin():\n    while time.time() < end:\n        pass\nts = [threading.Thread(target=spin) for _ in range(2)]\nfor t in ts: t.start()\nprint('running', flush=True)\nfor t in ts: t.join()\n";
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
         .args(["run", "--stat", "--", "python3", "-c", script])
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(600));
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "running\n");
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
     let out = child.wait_with_output().unwrap();
@@ -203,6 +211,38 @@ fn stat_prints_a_snapshot_on_sigusr1() {
         "the snapshot comes before the final table: {err}"
     );
     assert!(err[fin..].contains("locks used"), "{err}");
+}
+
+/// A `SIGUSR1` to a program that takes no lock afterwards gets one line, not a table, and the
+/// program runs on to its end.
+#[test]
+fn stat_says_when_no_snapshot_came() {
+    if !library_built() {
+        return;
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+        .args(["run", "--stat", "--", "sh", "-c", "echo running; sleep 6; exit 3"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "running\n");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("locklab: no snapshot: the program took no lock in the 5 s after SIGUSR1"),
+        "{err}"
+    );
+    assert!(!err.contains(", snapshot)"), "{err}");
 }
 
 /// `run --lockdep`: an AB-BA between two threads that never overlap is reported by the program as
