@@ -221,7 +221,14 @@ fn stat_says_when_no_snapshot_came() {
         return;
     }
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
-        .args(["run", "--stat", "--", "sh", "-c", "echo running; sleep 6; exit 3"])
+        .args([
+            "run",
+            "--stat",
+            "--",
+            "sh",
+            "-c",
+            "echo running; sleep 6; exit 3",
+        ])
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
