@@ -46,6 +46,30 @@ pub(crate) fn yield_now() {
     crate::sys::sched_yield();
 }
 
+/// Declares the exit condition of the spin loop that follows, for the simulator: the loop ends when
+/// `word` holds `want`, and nothing else it reads or counts changes its course (only the steps of a
+/// [`SpinWait`] may be taken between its looks). A simulated run then tests the condition itself
+/// when the word's line is written, and runs the thread only once it holds (see the `sim` module).
+/// In force until the returned guard drops; on hardware and under loom, nothing.
+#[cfg(locklab_sim)]
+#[inline]
+pub(crate) fn spin_until_eq(word: &AtomicU32, want: u32) -> crate::sim::SpinUntil<'_> {
+    // SAFETY: the callers keep the guard in a local of the waiting function, dropped when it
+    // returns (never leaked).
+    unsafe { crate::sim::spin_until_eq(word, want) }
+}
+
+/// See the simulated build's `spin_until_eq`: nothing here.
+#[cfg(not(locklab_sim))]
+#[inline(always)]
+pub(crate) fn spin_until_eq(_word: &AtomicU32, _want: u32) -> SpinUntil {
+    SpinUntil
+}
+
+/// What `spin_until_eq` returns outside the simulator: nothing to undo.
+#[cfg(not(locklab_sim))]
+pub(crate) struct SpinUntil;
+
 /// Busy-wait with a bounded appetite for the CPU.
 ///
 /// These machines are often oversubscribed (more runnable threads than CPUs), so the thread we wait for

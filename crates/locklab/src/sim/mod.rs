@@ -47,6 +47,29 @@
 //! (`SpinWait`, `Backoff`) count. Only a loop whose other state depends on neither time nor counts
 //! nor memory may be parked this way; every spin loop in locklab is of that kind.
 //!
+//! # Waiting for a value
+//!
+//! A parked poller still wakes at every write to its line, to re-read it, and a lock whose waiters
+//! all poll one word (the ticket lock) has every waiter woken at every release: with 64 threads,
+//! ~150 host switches per acquisition, none of which changes anything but the waiter's time and the
+//! line's state. A loop whose only exit is "this 32-bit word holds this value" declares it
+//! ([`spin_until_eq`]; the ticket lock does), and while its thread is stopped in a boundary of that
+//! loop the simulator makes the loop's looks itself, at the times the stepped loop would:
+//!
+//! - a write to a line the parked poller reads schedules a look: at the write's completion if the
+//!   poller had parked before the write was issued (as any woken poller resumes), else at its next
+//!   look after the write's issue (after a look that saw a change the stepped loop takes two more
+//!   looks, one iteration apart, before it parks again);
+//! - the look reads the word in memory (the write is done by then: nothing runs between a write's
+//!   turn and the write itself); if it holds the value the thread resumes there and pays its load;
+//!   if not, the look is charged as that load (the transfer, its place in the line's queue, the core
+//!   back among the sharers), counts as one iteration of a bounded spin, and the thread stays
+//!   parked;
+//! - a thread stopped in a yield of that loop, given its core back while others wait for it, looks
+//!   (charged as a load) and, if the value is not there, yields again without running.
+//!
+//! The same spin loop, declared or not, gives the same run (a test); only the host switches go.
+//!
 //! # Scheduler
 //!
 //! Threads are placed on cores round-robin (thread i on core i mod C, as pinned threads would be).
@@ -355,6 +378,51 @@ struct Thread {
     elided: u64,
     timed_out: bool,
     host: Option<std::thread::Thread>,
+    /// The exit condition of the spin loop the thread is stopped in (set only while its host thread
+    /// waits inside a boundary: see "Waiting for a value" in the module docs).
+    expect: Option<Expect>,
+    /// When a write to a line it polls asks for its exit condition to be tested (infinite: none).
+    recheck: f64,
+    /// A declared poller (see `expect`) after a look that found the value changed but not the one it
+    /// waits for: the stepped loop would look again here and once more an iteration later, and park
+    /// only at `parks_at` (when two looks in a row agree); a write before that is seen at the first
+    /// of these looks after it (or the one after them), a later one when it happens.
+    look_from: f64,
+    parks_at: f64,
+    /// The step (`pause`s or yield) between a declared poller's looks.
+    look_step: f64,
+    /// How much longer than iterations of the parked loop its looks took since it parked.
+    look_extra: f64,
+}
+
+/// A spin loop's exit condition: the 32-bit word at `addr` equals `want`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Expect {
+    addr: usize,
+    want: u32,
+}
+
+impl Expect {
+    /// Whether the loop would end now.
+    fn met(&self) -> bool {
+        // SAFETY: set by `spin_until_eq` from a live `&AtomicU32` whose guard (borrowing it, and
+        // never leaked: that function's contract) is in force while the thread that set it is
+        // stopped in a step after loading it: the only time this is called.
+        let v = unsafe {
+            (*(self.addr as *const core::sync::atomic::AtomicU32)).load(Ordering::Relaxed)
+        };
+        v == self.want
+    }
+}
+
+impl Thread {
+    /// A declared poller's time between looks: its iteration's cost.
+    fn look_every(&self) -> f64 {
+        match self.st {
+            St::Polling { cost, .. } => cost,
+            _ => f64::INFINITY,
+        }
+    }
 }
 
 struct Core {
@@ -429,6 +497,7 @@ thread_local! {
     static VT: Cell<usize> = const { Cell::new(usize::MAX) };
     static PAT: RefCell<Pattern> = RefCell::new(Pattern::default());
     static DEADLINES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    static EXPECT: Cell<Option<Expect>> = const { Cell::new(None) };
 }
 
 /// Whether the calling thread is a virtual thread of a running simulation.
@@ -457,7 +526,7 @@ impl Engine {
                 ..
             } => {
                 let c = &self.cores[t.core];
-                let mut at = *until;
+                let mut at = until.min(t.recheck);
                 if !c.queue.is_empty() {
                     let pre = if *yields { c.queued_since } else { c.slice_end };
                     at = at.min(pre.max(*since));
@@ -559,12 +628,15 @@ impl Engine {
     fn resume_poller(&mut self, p: usize, t: f64) {
         if let St::Polling { since, cost, .. } = self.threads[p].st {
             let at = t.max(since);
-            let n = ((at - since) / cost) as u64;
+            // A declared poller's looks count one iteration each, whatever they took.
+            let n = ((at - since - self.threads[p].look_extra).max(0.0) / cost) as u64;
             self.elided += n;
             let th = &mut self.threads[p];
             th.elided = n;
             th.time = at;
             th.st = St::Running;
+            th.expect = None;
+            th.recheck = f64::INFINITY;
             self.lower_horizon(at);
         }
     }
@@ -584,9 +656,58 @@ impl Engine {
                         self.requeue(i);
                         continue;
                     }
+                    if let Some(x) = self.threads[i].expect {
+                        let core = self.threads[i].core;
+                        if !x.met() && !self.cores[core].queue.is_empty() {
+                            // Back on its core inside a yield: one more look, then the next yield.
+                            let (cost, _) = self.access(core, x.addr, Access::Load, t);
+                            self.threads[i].time = t + cost + self.m.yield_ns;
+                            self.requeue(i);
+                            self.elided += 1;
+                            continue;
+                        }
+                        self.threads[i].expect = None;
+                    }
                     return i;
                 }
-                St::Polling { .. } => self.resume_poller(i, t),
+                St::Polling { yields, until, .. } => {
+                    if let Some(x) = self.threads[i].expect {
+                        let core = self.threads[i].core;
+                        if self.threads[i].recheck <= t {
+                            // A write reached a line it polls: the written value is in memory by
+                            // now (no operation runs between a write's turn and the write).
+                            self.threads[i].recheck = f64::INFINITY;
+                            if x.met() {
+                                self.resume_poller(i, t);
+                            } else {
+                                // It looks, pays the transfer, takes its step, and polls on.
+                                let (took, _) = self.access(core, x.addr, Access::Load, t);
+                                let th = &mut self.threads[i];
+                                th.look_from = t + took + th.look_step;
+                                th.parks_at = th.look_from + th.look_every() + self.m.hit_ns;
+                                // The look is one iteration of a bounded spin, however long its
+                                // transfer: the bound moves on by the difference.
+                                if let St::Polling { cost, until, .. } = &mut th.st {
+                                    let extra = (took + th.look_step - *cost).max(0.0);
+                                    th.look_extra += extra;
+                                    *until += extra;
+                                }
+                            }
+                            continue;
+                        }
+                        if yields && t < until && !x.met() {
+                            // Its core is wanted: one more look, then the yield.
+                            let (cost, _) = self.access(core, x.addr, Access::Load, t);
+                            self.threads[i].time = t + cost + self.m.yield_ns;
+                            self.threads[i].recheck = f64::INFINITY;
+                            self.threads[i].st = St::Running;
+                            self.requeue(i);
+                            self.elided += 1;
+                            continue;
+                        }
+                    }
+                    self.resume_poller(i, t)
+                }
                 St::Sleeping { .. } => {
                     self.threads[i].timed_out = true;
                     self.threads[i].st = St::Waking { at: t };
@@ -702,7 +823,22 @@ impl Engine {
                         && let St::Polling { watch, .. } = &self.threads[p].st
                         && watch.contains(&key)
                     {
-                        self.resume_poller(p, start);
+                        if self.threads[p].expect.is_some() {
+                            // Parked, it resumes when the write is performed, as any poller;
+                            // still looking (see `look_from`), its copy is gone from the write's
+                            // issue on, and its next look sees it.
+                            let th = &self.threads[p];
+                            let at = if t >= th.parks_at {
+                                start
+                            } else {
+                                let every = th.look_every();
+                                th.look_from + ((t - th.look_from).max(0.0) / every).ceil() * every
+                            };
+                            self.threads[p].recheck = self.threads[p].recheck.min(at);
+                            self.lower_horizon(at);
+                        } else {
+                            self.resume_poller(p, start);
+                        }
                     }
                 }
                 // A plain store retires into the store buffer: the storer goes on; an RMW waits for
@@ -860,8 +996,16 @@ pub(crate) fn boundary(kind: Boundary, max_iters: u64) -> u64 {
         // A real yield: the next queued thread runs.
         e.threads[me].time = now + e.m.yield_ns;
         e.requeue(me);
+        // Only in the declared loop: its last look was at the declared word.
+        e.threads[me].expect = EXPECT
+            .with(|x| x.get())
+            .filter(|x| PAT.with(|p| p.borrow().cur.iter().any(|&(a, _)| a == x.addr)));
         let next = e.schedule();
-        drop(hand_to(g, me, next));
+        let mut g = hand_to(g, me, next);
+        let e = g.as_mut().expect("simulation running");
+        e.threads[me].expect = None;
+        e.threads[me].recheck = f64::INFINITY;
+        drop(g);
         PAT.with(|p| p.borrow_mut().impure());
         return 1;
     }
@@ -894,6 +1038,14 @@ pub(crate) fn boundary(kind: Boundary, max_iters: u64) -> u64 {
             }
         });
         if until > now {
+            e.threads[me].recheck = f64::INFINITY;
+            e.threads[me].look_from = now;
+            e.threads[me].parks_at = now;
+            e.threads[me].look_step = step;
+            e.threads[me].look_extra = 0.0;
+            e.threads[me].expect = EXPECT
+                .with(|x| x.get())
+                .filter(|x| watch.contains(&((x.addr >> 6) as u64)));
             e.threads[me].st = St::Polling {
                 since: now,
                 cost,
@@ -904,6 +1056,8 @@ pub(crate) fn boundary(kind: Boundary, max_iters: u64) -> u64 {
             let next = e.schedule();
             let mut g = hand_to(g, me, next);
             let e = g.as_mut().expect("simulation running");
+            e.threads[me].expect = None;
+            e.threads[me].recheck = f64::INFINITY;
             let n = std::mem::take(&mut e.threads[me].elided);
             return (n + 1).min(max_iters);
         }
@@ -920,6 +1074,58 @@ pub(crate) fn boundary(kind: Boundary, max_iters: u64) -> u64 {
 /// ```
 pub fn pause() {
     boundary(Boundary::Pause(1), u64::MAX);
+}
+
+/// Declares the exit condition of the spin loop the calling virtual thread is about to run: the loop
+/// ends when `word` holds `want`, and between its looks it only takes spin steps ([`pause`], the
+/// library's bounded spinning), whose course nothing else it reads changes. While the
+/// returned guard lives, a write to the word's line tests the condition inside the simulator, and
+/// the thread is run only once it holds (see "Waiting for a value" in the module docs). Outside a
+/// simulation: nothing.
+///
+/// A wrong declaration makes a wrong simulation (a thread that is never run again ends the run as
+/// a lost wake-up), not unsound code.
+///
+/// # Safety
+///
+/// The guard must be dropped, not leaked (`mem::forget`): while it is in force the simulator reads
+/// the word's address whenever the thread stops in a spin step after loading it, and the borrow
+/// keeps the word alive only as long as the guard is.
+///
+/// ```
+/// use locklab::sim::atomic::{AtomicU32, Ordering};
+/// let served = AtomicU32::new(0);
+/// let my_turn = 0;
+/// // SAFETY: the guard is dropped at the end of this scope.
+/// let _until = unsafe { locklab::sim::spin_until_eq(&served, my_turn) };
+/// while served.load(Ordering::Acquire) != my_turn {
+///     locklab::sim::pause();
+/// }
+/// ```
+pub unsafe fn spin_until_eq(word: &atomic::AtomicU32, want: u32) -> SpinUntil<'_> {
+    if virtual_thread().is_some() {
+        let addr = word as *const atomic::AtomicU32 as usize;
+        EXPECT.with(|x| x.set(Some(Expect { addr, want })));
+    }
+    SpinUntil(core::marker::PhantomData)
+}
+
+/// Ends a [`spin_until_eq`] declaration when dropped; borrows the word meanwhile.
+///
+/// ```
+/// let served = locklab::sim::atomic::AtomicU32::new(0);
+/// // SAFETY: dropped at once.
+/// drop(unsafe { locklab::sim::spin_until_eq(&served, 0) });
+/// ```
+#[must_use = "the declaration lasts as long as this guard"]
+pub struct SpinUntil<'a>(core::marker::PhantomData<&'a atomic::AtomicU32>);
+
+impl Drop for SpinUntil<'_> {
+    fn drop(&mut self) {
+        if virtual_thread().is_some() {
+            EXPECT.with(|x| x.set(None));
+        }
+    }
 }
 
 /// Registers a spin deadline of the calling thread (a spin budget's end): a poller wakes at it.
@@ -1108,6 +1314,12 @@ pub fn run<R: Send>(
                 elided: 0,
                 timed_out: false,
                 host: None,
+                expect: None,
+                recheck: f64::INFINITY,
+                look_from: 0.0,
+                parks_at: 0.0,
+                look_step: 0.0,
+                look_extra: 0.0,
             })
             .collect(),
         cores: (0..cores)
@@ -1138,6 +1350,7 @@ pub fn run<R: Send>(
                         VT.with(|v| v.set(i));
                         PAT.with(|p| *p.borrow_mut() = Pattern::default());
                         DEADLINES.with(|d| d.borrow_mut().clear());
+                        EXPECT.with(|x| x.set(None));
                         {
                             let mut g = engine();
                             let e = g.as_mut().expect("simulation running");

@@ -99,6 +99,8 @@ impl RawTicketLock {
     #[inline(never)]
     fn wait_for(&self, ticket: u32) {
         let mut wait = SpinWait::new();
+        // The loop's only exit, for the simulator (nothing on hardware).
+        let _until = crate::primitive::spin_until_eq(&self.served, ticket);
         // Acquire pairs with the Release store in `unlock`.
         while self.served.load(Ordering::Acquire) != ticket {
             wait.wait();
