@@ -169,6 +169,28 @@ fn stat_ends_as_the_program_did() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// Runs `locklab run --stat -- CMD`, sends the lab `SIGUSR1` once CMD has printed `running` (its
+/// first line), and returns how the lab ended.
+fn sigusr1_once_running(cmd: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+        .args(["run", "--stat", "--"])
+        .args(cmd)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "running\n");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    child.wait_with_output().unwrap()
+}
+
 /// `SIGUSR1` to the lab is passed to the program, which writes a snapshot at its next lock
 /// operation; the lab prints its table while the program runs on, then the final one at its end.
 #[test]
@@ -184,22 +206,7 @@ fn stat_prints_a_snapshot_on_sigusr1() {
     // run: `python3` may be a shell script that execs the interpreter after many other processes
     // (pyenv), and a signal before the interpreter runs is lost with the shell's image.
     let script = "import threading, time\nend = time.time() + 3\ndef spin():\n    while time.time() < end:\n        pass\nts = [threading.Thread(target=spin) for _ in range(2)]\nfor t in ts: t.start()\nprint('running', flush=True)\nfor t in ts: t.join()\n";
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
-        .args(["run", "--stat", "--", "python3", "-c", script])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line, "running\n");
-    // SAFETY: a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-    let out = child.wait_with_output().unwrap();
+    let out = sigusr1_once_running(&["python3", "-c", script]);
     assert!(out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     let snap = err
@@ -220,29 +227,7 @@ fn stat_says_when_no_snapshot_came() {
     if !library_built() {
         return;
     }
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
-        .args([
-            "run",
-            "--stat",
-            "--",
-            "sh",
-            "-c",
-            "echo running; sleep 6; exit 3",
-        ])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line, "running\n");
-    // SAFETY: a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-    let out = child.wait_with_output().unwrap();
+    let out = sigusr1_once_running(&["sh", "-c", "echo running; sleep 6; exit 3"]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
