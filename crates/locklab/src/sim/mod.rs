@@ -641,6 +641,19 @@ impl Engine {
         }
     }
 
+    /// Declared waiter `i`, on its core at `t` while others wait for the core and its value not
+    /// there, makes one look (charged as the load) and yields, without running.
+    fn look_then_yield(&mut self, i: usize, x: Expect, t: f64) {
+        let core = self.threads[i].core;
+        let (cost, _) = self.access(core, x.addr, Access::Load, t);
+        let th = &mut self.threads[i];
+        th.time = t + cost + self.m.yield_ns;
+        th.recheck = f64::INFINITY;
+        th.st = St::Running;
+        self.requeue(i);
+        self.elided += 1;
+    }
+
     /// Processes every event before the earliest pending operation; returns the thread whose
     /// operation that is. Exits the process if no thread can ever run again (a lost wake-up: a bug
     /// this simulator exists to show, reported with every thread's state).
@@ -660,10 +673,7 @@ impl Engine {
                         let core = self.threads[i].core;
                         if !x.met() && !self.cores[core].queue.is_empty() {
                             // Back on its core inside a yield: one more look, then the next yield.
-                            let (cost, _) = self.access(core, x.addr, Access::Load, t);
-                            self.threads[i].time = t + cost + self.m.yield_ns;
-                            self.requeue(i);
-                            self.elided += 1;
+                            self.look_then_yield(i, x, t);
                             continue;
                         }
                         self.threads[i].expect = None;
@@ -697,12 +707,7 @@ impl Engine {
                         }
                         if yields && t < until && !x.met() {
                             // Its core is wanted: one more look, then the yield.
-                            let (cost, _) = self.access(core, x.addr, Access::Load, t);
-                            self.threads[i].time = t + cost + self.m.yield_ns;
-                            self.threads[i].recheck = f64::INFINITY;
-                            self.threads[i].st = St::Running;
-                            self.requeue(i);
-                            self.elided += 1;
+                            self.look_then_yield(i, x, t);
                             continue;
                         }
                     }
