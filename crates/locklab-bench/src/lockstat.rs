@@ -192,22 +192,39 @@ fn min_nonzero(a: u64, b: u64, had_before: bool) -> u64 {
     }
 }
 
-/// Reads every statistics file in `dir`: the processes (in pid order, snapshots replaced by the
-/// final table of the same file), and how many files were empty (processes that ended by `_exit` or
-/// a signal, before writing).
-pub fn read_dir(dir: &Path) -> (Vec<ProcessStat>, usize) {
-    // `locklab run --stat --lockdep` shares the directory: the lockdep reports are not statistics.
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+/// The statistics files in `dir` (`locklab run --stat --lockdep` shares the directory: the lockdep
+/// reports are not statistics), unordered.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("stat-files-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// std::fs::write(dir.join("12.json"), "{}").unwrap();
+/// std::fs::write(dir.join("lockdep-12.json"), "[]").unwrap();
+/// let files = locklab_bench::lockstat::stat_files(&dir);
+/// assert_eq!(files.len(), 1);
+/// assert_eq!(files[0].file_name(), "12.json");
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// assert!(locklab_bench::lockstat::stat_files(&dir).is_empty());
+/// ```
+pub fn stat_files(dir: &Path) -> Vec<std::fs::DirEntry> {
+    std::fs::read_dir(dir)
         .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    !p.file_name()
-                        .and_then(|n| n.to_str())
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    !e.file_name()
+                        .to_str()
                         .is_some_and(|n| n.starts_with("lockdep-"))
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Reads every statistics file in `dir`: the processes (in pid order, snapshots replaced by the
+/// final table of the same file), and how many files were empty (processes that ended by `_exit` or
+/// a signal, before writing).
+pub fn read_dir(dir: &Path) -> (Vec<ProcessStat>, usize) {
+    let mut files: Vec<PathBuf> = stat_files(dir).iter().map(|e| e.path()).collect();
     files.sort();
     let mut out = Vec::new();
     let mut empty = 0;

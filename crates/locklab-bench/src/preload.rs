@@ -281,10 +281,14 @@ impl SnapshotWait {
 
     /// The snapshots written since the request.
     fn answers(&self, dir: &Path) -> Vec<crate::lockstat::ProcessStat> {
-        stat_files(dir)
-            .into_iter()
-            .filter(|(_, t)| t.is_some_and(|t| t >= self.since))
-            .filter_map(|(p, _)| std::fs::read_to_string(p).ok())
+        crate::lockstat::stat_files(dir)
+            .iter()
+            .filter(|e| {
+                e.metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t >= self.since)
+            })
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
             .filter_map(|s| serde_json::from_str::<crate::lockstat::ProcessStat>(&s).ok())
             .filter(|p| p.reason == "signal")
             .collect()
@@ -305,22 +309,6 @@ impl SnapshotWait {
         print_snapshots(answers);
         true
     }
-}
-
-/// The statistics files of a `run --stat` directory (not lockdep's) and their modification times.
-fn stat_files(dir: &Path) -> Vec<(PathBuf, Option<std::time::SystemTime>)> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| {
-                    !e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with("lockdep-"))
-                })
-                .map(|e| (e.path(), e.metadata().ok().and_then(|m| m.modified().ok())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The tables of the snapshots (`SIGUSR1`) the processes wrote, on stderr.
