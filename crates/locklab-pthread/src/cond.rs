@@ -41,6 +41,18 @@
 //! between (a process without the library signalling such a pair is the one case left uncovered:
 //! its waiters' mutex is private to one process anyway).
 //!
+//! The shadow is only needed while some thread of this process is in such a wait: `SHADOW_WAITERS`
+//! counts them (incremented before the waiter releases its mutex), and a signal or broadcast that
+//! finds it 0 calls glibc's directly. That is exact: a signaller whose predicate change could matter
+//! to a shadow waiter took the waiter's mutex after the waiter released it, so it sees the count.
+//! The common pairing (a process-shared condvar with a process-shared mutex, both glibc's) never
+//! touches the shadow.
+//!
+//! A `fork()` copies the shadow as it is; if another thread held it at that moment (inside a
+//! signal or between a shadow waiter's lock and glibc's wait), the child's copy would stay locked
+//! forever and the child's first signal on any process-shared condvar would hang. That thread does
+//! not exist in the child, so the library's fork handler resets the shadow and the count there.
+//!
 //! # Layout
 //! | bytes | glibc's field | ours                                                          |
 //! |-------|---------------|---------------------------------------------------------------|
@@ -153,6 +165,17 @@ fn shadow() -> *mut pthread_mutex_t {
     SHADOW.0.get()
 }
 
+/// Threads of this process inside a shadow wait (module docs).
+static SHADOW_WAITERS: AtomicU32 = AtomicU32::new(0);
+
+/// The child's part of a `fork()` (called by the library's fork handler): the child has one thread,
+/// which is in no shadow wait and holds no shadow; a copy caught held by another thread is reset.
+pub(crate) fn after_fork_child() {
+    SHADOW_WAITERS.store(0, Ordering::Relaxed);
+    // SAFETY: the child's only thread; no other thread can touch the shadow while it is rewritten.
+    unsafe { shadow().write(libc::PTHREAD_MUTEX_INITIALIZER) };
+}
+
 /// What a cancelled shadow wait's cleanup needs.
 struct ShadowWaiting {
     m: *mut pthread_mutex_t,
@@ -166,6 +189,7 @@ unsafe extern "C" fn shadow_cancelled(arg: *mut libc::c_void) {
     let w = unsafe { &mut *arg.cast::<ShadowWaiting>() };
     // SAFETY: glibc's wait retook the shadow before unwinding.
     unsafe { real::pthread_mutex_unlock(shadow()) };
+    SHADOW_WAITERS.fetch_sub(1, Ordering::Relaxed);
     if let Some(held) = w.held.take() {
         // SAFETY: released by this thread for the wait.
         let _ = unsafe { mutex::reacquire(M::from(w.m), held) };
@@ -193,11 +217,15 @@ unsafe fn shared_wait(
             return call(m);
         }
         sys::pthread_testcancel();
+        // Counted before our mutex is released (SeqCst with the signaller's load): a signaller
+        // that takes the mutex after us sees the count and goes through the shadow.
+        SHADOW_WAITERS.fetch_add(1, Ordering::SeqCst);
         real::pthread_mutex_lock(shadow());
         let held = match mutex::release_for_wait(M::from(m)) {
             Ok(h) => h,
             Err(e) => {
                 real::pthread_mutex_unlock(shadow());
+                SHADOW_WAITERS.fetch_sub(1, Ordering::Relaxed);
                 return e;
             }
         };
@@ -210,6 +238,7 @@ unsafe fn shared_wait(
         let r = call(shadow());
         sys::_pthread_cleanup_pop(&mut buffer, 0);
         real::pthread_mutex_unlock(shadow());
+        SHADOW_WAITERS.fetch_sub(1, Ordering::Relaxed);
         let relock = match waiting.held.take() {
             Some(held) => mutex::reacquire(M::from(m), held),
             None => 0,
@@ -454,6 +483,11 @@ unsafe fn shared_notify(
     c: *mut pthread_cond_t,
     f: unsafe fn(*mut pthread_cond_t) -> c_int,
 ) -> c_int {
+    // SeqCst pairs with a shadow waiter's increment (module docs): no shadow waiter, no shadow.
+    if SHADOW_WAITERS.load(Ordering::SeqCst) == 0 {
+        // SAFETY: glibc's call on glibc's object.
+        return unsafe { f(c) };
+    }
     // SAFETY: glibc's calls on glibc's objects.
     unsafe {
         real::pthread_mutex_lock(shadow());

@@ -75,6 +75,7 @@ extern "C" fn init() {
 /// thread has a new TID, and its lock statistics start from zero in a file of its own.
 extern "C" fn child_after_fork() {
     sys::after_fork_child();
+    cond::after_fork_child();
     spin::after_fork_child();
     stat::after_fork_child();
     dep::after_fork_child();

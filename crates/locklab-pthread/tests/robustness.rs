@@ -1,7 +1,7 @@
 //! The preload library under the programs a demanding user writes: each C program in tests/c
 //! behaves correctly under glibc (it runs there first, so it tests the contract), then runs with the
 //! library under every choice it concerns. Each names the defect it guards against in its header:
-//! a cancelled condvar waiter that swallowed a signal, a condvar destroyed under a late waiter,
+//! a cancelled condvar waiter that swallowed a signal, a condvar wake-up lost in a fork child, a condvar destroyed under a late waiter,
 //! timed lockers that never got a busy lock, the atfork pattern with waiters queued, a
 //! prefer-writer rwlock whose readers starved writers, a mutex used as a binary semaphore, and the
 //! smaller deviations from glibc (past and absent deadlines, an unheld mutex in a wait, keys), and a
@@ -21,6 +21,15 @@ fn matrix(src: &str, name: &str, choices: &[Vec<(&str, &str)>]) {
 #[test]
 fn a_cancelled_condvar_waiter_passes_its_wake_up_on() {
     matrix("cond_cancel.c", "cond_cancel_c", &mutex_choices());
+}
+
+/// Every kind of condvar pair ping-pongs at once (mutex types x private, process-shared and across a
+/// fork, a process-shared condvar with a private mutex x both clocks) and each must finish: a fork
+/// that copied the library's process-shared-condvar shadow while another thread held it hung the
+/// child's first broadcast.
+#[test]
+fn condvar_ping_pong_loses_no_wake_up_in_any_scenario() {
+    matrix("cond_pingpong.c", "cond_pingpong_c", &mutex_choices());
 }
 
 #[test]
