@@ -139,15 +139,10 @@ fn show(b: &[u8]) -> &str {
     core::str::from_utf8(b).unwrap_or("?")
 }
 
-/// The class of `obj`: recorded at init or first lock, else made now from this lock's site.
+/// The class of `obj`: recorded at init or first lock, else one of its own named by this site.
 #[inline]
 fn class(obj: usize, kind: Kind, site: usize) -> u32 {
-    if let Some(c) = ld::object_class(obj) {
-        return c;
-    }
-    let c = ld::class_for(site, kind, Origin::FirstLocked, Site::address(site), 0);
-    ld::set_object_class(obj, c);
-    c
+    ld::object_class_or_new(obj, kind, Site::address(site))
 }
 
 /// An object initialised at `site`: a class of its own site (the object's old record forgotten).

@@ -73,15 +73,11 @@ mod on {
         #[cold]
         fn first(&self, k: K) -> u32 {
             let l = core::panic::Location::caller();
-            let c = ld::class_for(
-                l as *const _ as usize,
-                kind(k),
-                Origin::FirstLocked,
-                Site::location(l),
-                0,
-            );
-            // Relaxed: a racing first acquisition computes the same class from its own site or
-            // another's; either is this lock's class from now on.
+            // A class of this lock's own: two locks of one type taken in a consistent order are
+            // never a cycle, whichever code took each first.
+            let c = ld::instance_class(kind(k), Site::location(l));
+            // Relaxed: a racing first acquisition makes a class of its own; the first stored is
+            // this lock's class from now on (the other is never used).
             let _ = self
                 .class
                 .compare_exchange(0, c, Ordering::Relaxed, Ordering::Relaxed);

@@ -61,6 +61,76 @@ static void on_usr1(int sig) { (void)sig; pthread_mutex_lock(&C); pthread_mutex_
 static void *exit_holding(void *x) { (void)x; pthread_mutex_lock(&C); return NULL; }
 static void *post(void *x) { (void)x; usleep(20000); pthread_mutex_unlock(&A); return NULL; }
 
+/* Objects never passed to an init function (zeroed memory, static initializers), of one kind,
+ * nested in a consistent order: accounts locked two at a time in address order. */
+struct account { pthread_mutex_t m; long balance; };
+static void transfer(struct account *a, struct account *b, long amount) {
+    struct account *lo = a < b ? a : b, *hi = a < b ? b : a;
+    pthread_mutex_lock(&lo->m);
+    pthread_mutex_lock(&hi->m);
+    a->balance -= amount;
+    b->balance += amount;
+    pthread_mutex_unlock(&hi->m);
+    pthread_mutex_unlock(&lo->m);
+}
+/* The same helper without the address order: what a real inversion looks like. */
+static void transfer_unordered(struct account *a, struct account *b) {
+    pthread_mutex_lock(&a->m);
+    pthread_mutex_lock(&b->m);
+    pthread_mutex_unlock(&b->m);
+    pthread_mutex_unlock(&a->m);
+}
+
+enum { NBUCKETS = 16 };
+static pthread_mutex_t buckets[NBUCKETS] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER};
+static long bucket_count[NBUCKETS];
+__attribute__((noinline)) static void insert(int i) {
+    pthread_mutex_lock(&buckets[i]); bucket_count[i]++; pthread_mutex_unlock(&buckets[i]);
+}
+__attribute__((noinline)) static long lookup(int i) {
+    pthread_mutex_lock(&buckets[i]); long n = bucket_count[i]; pthread_mutex_unlock(&buckets[i]);
+    return n;
+}
+/* Moves an entry between two buckets, the lower index locked first. */
+__attribute__((noinline)) static void move_entry(int from, int to) {
+    int lo = from < to ? from : to, hi = from < to ? to : from;
+    pthread_mutex_lock(&buckets[lo]);
+    pthread_mutex_lock(&buckets[hi]);
+    bucket_count[from]--; bucket_count[to]++;
+    pthread_mutex_unlock(&buckets[hi]);
+    pthread_mutex_unlock(&buckets[lo]);
+}
+
+/* A list walked with lock coupling (hand over hand), zeroed nodes never initialised. */
+struct node { pthread_mutex_t m; struct node *next; int v; };
+static int walk(struct node *head) {
+    int sum = 0;
+    pthread_mutex_lock(&head->m);
+    for (struct node *n = head; n; ) {
+        sum += n->v;
+        struct node *next = n->next;
+        if (next) pthread_mutex_lock(&next->m);
+        pthread_mutex_unlock(&n->m);
+        n = next;
+    }
+    return sum;
+}
+
+static pthread_mutex_t G1 = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t G2 = PTHREAD_MUTEX_INITIALIZER;
+/* One helper that takes its two arguments in the order given. */
+__attribute__((noinline)) static void lock_pair(pthread_mutex_t *x, pthread_mutex_t *y) {
+    pthread_mutex_lock(x); pthread_mutex_lock(y); pthread_mutex_unlock(y); pthread_mutex_unlock(x);
+}
+static void *pair_g1_g2(void *x) { (void)x; lock_pair(&G1, &G2); return NULL; }
+static void *pair_g2_g1(void *x) { (void)x; lock_pair(&G2, &G1); return NULL; }
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     if (!strcmp(s, "abba")) {
@@ -186,6 +256,74 @@ int main(int argc, char **argv) {
         pthread_spin_lock(&p); pthread_mutex_lock(&A); pthread_mutex_unlock(&A); pthread_spin_unlock(&p);
         pthread_mutex_lock(&A); pthread_spin_lock(&p); pthread_spin_unlock(&p); pthread_mutex_unlock(&A);
         pthread_spin_destroy(&p);
+    } else if (!strcmp(s, "zeroed_accounts")) {
+        /* calloc'd accounts (an all-zero mutex is PTHREAD_MUTEX_INITIALIZER), two at a time in
+         * address order: consistent, whichever lock touched each account first. */
+        enum { N = 64 };
+        struct account *acc = calloc(N, sizeof *acc);
+        transfer(&acc[0], &acc[1], 1);
+        transfer(&acc[2], &acc[3], 1);
+        transfer(&acc[1], &acc[2], 1);
+        srand(7);
+        for (int i = 0; i < 2000; i++) {
+            int x = rand() % N, y = rand() % N;
+            if (x != y) transfer(&acc[x], &acc[y], 1);
+        }
+        long sum = 0;
+        for (int i = 0; i < N; i++) sum += acc[i].balance;
+        free(acc);
+        if (sum != 0) return 1;
+    } else if (!strcmp(s, "zeroed_accounts_abba")) {
+        /* The same accounts without the address order: 1 then 2, later 2 then 1. */
+        struct account *acc = calloc(4, sizeof *acc);
+        transfer_unordered(&acc[0], &acc[1]);
+        transfer_unordered(&acc[1], &acc[2]);
+        transfer_unordered(&acc[2], &acc[1]);
+        free(acc);
+    } else if (!strcmp(s, "static_buckets")) {
+        /* Buckets first touched by insert, by lookup or by a move, then moved in index order. */
+        for (int i = 0; i < NBUCKETS; i += 2) insert(i);
+        for (int i = 1; i < NBUCKETS; i += 2) if (lookup(i) != 0) return 1;
+        for (int i = 0; i + 1 < NBUCKETS; i++) insert(i), move_entry(i, i + 1), move_entry(i + 1, i);
+        for (int i = NBUCKETS - 1; i > 0; i--) move_entry(i, i - 3 >= 0 ? i - 3 : 0);
+    } else if (!strcmp(s, "zeroed_coupling")) {
+        /* Lock coupling down a list; then its head moves to the tail and the walk goes on. */
+        enum { N = 8 };
+        struct node *nodes = calloc(N, sizeof *nodes), *head = &nodes[0];
+        if (getenv("INIT")) for (int i = 0; i < N; i++) pthread_mutex_init(&nodes[i].m, NULL);
+        for (int i = 0; i < N; i++) { nodes[i].v = i; nodes[i].next = i + 1 < N ? &nodes[i + 1] : NULL; }
+        if (walk(head) != N * (N - 1) / 2) return 1;
+        for (int r = 0; r < 3; r++) {
+            struct node *first = head, *last = head;
+            while (last->next) last = last->next;
+            head = first->next; first->next = NULL; last->next = first;
+            if (walk(head) != N * (N - 1) / 2) return 1;
+        }
+        free(nodes);
+    } else if (!strcmp(s, "static_abba_helper")) {
+        /* Two never-initialised globals taken in both orders through one helper: a real AB-BA
+         * whose four acquisitions share two sites. */
+        run(pair_g1_g2, NULL);
+        run(pair_g2_g1, NULL);
+    } else if (!strcmp(s, "transfers")) {
+        /* The cost of the consistent pattern: argv[2] accounts made at one init site (argv[3]
+         * "zeroed": never initialised), argv[4] transfers in address order. */
+        int n = argc > 2 ? atoi(argv[2]) : 200;
+        int zeroed = argc > 3 && !strcmp(argv[3], "zeroed");
+        long t = argc > 4 ? atol(argv[4]) : 20000;
+        struct account *acc = calloc(n, sizeof *acc);
+        if (!zeroed) for (int i = 0; i < n; i++) pthread_mutex_init(&acc[i].m, NULL);
+        srand(11);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long i = 0; i < t; i++) {
+            int x = rand() % n, y = rand() % n;
+            if (x != y) transfer(&acc[x], &acc[y], 1);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / t;
+        fprintf(stderr, "transfers: %d accounts, %ld transfers, %.3f us a transfer\n", n, t, us);
+        free(acc);
     } else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;

@@ -91,6 +91,7 @@
 //!     && named(r, "doc-a") && named(r, "doc-b")));
 //! ```
 
+mod order;
 mod report;
 mod table;
 
@@ -471,6 +472,10 @@ struct ClassInfo {
     flags: AtomicU32,
     /// Head of the list of dependencies from this class (an edge index + 1; graph lock).
     first_edge: AtomicU32,
+    /// Head of the list of dependencies to this class (an edge index + 1; graph lock).
+    first_in: AtomicU32,
+    /// The class's number in the graph's topological order ([`order`]; graph lock).
+    ord: AtomicU64,
     /// The first recursive read of a writer-preferring instance: (held site, acquisition site).
     rr_held: AtomicU64,
     rr_site: AtomicU64,
@@ -518,6 +523,8 @@ struct Edge {
     types: AtomicU32,
     /// Next edge from the same class (index + 1; graph lock).
     next: AtomicU32,
+    /// Next edge to the same class (index + 1; graph lock).
+    next_in: AtomicU32,
     sites: [EdgeSite; 4],
 }
 
@@ -538,6 +545,8 @@ fn dep_type(held: Mode, taken: Mode) -> usize {
 struct Pair {
     /// Next pair from the same `a` (index + 1; graph lock).
     next: AtomicU32,
+    /// Next pair to the same `b` (index + 1; graph lock).
+    next_in: AtomicU32,
     a: AtomicU64,
     b: AtomicU64,
     held_site: AtomicU64,
@@ -565,9 +574,22 @@ struct Graph {
     pair_keys: Table,
     pairs: &'static [Pair],
     n_pairs: AtomicU32,
-    /// Instance (address | 1 << 63) -> its first same-class pair (index + 1); (address | 1 << 62)
-    /// -> 1 for an instance taken second in some pair.
+    /// Instance (address | 1 << 63) -> its first same-class pair as the one held (index + 1);
+    /// (address | 1 << 62) -> its first pair as the one taken second; (address | 1 << 61) -> its
+    /// number in the instance graph's topological order; (address | 1 << 60) -> the last search pass
+    /// that visited it.
     inst_heads: Table,
+    /// The next number of an instance new to the instance order, and the last search pass.
+    inst_ord_next: AtomicU64,
+    inst_pass: AtomicU64,
+    /// Whether the class graph, and the instance graph, still have a topological order ([`order`]):
+    /// no cycle, and no search ever passed [`order::LIMIT`]. Else every new dependency searches.
+    class_order_ok: AtomicBool,
+    inst_order_ok: AtomicBool,
+    /// The topological orders' search memory (graph lock).
+    order: order::Scratch,
+    /// Nodes looked at by every search so far ([`search_steps`]).
+    steps: AtomicU64,
     /// The instance search's queue and parent links (graph lock).
     inst_queue: &'static [AtomicU64],
     inst_parent: &'static [AtomicU64],
@@ -643,7 +665,13 @@ fn create_graph() -> Option<&'static Graph> {
             pair_keys: Table::new(MAX_PAIRS * 2)?,
             pairs: zeroed_array(MAX_PAIRS)?,
             n_pairs: AtomicU32::new(0),
-            inst_heads: Table::new(MAX_PAIRS * 4)?,
+            inst_heads: Table::new(MAX_PAIRS * 16)?,
+            inst_ord_next: AtomicU64::new(1),
+            inst_pass: AtomicU64::new(0),
+            class_order_ok: AtomicBool::new(true),
+            inst_order_ok: AtomicBool::new(true),
+            order: order::Scratch::new()?,
+            steps: AtomicU64::new(0),
             inst_queue: zeroed_array(INST_QUEUE)?,
             inst_parent: zeroed_array(INST_QUEUE)?,
             objects: Table::new(MAX_OBJECTS)?,
@@ -775,6 +803,7 @@ fn class_with(
         );
         c.site.store(site as u64, Ordering::Relaxed);
         c.named.store(named as u64, Ordering::Relaxed);
+        c.ord.store(u64::from(id), Ordering::Relaxed);
         u64::from(id)
     }) {
         Some((id, _)) if id != u64::MAX => id as u32,
@@ -783,6 +812,38 @@ fn class_with(
             0
         }
     }
+}
+
+/// Tag of the keys of [`instance_class`]'s classes (a counter below it): never a site's, a
+/// [`LockClass`]'s or an RCU domain's key (addresses below 2^48, a domain's with bit 63 flipped;
+/// a subclass uses bits 56-63).
+const INSTANCE_KEY: u64 = 1 << 52;
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
+
+/// A new class for one lock object that was never given a class (a `lock_api` lock without
+/// [`set_class`], a pthread object never passed to an init function): a class of its own, for this
+/// object's life only, named by `site` (its first acquisition). So the graph between such objects
+/// is the graph of the objects themselves, and an order that is consistent between objects is never
+/// a cycle, whichever code touched each object first (the kernel's class per static lock). 0 if the
+/// validator is off or out of room.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, Kind, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let (a, b) = (lockdep::instance_class(Kind::Mutex, Site::caller()), lockdep::instance_class(Kind::Mutex, Site::caller()));
+/// assert!(a != 0 && b != 0 && a != b, "one class per object, even from one site");
+/// ```
+pub fn instance_class(kind: Kind, site: Site) -> u32 {
+    let n = INSTANCES.fetch_add(1, Ordering::Relaxed) + 1;
+    class_with(
+        (INSTANCE_KEY | (n & ((1 << 48) - 1))) as usize,
+        kind,
+        Origin::FirstLocked,
+        site.0,
+        0,
+        0,
+    )
 }
 
 fn class_for_named(c: &'static LockClass) -> u32 {
@@ -845,6 +906,46 @@ pub fn object_class(obj: usize) -> Option<u32> {
     }
 }
 
+/// The class of the object at `obj`: the recorded one, else (an object never initialised, or
+/// destroyed since) a new [`instance_class`] named by `site`, recorded. Racing first acquisitions
+/// agree on one class. 0 if the validator is off or out of room.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, Kind, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let c = lockdep::object_class_or_new(0x3_0000, Kind::Mutex, Site::caller());
+/// assert_eq!(lockdep::object_class_or_new(0x3_0000, Kind::Mutex, Site::caller()), c);
+/// assert_ne!(lockdep::object_class_or_new(0x3_0040, Kind::Mutex, Site::caller()), c);
+/// ```
+pub fn object_class_or_new(obj: usize, kind: Kind, site: Site) -> u32 {
+    if obj == 0 {
+        return 0;
+    }
+    let Some(g) = graph() else { return 0 };
+    let new = || match instance_class(kind, site) {
+        0 => u64::MAX,
+        c => u64::from(c),
+    };
+    match g.objects.get_or_insert(obj as u64, new) {
+        Some((c, _)) if c != u64::MAX => c as u32,
+        Some(_) => {
+            // Forgotten (destroyed): a new life, a new class; a racing first acquisition may
+            // replace it once (the table's value is the winner from then on).
+            let c = instance_class(kind, site);
+            if c != 0 && g.objects.replace(obj as u64, u64::MAX, u64::from(c)) {
+                // Release as in `set_object_class`.
+                OBJ_EPOCH.fetch_add(1, Ordering::Release);
+            }
+            object_class(obj).unwrap_or(0)
+        }
+        None => {
+            say_full("object");
+            0
+        }
+    }
+}
+
 /// Records `class` as the class of the object at `obj` (an init call, or a first acquisition).
 pub fn set_object_class(obj: usize, class: u32) {
     if class == 0 || obj == 0 {
@@ -867,7 +968,7 @@ pub fn set_object_class(obj: usize, class: u32) {
 static OBJ_EPOCH: AtomicU64 = AtomicU64::new(0);
 
 /// [`acquire`] of an object whose class is in the object table ([`set_object_class`]); an object
-/// not there gets the class of `site` as its first acquisition (`Origin::FirstLocked`, `kind`). Each
+/// not there gets a class of its own named by `site` ([`object_class_or_new`]). Each
 /// thread caches the classes of the objects it took last, so the steady state does not touch the
 /// shared table.
 ///
@@ -943,14 +1044,7 @@ fn acquire_object_slow(
     let class = if o == obj {
         c
     } else {
-        let c = match object_class(obj) {
-            Some(c) => c,
-            None => {
-                let c = class_for(site.0, kind, Origin::FirstLocked, site, 0);
-                set_object_class(obj, c);
-                c
-            }
-        };
+        let c = object_class_or_new(obj, kind, site);
         t.cache[slot] = (obj, c, 0);
         c
     };
@@ -1567,7 +1661,24 @@ fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usi
         .get(key)
         .is_some_and(|e| g.edge(e as u32).types.load(Ordering::Relaxed) & (1 << t) != 0);
     if !known {
-        if let Some(path) = search(g, h.class, class, t) {
+        // While the class graph keeps a topological order, a dependency that agrees with it (or a
+        // new type of one already in the graph) cannot close a cycle: no search.
+        let ordered = g.class_order_ok.load(Ordering::Relaxed)
+            && (g.edge_keys.get(key).is_some()
+                || match order::add(
+                    &ClassDag(g),
+                    &g.order,
+                    h.class.into(),
+                    class.into(),
+                    &g.steps,
+                ) {
+                    order::Added::Ordered => true,
+                    order::Added::Cycle | order::Added::TooBig => {
+                        g.class_order_ok.store(false, Ordering::Relaxed);
+                        false
+                    }
+                });
+        if !ordered && let Some(path) = search(g, h.class, class, t) {
             report::cycle(g, h, class, mode, site, &path);
         }
         record_edge(g, key, h.class, class, t, h.site, site);
@@ -1590,6 +1701,10 @@ fn record_edge(g: &Graph, key: u64, from: u32, to: u32, t: usize, held_site: usi
         e.next
             .store(c.first_edge.load(Ordering::Relaxed), Ordering::Relaxed);
         c.first_edge.store(idx, Ordering::Relaxed);
+        let c = g.class(to);
+        e.next_in
+            .store(c.first_in.load(Ordering::Relaxed), Ordering::Relaxed);
+        c.first_in.store(idx, Ordering::Relaxed);
         u64::from(idx)
     });
     let Some((idx, _)) = r.filter(|&(i, _)| i != u64::MAX && i != 0) else {
@@ -1615,17 +1730,7 @@ struct Step {
 /// Searches (breadth first) for a path `to ~> from` that makes the new dependency `from -(t)-> to`
 /// close a strong cycle. Graph lock held.
 fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
-    let stamp = g.stamp.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-    let stamp = if stamp == 0 {
-        // Wrapped: clear the stamps once every 4 billion searches.
-        for v in g.visited {
-            v.store(0, Ordering::Relaxed);
-        }
-        g.stamp.store(1, Ordering::Relaxed);
-        1
-    } else {
-        stamp
-    };
+    let stamp = next_stamp(g);
     let new_from_shared = t & 2 != 0;
     let state = |class: u32, r: bool| class as usize * 2 + usize::from(r);
     let start = state(to, t & 1 != 0);
@@ -1636,6 +1741,7 @@ fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
     while head < tail {
         let s = g.queue[head].load(Ordering::Relaxed) as usize;
         head += 1;
+        g.steps.fetch_add(1, Ordering::Relaxed);
         let (c, r) = ((s / 2) as u32, s % 2 == 1);
         let mut ei = g.class(c).first_edge.load(Ordering::Relaxed);
         while ei != 0 {
@@ -1673,6 +1779,128 @@ fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
         }
     }
     None
+}
+
+/// A fresh visit stamp for the class searches (graph lock).
+fn next_stamp(g: &Graph) -> u32 {
+    let stamp = g.stamp.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    if stamp == 0 {
+        // Wrapped: clear the stamps once every 4 billion searches.
+        for v in g.visited {
+            v.store(0, Ordering::Relaxed);
+        }
+        g.stamp.store(1, Ordering::Relaxed);
+        1
+    } else {
+        stamp
+    }
+}
+
+/// The class graph, for [`order`] (graph lock).
+struct ClassDag<'a>(&'a Graph);
+
+impl order::Dag for ClassDag<'_> {
+    fn ord(&self, n: u64) -> u64 {
+        self.0.class(n as u32).ord.load(Ordering::Relaxed)
+    }
+    fn set_ord(&self, n: u64, o: u64) {
+        self.0.class(n as u32).ord.store(o, Ordering::Relaxed);
+    }
+    fn succ(&self, n: u64, f: &mut dyn FnMut(u64)) {
+        let mut ei = self.0.class(n as u32).first_edge.load(Ordering::Relaxed);
+        while ei != 0 {
+            let e = self.0.edge(ei);
+            f(e.to.load(Ordering::Relaxed).into());
+            ei = e.next.load(Ordering::Relaxed);
+        }
+    }
+    fn pred(&self, n: u64, f: &mut dyn FnMut(u64)) {
+        let mut ei = self.0.class(n as u32).first_in.load(Ordering::Relaxed);
+        while ei != 0 {
+            let e = self.0.edge(ei);
+            f(e.from.load(Ordering::Relaxed).into());
+            ei = e.next_in.load(Ordering::Relaxed);
+        }
+    }
+    fn visit(&self, n: u64, pass: u64) -> bool {
+        // The search's stamps, state (class, not arrived by a recursive read).
+        let v = &self.0.visited[n as usize * 2];
+        if v.load(Ordering::Relaxed) == pass as u32 {
+            return false;
+        }
+        v.store(pass as u32, Ordering::Relaxed);
+        true
+    }
+    fn pass(&self) -> u64 {
+        next_stamp(self.0).into()
+    }
+}
+
+/// The same-class instance graph, for [`order`] (graph lock).
+struct InstDag<'a>(&'a Graph);
+
+impl order::Dag for InstDag<'_> {
+    fn ord(&self, n: u64) -> u64 {
+        let g = self.0;
+        g.inst_heads
+            .get_or_insert(n | 1 << 61, || {
+                g.inst_ord_next.fetch_add(1, Ordering::Relaxed)
+            })
+            .map_or(u64::MAX, |(o, _)| o)
+    }
+    fn set_ord(&self, n: u64, o: u64) {
+        self.0.inst_heads.set(n | 1 << 61, o);
+    }
+    fn succ(&self, n: u64, f: &mut dyn FnMut(u64)) {
+        let g = self.0;
+        let mut pi = match g.inst_heads.get(n | 1 << 63) {
+            Some(v) if v != u64::MAX => v as u32,
+            _ => 0,
+        };
+        while pi != 0 {
+            let p = &g.pairs[pi as usize - 1];
+            let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
+            if a == n && b != 0 {
+                f(b);
+            }
+            pi = p.next.load(Ordering::Relaxed);
+        }
+    }
+    fn pred(&self, n: u64, f: &mut dyn FnMut(u64)) {
+        let g = self.0;
+        let mut pi = g.inst_heads.get(n | 1 << 62).unwrap_or(0) as u32;
+        while pi != 0 {
+            let p = &g.pairs[pi as usize - 1];
+            let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
+            if b == n && a != 0 {
+                f(a);
+            }
+            pi = p.next_in.load(Ordering::Relaxed);
+        }
+    }
+    fn visit(&self, n: u64, pass: u64) -> bool {
+        match self.0.inst_heads.get_or_insert(n | 1 << 60, || pass) {
+            Some((_, true)) => true,
+            Some((v, false)) if v != pass => self.0.inst_heads.set(n | 1 << 60, pass),
+            _ => false,
+        }
+    }
+    fn pass(&self) -> u64 {
+        self.0.inst_pass.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// Nodes (classes and same-class instances) the validator's searches have looked at so far in this
+/// process: a measure of the work its new dependencies cost, which grows about linearly with the
+/// dependencies for any program (a new dependency that agrees with the graph's order costs none).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// let before = locklab::lockdep::search_steps();
+/// assert!(locklab::lockdep::search_steps() >= before);
+/// ```
+pub fn search_steps() -> u64 {
+    graph().map_or(0, |g| g.steps.load(Ordering::Relaxed))
 }
 
 /// A path of existing dependencies, in order from the new lock back to the held one.
@@ -1742,8 +1970,18 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
         .flags
         .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
     if g.pair_keys.get(key).is_none() {
+        // As for classes: an order that agrees with the instance graph's cannot close a cycle.
+        let ordered = g.inst_order_ok.load(Ordering::Relaxed)
+            && match order::add(&InstDag(g), &g.order, h.obj as u64, obj as u64, &g.steps) {
+                order::Added::Ordered => true,
+                order::Added::Cycle | order::Added::TooBig => {
+                    g.inst_order_ok.store(false, Ordering::Relaxed);
+                    false
+                }
+            };
         let mut path = [0u32; 32];
-        if let Some(n) = instance_search(g, obj, h.obj, &mut path)
+        if !ordered
+            && let Some(n) = instance_search(g, obj, h.obj, &mut path)
             && g.first_report(key ^ 0x5ca1e)
         {
             report::same_class(g, class, h, obj, site, &path[..n]);
@@ -1759,13 +1997,18 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
             p.held_site.store(h.site as u64, Ordering::Relaxed);
             p.acq_site.store(site as u64, Ordering::Relaxed);
             p.tid.store(report::tid(), Ordering::Relaxed);
-            // Link it first in the list of pairs from `h.obj`.
-            // `obj` is in a pair too (as the one taken second), for `forget_pairs`.
-            if g.inst_heads
-                .get_or_insert(obj as u64 | 1 << 62, || 1)
-                .is_none()
+            // Link it first in the list of pairs to `obj` (which also marks `obj` as in a pair,
+            // for `forget_pairs`), and in the list of pairs from `h.obj`.
+            match g
+                .inst_heads
+                .get_or_insert(obj as u64 | 1 << 62, || u64::from(i))
             {
-                say_full("instance");
+                Some((_, true)) => {}
+                Some((old, false)) => {
+                    p.next_in.store(old as u32, Ordering::Relaxed);
+                    g.inst_heads.set(obj as u64 | 1 << 62, u64::from(i));
+                }
+                None => say_full("instance"),
             }
             let head = g.inst_heads.get(h.obj as u64 | 1 << 63).unwrap_or(u64::MAX);
             p.next.store(
@@ -1796,11 +2039,15 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
 fn instance_search(g: &Graph, from: usize, to: usize, out: &mut [u32; 32]) -> Option<usize> {
     // Queue entries: (instance, index of the entry it was reached from + 1, pair used).
     let q = g.inst_queue;
+    let dag = InstDag(g);
+    let pass = order::Dag::pass(&dag);
+    order::Dag::visit(&dag, from as u64, pass);
     q[0].store(from as u64, Ordering::Relaxed);
     g.inst_parent[0].store(0, Ordering::Relaxed);
     let (mut head, mut tail) = (0usize, 1usize);
     while head < tail {
         let x = q[head].load(Ordering::Relaxed);
+        g.steps.fetch_add(1, Ordering::Relaxed);
         let mut pi = match g.inst_heads.get(x | 1 << 63) {
             Some(v) if v != u64::MAX => v as u32,
             _ => 0,
@@ -1827,7 +2074,7 @@ fn instance_search(g: &Graph, from: usize, to: usize, out: &mut [u32; 32]) -> Op
                     }
                     return Some(n);
                 }
-                if tail < q.len() && !q[..tail].iter().any(|v| v.load(Ordering::Relaxed) == b) {
+                if tail < q.len() && order::Dag::visit(&dag, b, pass) {
                     q[tail].store(b, Ordering::Relaxed);
                     g.inst_parent[tail]
                         .store((head as u64 + 1) << 32 | u64::from(pi), Ordering::Relaxed);

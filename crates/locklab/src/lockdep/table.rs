@@ -188,6 +188,31 @@ impl Table {
         None
     }
 
+    /// Replaces the value of a present `key` if it is `old`: `true` if it was replaced.
+    pub(super) fn replace(&self, key: u64, old: u64, new: u64) -> bool {
+        debug_assert!(key != 0 && new != 0);
+        let mask = self.slots.len() - 1;
+        let mut i = mix(key) as usize & mask;
+        for _ in 0..MAX_PROBE.min(self.slots.len()) {
+            let s = &self.slots[i];
+            // Acquire as in `get`.
+            let k = s.key.load(Ordering::Acquire);
+            if k == key {
+                // AcqRel: Release as in `get_or_insert` (the new value's record is complete);
+                // Acquire as in `get` when it fails.
+                return s
+                    .val
+                    .compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+            }
+            if k == 0 {
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+        false
+    }
+
     /// Replaces the value of a present `key` (the caller serialises replacements of one key).
     pub(super) fn set(&self, key: u64, val: u64) -> bool {
         debug_assert!(key != 0 && val != 0);
