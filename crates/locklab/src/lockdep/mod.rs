@@ -501,6 +501,9 @@ const FLAG_NESTS_SELF: u32 = 8;
 const FLAG_SIG_OUT: u32 = 16;
 /// The signal rule was reported.
 const FLAG_SIG_REPORTED: u32 = 32;
+/// The class's instance graph lost its topological order (a cycle, or a search past
+/// [`order::LIMIT`]): its new pairs search all of it.
+const FLAG_INST_UNORDERED: u32 = 64;
 
 impl ClassInfo {
     fn kind(&self) -> Kind {
@@ -582,10 +585,10 @@ struct Graph {
     /// The next number of an instance new to the instance order, and the last search pass.
     inst_ord_next: AtomicU64,
     inst_pass: AtomicU64,
-    /// Whether the class graph, and the instance graph, still have a topological order ([`order`]):
-    /// no cycle, and no search ever passed [`order::LIMIT`]. Else every new dependency searches.
+    /// Whether the class graph still has a topological order ([`order`]): no cycle, and no search
+    /// ever passed [`order::LIMIT`]. Else every new dependency searches. (Each class's instance
+    /// graph has its own: [`FLAG_INST_UNORDERED`].)
     class_order_ok: AtomicBool,
-    inst_order_ok: AtomicBool,
     /// The topological orders' search memory (graph lock).
     order: order::Scratch,
     /// Nodes looked at by every search so far ([`search_steps`]).
@@ -669,7 +672,6 @@ fn create_graph() -> Option<&'static Graph> {
             inst_ord_next: AtomicU64::new(1),
             inst_pass: AtomicU64::new(0),
             class_order_ok: AtomicBool::new(true),
-            inst_order_ok: AtomicBool::new(true),
             order: order::Scratch::new()?,
             steps: AtomicU64::new(0),
             inst_queue: zeroed_array(INST_QUEUE)?,
@@ -1971,11 +1973,13 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
         .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
     if g.pair_keys.get(key).is_none() {
         // As for classes: an order that agrees with the instance graph's cannot close a cycle.
-        let ordered = g.inst_order_ok.load(Ordering::Relaxed)
+        // (Pairs join instances of one class only, so each class's instance graph is apart.)
+        let flags = &g.class(class).flags;
+        let ordered = flags.load(Ordering::Relaxed) & FLAG_INST_UNORDERED == 0
             && match order::add(&InstDag(g), &g.order, h.obj as u64, obj as u64, &g.steps) {
                 order::Added::Ordered => true,
                 order::Added::Cycle | order::Added::TooBig => {
-                    g.inst_order_ok.store(false, Ordering::Relaxed);
+                    flags.fetch_or(FLAG_INST_UNORDERED, Ordering::Relaxed);
                     false
                 }
             };

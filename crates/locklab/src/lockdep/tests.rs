@@ -385,3 +385,114 @@ fn a_fork_child_with_the_validator_busy_turns_it_off() {
     assert!(crate::fork_tests::exited_0(status), "wait status {status}");
     assert!(enabled(), "the parent's validator is unchanged");
 }
+
+/// Accounts of one class, locked two at a time in address order (`transfer(lo, hi)` on random
+/// pairs): the consistent order is never reported, and the work of checking new pairs grows about
+/// linearly with the pairs, not with their square (each new pair used to search every pair seen).
+#[test]
+fn ordered_pairs_of_one_class_cost_about_linear_work() {
+    static ACC: LockClass = LockClass::new("t-accounts");
+    let c = class(&ACC);
+    let run = |base: usize, n: usize, transfers: usize| -> u64 {
+        let before = search_steps();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ n as u64;
+        for _ in 0..transfers {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (i, j) = ((x % n as u64) as usize, ((x >> 32) % n as u64) as usize);
+            if i == j {
+                continue;
+            }
+            let (lo, hi) = (base + i.min(j) * 64, base + i.max(j) * 64);
+            lock(lo, c);
+            lock(hi, c);
+            unlock(hi);
+            unlock(lo);
+        }
+        search_steps() - before
+    };
+    let small = run(0x4000_0000, 200, 2_000);
+    let big = run(0x5000_0000, 1_600, 16_000);
+    assert_eq!(
+        count(ReportKind::SameClassOrder, "t-accounts", "t-accounts"),
+        0
+    );
+    // Eight times the accounts and the transfers: about eight times the work (64 if quadratic).
+    eprintln!("200 accounts: {small} steps, 1600: {big}");
+    assert!(
+        big < 24 * small.max(1_000),
+        "200 accounts: {small} steps, 1600: {big}"
+    );
+    // An inversion among them is still found.
+    lock(0x5000_0000, c);
+    lock(0x5000_0000 + 64, c);
+    unlock(0x5000_0000 + 64);
+    unlock(0x5000_0000);
+    lock(0x5000_0000 + 64, c);
+    lock(0x5000_0000, c);
+    unlock(0x5000_0000);
+    unlock(0x5000_0000 + 64);
+    assert_eq!(
+        count(ReportKind::SameClassOrder, "t-accounts", "t-accounts"),
+        1
+    );
+}
+
+/// Locks that each have a class of their own (never-initialised objects: [`instance_class`]) taken
+/// in a consistent order cost as little to check as one class's instances.
+#[test]
+#[cfg(unix)]
+fn ordered_pairs_of_objects_with_classes_of_their_own_cost_about_linear_work() {
+    set_mode(Action::Report);
+    // In a child with a graph of its own: a cycle that another test made in this process's class
+    // graph would have it search every new dependency (see `Graph::class_order_ok`).
+    let status = crate::fork_tests::status_of_child(60, || {
+        GRAPH.store(core::ptr::null_mut(), Ordering::Relaxed);
+        GRAPH_STATE.store(0, Ordering::Relaxed);
+        let small = classes_of_their_own(200, 2_000);
+        let big = classes_of_their_own(1_600, 16_000);
+        eprintln!("200 objects: {small} steps, 1600: {big}");
+        if big >= 24 * small.max(1_000) {
+            return false;
+        }
+        reports().is_empty()
+    });
+    assert!(crate::fork_tests::exited_0(status), "wait status {status}");
+}
+
+/// `transfers` ordered transfers between `n` locks of classes of their own: the search steps.
+#[cfg(unix)]
+fn classes_of_their_own(n: usize, transfers: usize) -> u64 {
+    {
+        // Made in a scrambled order, so that their numbers (the order's start) are not the index order.
+        let mut x = 0x2545_f491_4f6c_dd1du64 ^ n as u64;
+        let mut perm: Vec<usize> = (0..n).collect();
+        for k in (1..n).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            perm.swap(k, (x % (k as u64 + 1)) as usize);
+        }
+        let mut classes = vec![0u32; n];
+        for &k in &perm {
+            classes[k] = instance_class(Kind::Mutex, Site::caller());
+        }
+        let before = search_steps();
+        for _ in 0..transfers {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (i, j) = ((x % n as u64) as usize, ((x >> 32) % n as u64) as usize);
+            if i == j {
+                continue;
+            }
+            let (lo, hi) = (i.min(j), i.max(j));
+            lock(0x6000_0000 + lo * 64, classes[lo]);
+            lock(0x6000_0000 + hi * 64, classes[hi]);
+            unlock(0x6000_0000 + hi * 64);
+            unlock(0x6000_0000 + lo * 64);
+        }
+        search_steps() - before
+    }
+}
