@@ -4,13 +4,15 @@
 //! program as it runs today).
 //!
 //! # Classes
-//! An object's class is its `*_init` call site, or for an object that was never initialised (a
-//! static initializer, zeroed memory, C++'s `std::mutex`) the site of its first lock. The class of
-//! each object is kept in the validator's object table, keyed by address (glibc's objects have no
-//! spare bytes for it under every choice); `*_destroy` forgets it, so a later object at that
-//! address gets its own. An object freed without `*_destroy` (C++'s `std::mutex` never calls it)
-//! leaves its class to the next lock placed at its address, which is usually an object of the same
-//! kind made by the same code.
+//! An object's class is its `*_init` call site. An object that was never initialised (a static
+//! initializer, zeroed memory, C++'s `std::mutex`) has a class of its own, named by the site of its
+//! first lock: orders between such objects are checked object by object, so locks of one kind taken
+//! in a consistent order (by address, index, list position) are never a cycle, whichever code
+//! touched each first. The class of each object is kept in the validator's object table, keyed by
+//! address (glibc's objects have no spare bytes for it under every choice); `*_destroy` forgets it,
+//! so a later object at that address gets its own. An object freed without `*_destroy` (C++'s
+//! `std::mutex` never calls it) leaves its class, and the orders it was taken in, to the next lock
+//! placed at its address.
 //!
 //! # Modes
 //! Mutexes and spinlocks are taken for writing; a recursive mutex may be taken again by its holder,

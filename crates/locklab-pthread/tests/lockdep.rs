@@ -55,7 +55,7 @@ fn kinds(reports: &[Value]) -> Vec<String> {
         .collect()
 }
 
-const EXPECTED: [(&str, &[&str]); 22] = [
+const EXPECTED: [(&str, &[&str]); 23] = [
     ("abba", &["circular-dependency"]),
     ("cycle3", &["circular-dependency"]),
     ("philosophers", &["same-class-order"]),
@@ -84,6 +84,7 @@ const EXPECTED: [(&str, &[&str]); 22] = [
     // ... while an inversion between two such objects is still one.
     ("zeroed_accounts_abba", &["circular-dependency"]),
     ("static_abba_helper", &["circular-dependency"]),
+    ("mixed_cycle", &["circular-dependency"]),
 ];
 
 #[test]

@@ -1,6 +1,6 @@
 //! The lock paths' calls into the lockdep validator ([`crate::lockdep`]): with the `lockdep` feature
-//! each lock type carries a [`Dep`] (its class, assigned at its first acquisition from the caller's
-//! source location, or given with [`crate::lockdep::set_class`]) and calls it from its `lock_api`
+//! each lock type carries a [`Dep`] (its class: given with [`crate::lockdep::set_class`], else a class
+//! of the lock's own made at its first acquisition and named by that source location) and calls it from its `lock_api`
 //! lock, trylock and unlock; without the feature [`Dep`] is a zero-sized type whose methods are
 //! empty, so the lock paths contain no code for it.
 

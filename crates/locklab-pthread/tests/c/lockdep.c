@@ -135,6 +135,15 @@ __attribute__((noinline)) static void lock_pair(pthread_mutex_t *x, pthread_mute
 static void *pair_g1_g2(void *x) { (void)x; lock_pair(&G1, &G2); return NULL; }
 static void *pair_g2_g1(void *x) { (void)x; lock_pair(&G2, &G1); return NULL; }
 
+/* A cycle through three kinds of class: a zeroed account's lock, a lock made by pthread_mutex_init,
+ * a static one; each order taken by its own thread and function. */
+static struct account *attack_acc;
+static pthread_mutex_t attack_init;
+static pthread_mutex_t attack_static = PTHREAD_MUTEX_INITIALIZER;
+static void *acc_then_init(void *x) { (void)x; lock_pair(&attack_acc->m, &attack_init); return NULL; }
+static void *init_then_static(void *x) { (void)x; lock_pair(&attack_init, &attack_static); return NULL; }
+static void *static_then_acc(void *x) { (void)x; lock_pair(&attack_static, &attack_acc->m); return NULL; }
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     if (!strcmp(s, "abba")) {
@@ -303,6 +312,13 @@ int main(int argc, char **argv) {
          * whose four acquisitions share two sites. */
         run(pair_g1_g2, NULL);
         run(pair_g2_g1, NULL);
+    } else if (!strcmp(s, "mixed_cycle")) {
+        attack_acc = calloc(2, sizeof *attack_acc);
+        pthread_mutex_init(&attack_init, NULL);
+        run(acc_then_init, NULL);
+        run(init_then_static, NULL);
+        run(static_then_acc, NULL);
+        free(attack_acc);
     } else if (!strcmp(s, "transfers")) {
         /* The cost of the consistent pattern: argv[2] accounts made at one init site (argv[3]
          * "zeroed": never initialised), argv[4] transfers in address order. */

@@ -13,8 +13,12 @@
 //! in the same place are checked as one even if each is only ever used once. A class is keyed by:
 //! - a [`LockClass`] the program gave the lock ([`set_class`]), or
 //! - the site that created the lock (the preload library: the `pthread_*_init` call site), or
-//! - the site of the lock's first acquisition (the library's locks, which `lock_api` constructs in a
-//!   `const` without a call site; the preload library's statically initialised and zeroed objects).
+//! - the lock object itself, for a lock with neither (the library's locks without a [`LockClass`],
+//!   which `lock_api` constructs in a `const` without a call site; the preload library's statically
+//!   initialised and zeroed objects): [`instance_class`], a class per object and per life, named by
+//!   its first acquisition's site. So orders between such objects are checked object by object,
+//!   as the kernel checks its static locks: a consistent order is never a cycle, whichever code
+//!   happened to lock each object first.
 //!
 //! Nesting annotations ([`with_subclass`]) split a class into ordered subclasses, as the kernel's
 //! `mutex_lock_nested`.
@@ -64,6 +68,12 @@
 //! consistent order never is. Such nesting adds no dependency between classes.
 //!
 //! # Costs
+//! Searches: the class graph and the same-class instance graph each keep a topological order,
+//! updated incrementally ([`order`]), so a new dependency that agrees with it is not searched at
+//! all, and one that does not searches only the part of the graph between its two ends. Once a graph
+//! holds a cycle (a reported one, or one through recursive readers) its new dependencies search all
+//! of it, as every dependency did before.
+//!
 //! Memory: the tables are reserved once (about 100 MiB of address space, `MAP_NORESERVE`; only the
 //! touched pages are backed) and never grow; when one is full the validator says so once and stops
 //! checking what does not fit. Time: see the README's lockdep section for measured figures.
@@ -558,9 +568,10 @@ struct Pair {
 }
 
 // The tables' capacities (Miri: small, it models every byte).
-const MAX_CLASSES: usize = if cfg!(miri) { 1 << 8 } else { 1 << 16 };
-const MAX_EDGES: usize = if cfg!(miri) { 1 << 9 } else { 1 << 18 };
-const MAX_PAIRS: usize = if cfg!(miri) { 1 << 8 } else { 1 << 16 };
+// (A class per never-initialised object: a program's live locks each have one.)
+const MAX_CLASSES: usize = if cfg!(miri) { 1 << 8 } else { 1 << 19 };
+const MAX_EDGES: usize = if cfg!(miri) { 1 << 9 } else { 1 << 19 };
+const MAX_PAIRS: usize = if cfg!(miri) { 1 << 8 } else { 1 << 19 };
 const MAX_OBJECTS: usize = if cfg!(miri) { 1 << 10 } else { 1 << 22 };
 
 /// Instances the same-class search visits at most.
@@ -593,6 +604,10 @@ struct Graph {
     order: order::Scratch,
     /// Nodes looked at by every search so far ([`search_steps`]).
     steps: AtomicU64,
+    /// The edge table, and the instance-pair table, are full: new ones are not checked (nor
+    /// looked up: a probe of a full table is long).
+    edges_full: AtomicBool,
+    pairs_full: AtomicBool,
     /// The instance search's queue and parent links (graph lock).
     inst_queue: &'static [AtomicU64],
     inst_parent: &'static [AtomicU64],
@@ -668,12 +683,14 @@ fn create_graph() -> Option<&'static Graph> {
             pair_keys: Table::new(MAX_PAIRS * 2)?,
             pairs: zeroed_array(MAX_PAIRS)?,
             n_pairs: AtomicU32::new(0),
-            inst_heads: Table::new(MAX_PAIRS * 16)?,
+            inst_heads: Table::new(MAX_PAIRS * 4)?,
             inst_ord_next: AtomicU64::new(1),
             inst_pass: AtomicU64::new(0),
             class_order_ok: AtomicBool::new(true),
             order: order::Scratch::new()?,
             steps: AtomicU64::new(0),
+            edges_full: AtomicBool::new(false),
+            pairs_full: AtomicBool::new(false),
             inst_queue: zeroed_array(INST_QUEUE)?,
             inst_parent: zeroed_array(INST_QUEUE)?,
             objects: Table::new(MAX_OBJECTS)?,
@@ -837,6 +854,13 @@ static INSTANCES: AtomicU64 = AtomicU64::new(0);
 /// assert!(a != 0 && b != 0 && a != b, "one class per object, even from one site");
 /// ```
 pub fn instance_class(kind: Kind, site: Site) -> u32 {
+    if let Some(g) = graph()
+        && g.n_classes.load(Ordering::Relaxed) as usize >= MAX_CLASSES - 1
+    {
+        // Full: said once; a new key would only probe the whole full table.
+        say_full("class");
+        return 0;
+    }
     let n = INSTANCES.fetch_add(1, Ordering::Relaxed) + 1;
     class_with(
         (INSTANCE_KEY | (n & ((1 << 48) - 1))) as usize,
@@ -1637,6 +1661,9 @@ fn report_rr(g: &Graph, class: u32) {
 /// have been released by another thread (the caller drops it from the stack).
 #[inline]
 fn add_dep(g: &Graph, h: &Held, class: u32, mode: Mode, site: usize) -> bool {
+    if g.edges_full.load(Ordering::Relaxed) {
+        return true;
+    }
     let t = dep_type(Mode::from_u8(h.mode), mode);
     let key = u64::from(h.class) << 32 | u64::from(class);
     if let Some(e) = g.edge_keys.get(key) {
@@ -1694,6 +1721,7 @@ fn record_edge(g: &Graph, key: u64, from: u32, to: u32, t: usize, held_site: usi
     let r = g.edge_keys.get_or_insert(key, || {
         let idx = g.n_edges.fetch_add(1, Ordering::Relaxed) + 1;
         if idx as usize > MAX_EDGES {
+            g.edges_full.store(true, Ordering::Relaxed);
             return u64::MAX;
         }
         let e = g.edge(idx);
@@ -1948,6 +1976,9 @@ impl Path {
 
 /// Two instances of one class held together: record the order, report the opposite order.
 fn same_class(g: &Graph, class: u32, h: &Held, obj: usize, site: usize) {
+    if g.pairs_full.load(Ordering::Relaxed) {
+        return;
+    }
     let key = pair_key(h.obj, obj);
     if g.pair_keys.get(key).is_some() {
         return;
@@ -1993,6 +2024,7 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
         let r = g.pair_keys.get_or_insert(key, || {
             let i = g.n_pairs.fetch_add(1, Ordering::Relaxed) + 1;
             if i as usize > MAX_PAIRS {
+                g.pairs_full.store(true, Ordering::Relaxed);
                 return u64::MAX;
             }
             let p = &g.pairs[i as usize - 1];
@@ -2105,11 +2137,21 @@ fn forget_pairs(g: &Graph, obj: usize) {
     if !g.lock() {
         return;
     }
-    for p in &g.pairs[..n] {
-        if p.a.load(Ordering::Relaxed) == obj as u64 || p.b.load(Ordering::Relaxed) == obj as u64 {
-            // A pair of addresses never used again as such (the key is left: tables only grow).
-            p.a.store(0, Ordering::Relaxed);
-            p.b.store(0, Ordering::Relaxed);
+    // Its own pairs only: the list of those from it and the list of those to it.
+    for (key, to) in [(obj as u64 | 1 << 63, false), (obj as u64 | 1 << 62, true)] {
+        let mut pi = match g.inst_heads.get(key) {
+            Some(v) if v != u64::MAX => v as u32,
+            _ => 0,
+        };
+        while pi != 0 {
+            let p = &g.pairs[pi as usize - 1];
+            let end = if to { &p.b } else { &p.a };
+            if end.load(Ordering::Relaxed) == obj as u64 {
+                // A pair of addresses never used again as such (the key is left: tables only grow).
+                p.a.store(0, Ordering::Relaxed);
+                p.b.store(0, Ordering::Relaxed);
+            }
+            pi = if to { &p.next_in } else { &p.next }.load(Ordering::Relaxed);
         }
     }
     g.unlock();
