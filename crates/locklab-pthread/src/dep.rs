@@ -169,6 +169,47 @@ pub(crate) fn destroyed(obj: usize, r: c_int) -> c_int {
     r
 }
 
+/// Before `dlclose(handle)`: forgets the lock objects in the object's writable segments.
+pub(crate) fn closing(handle: *mut libc::c_void) {
+    if !on() || handle.is_null() {
+        return;
+    }
+    let mut lm: *mut libc::c_void = core::ptr::null_mut();
+    // SAFETY: the program's handle from `dlopen` (glibc's contract for `dlclose`), an out-pointer
+    // for the link map.
+    if unsafe { libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, (&raw mut lm).cast()) } != 0
+        || lm.is_null()
+    {
+        return;
+    }
+    // SAFETY: a `struct link_map`, whose first field is the object's load address.
+    let base = unsafe { *(lm as *const usize) };
+    if base == 0 {
+        return;
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _: libc::size_t,
+        base: *mut libc::c_void,
+    ) -> c_int {
+        // SAFETY: `dl_iterate_phdr` passes a valid description of a loaded object.
+        let info = unsafe { &*info };
+        if info.dlpi_addr as usize != base as usize {
+            return 0;
+        }
+        // SAFETY: the object's program headers.
+        let ph = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        for p in ph {
+            if p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_W != 0 {
+                ld::forget_range(base as usize + p.p_vaddr as usize, p.p_memsz as usize);
+            }
+        }
+        1
+    }
+    // SAFETY: a callback that reads only what it is given.
+    unsafe { libc::dl_iterate_phdr(Some(each), base as *mut libc::c_void) };
+}
+
 /// `kind & 3` of a mutex: 1 recursive, 2 error-checking.
 fn mutex_flags(kind: i32) -> Flags {
     match kind & 3 {

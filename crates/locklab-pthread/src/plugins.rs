@@ -6,6 +6,10 @@
 //! calling object from the return address (its `RUNPATH`, its namespace), which must stay the
 //! program's.
 //!
+//! With lockdep on, `dlclose` first has the validator forget the lock objects in the closed object's
+//! writable segments (its static locks): a plugin loaded at the same addresses later gets classes and
+//! orders of its own, not those of the one closed.
+//!
 //! ```c
 //! void *h = dlopen("plugin.so", RTLD_NOW | RTLD_DEEPBIND);   /* one warning line on stderr */
 //! ```
@@ -80,6 +84,14 @@ LOCKLAB_SPIN=glibc, or without the library\n",
         real_fn(&REAL, c"dlopen")
     }
 
+    /// `dlclose`'s check: with lockdep on, the plugin's static locks are forgotten (a plugin loaded
+    /// where this one was gets classes of its own); returns glibc's `dlclose`.
+    pub(super) extern "C" fn check_dlclose(handle: *mut libc::c_void) -> usize {
+        static REAL: AtomicUsize = AtomicUsize::new(0);
+        crate::dep::closing(handle);
+        real_fn(&REAL, c"dlclose")
+    }
+
     /// `dlmopen`'s check: returns glibc's `dlmopen`.
     pub(super) extern "C" fn check_dlmopen(
         lmid: libc::Lmid_t,
@@ -148,4 +160,9 @@ checked_jump! {
 checked_jump! {
     /// `dlmopen`: glibc's, after a warning for a new namespace or `RTLD_DEEPBIND`.
     dlmopen(lmid: libc::Lmid_t, file: *const c_char, flags: c_int) => check::check_dlmopen;
+}
+
+checked_jump! {
+    /// `dlclose`: glibc's, after lockdep forgets the locks in the object's writable segments.
+    dlclose(handle: *mut libc::c_void) => check::check_dlclose;
 }

@@ -114,6 +114,36 @@ fn potential_deadlocks_are_reported_and_good_orders_are_not() {
     }
 }
 
+/// A plugin's static lock is forgotten at `dlclose`: another plugin loaded at the same addresses,
+/// taking its own lock in the other order, is not joined with the closed one's orders.
+#[test]
+fn a_plugin_loaded_where_a_closed_one_was_gets_classes_of_its_own() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lockdep-plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = compile_with(
+        "lockdep_plugin.c",
+        "lockdep-plugins/libldplug_a.so",
+        &["-shared", "-fPIC"],
+    );
+    let b = compile_with(
+        "lockdep_plugin.c",
+        "lockdep-plugins/libldplug_b.so",
+        &["-shared", "-fPIC", "-DHOST_FIRST"],
+    );
+    let args = ["plugin_reload", a.to_str().unwrap(), b.to_str().unwrap()];
+    let mut c = command(&program(), false, &[]);
+    c.args(args);
+    assert_ok(
+        &run_limited(c, Duration::from_secs(60)),
+        "plugin_reload under glibc alone",
+    );
+    for mutex in ["mutex", "glibc"] {
+        let (out, reports) = run(&program(), &args, mutex, "plugin-reload");
+        assert_ok(&out, &format!("plugin_reload under {mutex} with lockdep"));
+        assert!(reports.is_empty(), "{mutex}: {reports:#?}");
+    }
+}
+
 #[test]
 fn a_cycle_report_names_both_chains_with_sites() {
     let (_, reports) = run(&program(), &["cycle3"], "mutex", "chains");

@@ -10,6 +10,7 @@
 #include <threads.h>
 #include <time.h>
 #include <errno.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 static pthread_mutex_t A = PTHREAD_MUTEX_INITIALIZER;
@@ -319,6 +320,21 @@ int main(int argc, char **argv) {
         run(init_then_static, NULL);
         run(static_then_acc, NULL);
         free(attack_acc);
+    } else if (!strcmp(s, "plugin_reload")) {
+        /* argv[2] takes its static lock before A, then is closed; argv[3], loaded at the same
+         * addresses, takes A before its own: each in one order only. */
+        void *first = NULL;
+        for (int i = 0; i < 2; i++) {
+            void *h = dlopen(argv[2 + i], RTLD_NOW);
+            if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+            void *(*lock_of)(void) = (void *(*)(void))dlsym(h, "plug_lock");
+            void (*go)(pthread_mutex_t *) = (void (*)(pthread_mutex_t *))dlsym(h, "plug_run");
+            if (!lock_of || !go) return 2;
+            if (i == 0) first = lock_of();
+            else if (lock_of() != first) { fprintf(stderr, "the second plugin is elsewhere\n"); return 3; }
+            go(&A);
+            dlclose(h);
+        }
     } else if (!strcmp(s, "transfers")) {
         /* The cost of the consistent pattern: argv[2] accounts made at one init site (argv[3]
          * "zeroed": never initialised), argv[4] transfers in address order. */

@@ -1117,6 +1117,38 @@ pub fn forget_object(obj: usize) {
     }
 }
 
+/// Forgets every object recorded in `[start, start + len)`: the memory is going away (a plugin's
+/// data unloaded by `dlclose`), and a lock placed there later is another lock, with a class and
+/// orders of its own. A scan of the whole object table: for rare events only.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, Kind, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let c = lockdep::object_class_or_new(0x9_0010, Kind::Mutex, Site::caller());
+/// lockdep::forget_range(0x9_0000, 0x100);
+/// assert_ne!(lockdep::object_class_or_new(0x9_0010, Kind::Mutex, Site::caller()), c);
+/// ```
+pub fn forget_range(start: usize, len: usize) {
+    if len == 0 || !enabled() {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let end = start.saturating_add(len) as u64;
+    let mut forgotten = false;
+    g.objects.for_each(|obj, class| {
+        if (start as u64..end).contains(&obj) && class != u64::MAX {
+            g.objects.set(obj, u64::MAX);
+            forget_pairs(g, obj as usize);
+            forgotten = true;
+        }
+    });
+    if forgotten {
+        // Release as in `set_object_class`.
+        OBJ_EPOCH.fetch_add(1, Ordering::Release);
+    }
+}
+
 // --- the per-thread stack ----------------------------------------------------------------------------------
 
 /// How a lock is taken.

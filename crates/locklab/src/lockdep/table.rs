@@ -188,6 +188,21 @@ impl Table {
         None
     }
 
+    /// Calls `f` with every key present and its value (a scan of the whole table: rare uses only).
+    pub(super) fn for_each(&self, mut f: impl FnMut(u64, u64)) {
+        for s in self.slots {
+            // Acquire as in `get`.
+            let k = s.key.load(Ordering::Acquire);
+            if k != 0 {
+                // Acquire pairs with the Release store of the value.
+                let v = s.val.load(Ordering::Acquire);
+                if v != 0 {
+                    f(k, v);
+                }
+            }
+        }
+    }
+
     /// Replaces the value of a present `key` if it is `old`: `true` if it was replaced.
     pub(super) fn replace(&self, key: u64, old: u64, new: u64) -> bool {
         debug_assert!(key != 0 && new != 0);
