@@ -486,6 +486,10 @@ struct ClassInfo {
     first_in: AtomicU32,
     /// The class's number in the graph's topological order ([`order`]; graph lock).
     ord: AtomicU64,
+    /// The representative of the class's component in the order (0: itself), and the next member
+    /// of the component the class represents or is in (graph lock).
+    rep: AtomicU32,
+    next_member: AtomicU32,
     /// The first recursive read of a writer-preferring instance: (held site, acquisition site).
     rr_held: AtomicU64,
     rr_site: AtomicU64,
@@ -511,9 +515,6 @@ const FLAG_NESTS_SELF: u32 = 8;
 const FLAG_SIG_OUT: u32 = 16;
 /// The signal rule was reported.
 const FLAG_SIG_REPORTED: u32 = 32;
-/// The class's instance graph lost its topological order (a cycle, or a search past
-/// [`order::LIMIT`]): its new pairs search all of it.
-const FLAG_INST_UNORDERED: u32 = 64;
 
 impl ClassInfo {
     fn kind(&self) -> Kind {
@@ -591,15 +592,17 @@ struct Graph {
     /// Instance (address | 1 << 63) -> its first same-class pair as the one held (index + 1);
     /// (address | 1 << 62) -> its first pair as the one taken second; (address | 1 << 61) -> its
     /// number in the instance graph's topological order; (address | 1 << 60) -> the last search pass
-    /// that visited it.
+    /// that visited it; (address | 1 << 59) -> the representative of its component in the order;
+    /// (address | 1 << 58) -> the next member of the component it represents or is in.
     inst_heads: Table,
     /// The next number of an instance new to the instance order, and the last search pass.
     inst_ord_next: AtomicU64,
     inst_pass: AtomicU64,
-    /// Whether the class graph still has a topological order ([`order`]): no cycle, and no search
-    /// ever passed [`order::LIMIT`]. Else every new dependency searches. (Each class's instance
-    /// graph has its own: [`FLAG_INST_UNORDERED`].)
+    /// Whether the class graph, and the instance graph, still have a topological order of their
+    /// components ([`order`]): no search of it ever passed [`order::LIMIT`]. Else every new
+    /// dependency searches the whole graph.
     class_order_ok: AtomicBool,
+    inst_order_ok: AtomicBool,
     /// The topological orders' search memory (graph lock).
     order: order::Scratch,
     /// Nodes looked at by every search so far ([`search_steps`]).
@@ -687,6 +690,7 @@ fn create_graph() -> Option<&'static Graph> {
             inst_ord_next: AtomicU64::new(1),
             inst_pass: AtomicU64::new(0),
             class_order_ok: AtomicBool::new(true),
+            inst_order_ok: AtomicBool::new(true),
             order: order::Scratch::new()?,
             steps: AtomicU64::new(0),
             edges_full: AtomicBool::new(false),
@@ -1722,24 +1726,30 @@ fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usi
         .get(key)
         .is_some_and(|e| g.edge(e as u32).types.load(Ordering::Relaxed) & (1 << t) != 0);
     if !known {
-        // While the class graph keeps a topological order, a dependency that agrees with it (or a
-        // new type of one already in the graph) cannot close a cycle: no search.
-        let ordered = g.class_order_ok.load(Ordering::Relaxed)
-            && (g.edge_keys.get(key).is_some()
-                || match order::add(
-                    &ClassDag(g),
-                    &g.order,
-                    h.class.into(),
-                    class.into(),
-                    &g.steps,
-                ) {
-                    order::Added::Ordered => true,
-                    order::Added::Cycle | order::Added::TooBig => {
-                        g.class_order_ok.store(false, Ordering::Relaxed);
-                        false
-                    }
-                });
-        if !ordered && let Some(path) = search(g, h.class, class, t) {
+        // While the class graph keeps a topological order of its components, a dependency that
+        // agrees with it cannot close a cycle: no search. One that closes a cycle (or a new type of
+        // one inside a component) is searched for within its component only: every path back is.
+        use order::Dag as _;
+        let dag = ClassDag(g);
+        let (from, to) = (u64::from(h.class), u64::from(class));
+        let within = if !g.class_order_ok.load(Ordering::Relaxed) {
+            Some(0)
+        } else if g.edge_keys.get(key).is_some() {
+            // Already in the graph (another type): in the order already.
+            Some(dag.rep(from)).filter(|&r| r == dag.rep(to))
+        } else {
+            match order::add(&dag, &g.order, from, to, &g.steps) {
+                order::Added::Ordered => None,
+                order::Added::Inside | order::Added::Cycle => Some(dag.rep(from)),
+                order::Added::TooBig => {
+                    g.class_order_ok.store(false, Ordering::Relaxed);
+                    Some(0)
+                }
+            }
+        };
+        if let Some(within) = within
+            && let Some(path) = search(g, h.class, class, t, within as u32)
+        {
             report::cycle(g, h, class, mode, site, &path);
         }
         record_edge(g, key, h.class, class, t, h.site, site);
@@ -1790,8 +1800,9 @@ struct Step {
 }
 
 /// Searches (breadth first) for a path `to ~> from` that makes the new dependency `from -(t)-> to`
-/// close a strong cycle. Graph lock held.
-fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
+/// close a strong cycle, through the classes of the component represented by `within` only (0: all).
+/// Graph lock held.
+fn search(g: &Graph, from: u32, to: u32, t: usize, within: u32) -> Option<Path> {
     let stamp = next_stamp(g);
     let new_from_shared = t & 2 != 0;
     let state = |class: u32, r: bool| class as usize * 2 + usize::from(r);
@@ -1827,6 +1838,9 @@ fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
                     );
                     return Some(Path::from_parents(g, ns, start));
                 }
+                if within != 0 && order::Dag::rep(&ClassDag(g), d.into()) != u64::from(within) {
+                    continue;
+                }
                 if g.visited[ns].load(Ordering::Relaxed) != stamp && tail < g.queue.len() {
                     g.visited[ns].store(stamp, Ordering::Relaxed);
                     g.parent[ns].store(
@@ -1861,28 +1875,60 @@ fn next_stamp(g: &Graph) -> u32 {
 /// The class graph, for [`order`] (graph lock).
 struct ClassDag<'a>(&'a Graph);
 
+impl ClassDag<'_> {
+    /// Calls `f` on each member of the component represented by `r`.
+    fn members(&self, r: u32, mut f: impl FnMut(u32)) {
+        let mut m = r;
+        while m != 0 {
+            f(m);
+            m = self.0.class(m).next_member.load(Ordering::Relaxed);
+        }
+    }
+}
+
 impl order::Dag for ClassDag<'_> {
+    fn rep(&self, n: u64) -> u64 {
+        match self.0.class(n as u32).rep.load(Ordering::Relaxed) {
+            0 => n,
+            r => r.into(),
+        }
+    }
+    fn merge(&self, r: u64, other: u64) {
+        let mut tail = r as u32;
+        self.members(r as u32, |m| tail = m);
+        self.members(other as u32, |m| {
+            self.0.class(m).rep.store(r as u32, Ordering::Relaxed)
+        });
+        self.0
+            .class(tail)
+            .next_member
+            .store(other as u32, Ordering::Relaxed);
+    }
     fn ord(&self, n: u64) -> u64 {
         self.0.class(n as u32).ord.load(Ordering::Relaxed)
     }
     fn set_ord(&self, n: u64, o: u64) {
         self.0.class(n as u32).ord.store(o, Ordering::Relaxed);
     }
-    fn succ(&self, n: u64, f: &mut dyn FnMut(u64)) {
-        let mut ei = self.0.class(n as u32).first_edge.load(Ordering::Relaxed);
-        while ei != 0 {
-            let e = self.0.edge(ei);
-            f(e.to.load(Ordering::Relaxed).into());
-            ei = e.next.load(Ordering::Relaxed);
-        }
+    fn succ(&self, r: u64, f: &mut dyn FnMut(u64)) {
+        self.members(r as u32, |m| {
+            let mut ei = self.0.class(m).first_edge.load(Ordering::Relaxed);
+            while ei != 0 {
+                let e = self.0.edge(ei);
+                f(e.to.load(Ordering::Relaxed).into());
+                ei = e.next.load(Ordering::Relaxed);
+            }
+        });
     }
-    fn pred(&self, n: u64, f: &mut dyn FnMut(u64)) {
-        let mut ei = self.0.class(n as u32).first_in.load(Ordering::Relaxed);
-        while ei != 0 {
-            let e = self.0.edge(ei);
-            f(e.from.load(Ordering::Relaxed).into());
-            ei = e.next_in.load(Ordering::Relaxed);
-        }
+    fn pred(&self, r: u64, f: &mut dyn FnMut(u64)) {
+        self.members(r as u32, |m| {
+            let mut ei = self.0.class(m).first_in.load(Ordering::Relaxed);
+            while ei != 0 {
+                let e = self.0.edge(ei);
+                f(e.from.load(Ordering::Relaxed).into());
+                ei = e.next_in.load(Ordering::Relaxed);
+            }
+        });
     }
     fn visit(&self, n: u64, pass: u64) -> bool {
         // The search's stamps, state (class, not arrived by a recursive read).
@@ -1901,7 +1947,36 @@ impl order::Dag for ClassDag<'_> {
 /// The same-class instance graph, for [`order`] (graph lock).
 struct InstDag<'a>(&'a Graph);
 
+impl InstDag<'_> {
+    /// Calls `f` on each member of the component represented by `r`.
+    fn members(&self, r: u64, mut f: impl FnMut(u64)) {
+        let mut m = r;
+        while m != 0 {
+            f(m);
+            m = self.0.inst_heads.get(m | 1 << 58).unwrap_or(0);
+            if m == u64::MAX {
+                m = 0;
+            }
+        }
+    }
+    /// Sets the instance's `tag` entry to `v`.
+    fn put(&self, key: u64, v: u64) {
+        if let Some((_, false)) = self.0.inst_heads.get_or_insert(key, || v) {
+            self.0.inst_heads.set(key, v);
+        }
+    }
+}
+
 impl order::Dag for InstDag<'_> {
+    fn rep(&self, n: u64) -> u64 {
+        self.0.inst_heads.get(n | 1 << 59).unwrap_or(n)
+    }
+    fn merge(&self, r: u64, other: u64) {
+        let mut tail = r;
+        self.members(r, |m| tail = m);
+        self.members(other, |m| self.put(m | 1 << 59, r));
+        self.put(tail | 1 << 58, other);
+    }
     fn ord(&self, n: u64) -> u64 {
         let g = self.0;
         g.inst_heads
@@ -1913,32 +1988,36 @@ impl order::Dag for InstDag<'_> {
     fn set_ord(&self, n: u64, o: u64) {
         self.0.inst_heads.set(n | 1 << 61, o);
     }
-    fn succ(&self, n: u64, f: &mut dyn FnMut(u64)) {
+    fn succ(&self, r: u64, f: &mut dyn FnMut(u64)) {
         let g = self.0;
-        let mut pi = match g.inst_heads.get(n | 1 << 63) {
-            Some(v) if v != u64::MAX => v as u32,
-            _ => 0,
-        };
-        while pi != 0 {
-            let p = &g.pairs[pi as usize - 1];
-            let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
-            if a == n && b != 0 {
-                f(b);
+        self.members(r, |n| {
+            let mut pi = match g.inst_heads.get(n | 1 << 63) {
+                Some(v) if v != u64::MAX => v as u32,
+                _ => 0,
+            };
+            while pi != 0 {
+                let p = &g.pairs[pi as usize - 1];
+                let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
+                if a == n && b != 0 {
+                    f(b);
+                }
+                pi = p.next.load(Ordering::Relaxed);
             }
-            pi = p.next.load(Ordering::Relaxed);
-        }
+        });
     }
-    fn pred(&self, n: u64, f: &mut dyn FnMut(u64)) {
+    fn pred(&self, r: u64, f: &mut dyn FnMut(u64)) {
         let g = self.0;
-        let mut pi = g.inst_heads.get(n | 1 << 62).unwrap_or(0) as u32;
-        while pi != 0 {
-            let p = &g.pairs[pi as usize - 1];
-            let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
-            if b == n && a != 0 {
-                f(a);
+        self.members(r, |n| {
+            let mut pi = g.inst_heads.get(n | 1 << 62).unwrap_or(0) as u32;
+            while pi != 0 {
+                let p = &g.pairs[pi as usize - 1];
+                let (a, b) = (p.a.load(Ordering::Relaxed), p.b.load(Ordering::Relaxed));
+                if b == n && a != 0 {
+                    f(a);
+                }
+                pi = p.next_in.load(Ordering::Relaxed);
             }
-            pi = p.next_in.load(Ordering::Relaxed);
-        }
+        });
     }
     fn visit(&self, n: u64, pass: u64) -> bool {
         match self.0.inst_heads.get_or_insert(n | 1 << 60, || pass) {
@@ -2036,13 +2115,12 @@ fn same_class_slow(g: &Graph, class: u32, h: &Held, obj: usize, site: usize, key
         .fetch_or(FLAG_NESTS_SELF, Ordering::Relaxed);
     if g.pair_keys.get(key).is_none() {
         // As for classes: an order that agrees with the instance graph's cannot close a cycle.
-        // (Pairs join instances of one class only, so each class's instance graph is apart.)
-        let flags = &g.class(class).flags;
-        let ordered = flags.load(Ordering::Relaxed) & FLAG_INST_UNORDERED == 0
+        let ordered = g.inst_order_ok.load(Ordering::Relaxed)
             && match order::add(&InstDag(g), &g.order, h.obj as u64, obj as u64, &g.steps) {
                 order::Added::Ordered => true,
-                order::Added::Cycle | order::Added::TooBig => {
-                    flags.fetch_or(FLAG_INST_UNORDERED, Ordering::Relaxed);
+                order::Added::Inside | order::Added::Cycle => false,
+                order::Added::TooBig => {
+                    g.inst_order_ok.store(false, Ordering::Relaxed);
                     false
                 }
             };
