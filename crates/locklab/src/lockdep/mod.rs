@@ -68,11 +68,11 @@
 //! consistent order never is. Such nesting adds no dependency between classes.
 //!
 //! # Costs
-//! Searches: the class graph and the same-class instance graph each keep a topological order,
-//! updated incrementally ([`order`]), so a new dependency that agrees with it is not searched at
-//! all, and one that does not searches only the part of the graph between its two ends. Once a graph
-//! holds a cycle (a reported one, or one through recursive readers) its new dependencies search all
-//! of it, as every dependency did before.
+//! Searches: the class graph and the same-class instance graph each keep a topological order of
+//! their strongly connected components, updated incrementally ([`order`]), so a new dependency that
+//! agrees with it is not searched at all, one that does not searches only the part of the graph
+//! between its two ends, and one that closes a cycle is searched for a deadlock within the cycle's
+//! component only.
 //!
 //! Memory: the tables are reserved once (about 100 MiB of address space, `MAP_NORESERVE`; only the
 //! touched pages are backed) and never grow; when one is full the validator says so once and stops
