@@ -8,9 +8,10 @@
 //    try_lock after the first);
 //  - a hash table with one mutex per bucket, a move between two buckets in bucket order, buckets first
 //    touched by insert or by lookup;
-//  - hand-over-hand locking down a linked list whose head node was moved to the tail between passes;
-//  - an object pool that frees objects and builds new ones of another kind at the same addresses, whose
-//    locks are taken in the other order relative to a registry lock;
+//  - hand-over-hand locking down a linked list whose head node is freed and a new tail node appended
+//    between passes (the allocator hands the new tail the old head's memory);
+//  - objects freed and new ones of another kind made at the same addresses, whose locks are taken in
+//    the other order relative to a registry lock;
 //  - a reader-writer cache (std::shared_mutex) nested inside a per-shard std::mutex, always in that
 //    order; a worker pool on std::condition_variable.
 // Usage: lockdep_objects [ROUNDS] (default 2000). Exits 0.
@@ -120,29 +121,32 @@ __attribute__((noinline)) static long walk() {
   return sum;
 }
 
-// Moves the head node to the tail (under the root lock and, hand over hand, every node's lock).
-__attribute__((noinline)) static void rotate() {
+// Retires the head node (freed) and appends a new one at the tail, under the root lock and, hand
+// over hand, every node's lock: the allocator may hand the new node the old head's memory, so
+// the same address is first at the front of the list, later at its end.
+__attribute__((noinline)) static void recycle() {
   std::lock_guard<std::mutex> root(list_root);
   Node *first = list_head;
   if (!first || !first->next) return;
   first->m.lock();
   Node *n = first->next;
   n->m.lock();
+  list_head = n;
   first->m.unlock();
+  delete first;
   while (n->next) {
     n->next->m.lock();
     Node *next = n->next;
     n->m.unlock();
     n = next;
   }
-  // n is the tail, locked; first is unlinked from the front.
-  list_head = first->next;
-  first->next = nullptr;
-  n->next = first;
+  Node *fresh = new Node();
+  fresh->v = n->v + 1;
+  n->next = fresh;
   n->m.unlock();
 }
 
-// --- a pool whose memory is reused for another kind of object -------------------------------------
+// --- objects freed and their memory reused for another kind -----------------------------------------
 static std::mutex registry;
 struct Connection {
   std::mutex m;
@@ -152,28 +156,27 @@ struct Buffer {
   std::mutex m;
   char data[24];
 };
-static_assert(sizeof(Connection) <= 64 && sizeof(Buffer) <= 64, "pool slots");
-alignas(64) static unsigned char pool[16][64];
+static_assert(sizeof(Connection) <= 64 && sizeof(Buffer) <= 64, "one malloc size class");
 
 __attribute__((noinline)) static void pool_round(int r) {
   // Connections: their lock is taken before the registry's.
   Connection *c[16];
-  for (int i = 0; i < 16; i++) c[i] = new (pool[i]) Connection();
+  for (int i = 0; i < 16; i++) c[i] = new Connection();
   for (int i = 0; i < 16; i++) {
     std::lock_guard<std::mutex> a(c[i]->m);
     std::lock_guard<std::mutex> b(registry);
     c[i]->fd = r + i;
   }
-  for (int i = 0; i < 16; i++) c[i]->~Connection();
-  // Buffers at the same addresses: their lock is taken under the registry's.
+  for (int i = 0; i < 16; i++) delete c[i];
+  // Buffers, most likely at the same addresses: their lock is taken under the registry's.
   Buffer *b[16];
-  for (int i = 0; i < 16; i++) b[i] = new (pool[i]) Buffer();
+  for (int i = 0; i < 16; i++) b[i] = new Buffer();
   for (int i = 0; i < 16; i++) {
     std::lock_guard<std::mutex> g(registry);
     std::lock_guard<std::mutex> h(b[i]->m);
     b[i]->data[0] = (char)r;
   }
-  for (int i = 0; i < 16; i++) b[i]->~Buffer();
+  for (int i = 0; i < 16; i++) delete b[i];
 }
 
 // --- shards with a reader-writer cache inside -----------------------------------------------------
@@ -244,13 +247,13 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 16; k++) insert(k);
   for (int k = 16; k < 32; k++) (void)lookup(k);
   // The list: 8 nodes.
-  std::vector<std::unique_ptr<Node>> nodes;
-  for (int i = 0; i < 8; i++) nodes.emplace_back(new Node());
+  Node *prev = nullptr;
   for (int i = 0; i < 8; i++) {
-    nodes[i]->v = i;
-    nodes[i]->next = i + 1 < 8 ? nodes[i + 1].get() : nullptr;
+    Node *n = new Node();
+    n->v = i;
+    if (prev) prev->next = n; else list_head = n;
+    prev = n;
   }
-  list_head = nodes[0].get();
 
   auto work = [rounds](unsigned seed) {
     for (int r = 0; r < rounds; r++) {
@@ -274,7 +277,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < 4; t++) p.push([&work, t] { work(1234u + t); });
   }
   for (int r = 0; r < 20; r++) {
-    rotate();
+    recycle();
     (void)walk();
   }
   for (int r = 0; r < 50; r++) pool_round(r);
