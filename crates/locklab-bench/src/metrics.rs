@@ -541,12 +541,14 @@ pub fn fill_limits(rows: &mut [ResultRow]) {
     }
 }
 
-/// A row below this share of its lock's own peak throughput (same settings, any thread count) has
-/// collapsed.
+/// A row below this share of its lock's own peak throughput (same settings, any thread count), at
+/// more threads than the peak's, has collapsed.
 pub const COLLAPSE: f64 = 0.5;
 
 /// Fills in `of_peak` and `collapsed` for every row whose lock ran at more than one thread count
-/// with the same workload and settings.
+/// with the same workload and settings. A collapse is a fall *after* the peak as threads are added:
+/// rows at or below the peak's thread count (the ramp up to it, a 2-thread row under the 1-thread
+/// one) have their share of the peak but are never `collapsed`.
 pub fn fill_peak(rows: &mut [ResultRow]) {
     type Key = (String, String, u64, u64, Option<u32>, Option<usize>);
     fn key(r: &ResultRow) -> Key {
@@ -559,25 +561,30 @@ pub fn fill_peak(rows: &mut [ResultRow]) {
             r.lock_count,
         )
     }
-    let mut peaks: Vec<(Key, f64, usize)> = vec![];
+    // Per key: the best rate, the thread count it was reached at, and the rows counted.
+    let mut peaks: Vec<(Key, f64, usize, usize)> = vec![];
     for r in rows.iter() {
         let k = key(r);
-        match peaks.iter_mut().find(|(pk, _, _)| *pk == k) {
-            Some((_, best, n)) => {
-                *best = best.max(r.ops_per_sec.median);
+        let rate = r.ops_per_sec.median;
+        match peaks.iter_mut().find(|(pk, ..)| *pk == k) {
+            Some((_, best, at, n)) => {
+                if rate > *best {
+                    *best = rate;
+                    *at = r.threads;
+                }
                 *n += 1;
             }
-            None => peaks.push((k, r.ops_per_sec.median, 1)),
+            None => peaks.push((k, rate, r.threads, 1)),
         }
     }
     for r in rows.iter_mut() {
         let k = key(r);
-        let (_, best, n) = peaks
+        let (_, best, at, n) = peaks
             .iter()
-            .find(|(pk, _, _)| *pk == k)
+            .find(|(pk, ..)| *pk == k)
             .expect("every row's key was collected");
         r.of_peak = (*n > 1 && *best > 0.0).then(|| r.ops_per_sec.median / best);
-        r.collapsed = r.of_peak.is_some_and(|p| p < COLLAPSE);
+        r.collapsed = r.threads > *at && r.of_peak.is_some_and(|p| p < COLLAPSE);
     }
 }
 

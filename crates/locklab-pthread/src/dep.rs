@@ -4,13 +4,15 @@
 //! program as it runs today).
 //!
 //! # Classes
-//! An object's class is its `*_init` call site. An object that was never initialised (a static
-//! initializer, zeroed memory, C++'s `std::mutex`) has a class of its own, named by the site of its
-//! first lock: orders between such objects are checked object by object, so locks of one kind taken
-//! in a consistent order (by address, index, list position) are never a cycle, whichever code
-//! touched each first. The class of each object is kept in the validator's object table, keyed by
-//! address (glibc's objects have no spare bytes for it under every choice); `*_destroy` forgets it,
-//! so a later object at that address gets its own. An object freed without `*_destroy` (C++'s
+//! An object's class is its `*_init` call site together with the two frames that called it (so
+//! that a lock wrapper's constructor, which makes every lock of a C++ program at one init site,
+//! gives one class per place that constructs the wrapper). An object that was never initialised (a
+//! static initializer, zeroed memory, C++'s `std::mutex`) has a class of its own, named by the site
+//! of its first lock: orders between such objects are checked object by object, so locks of one
+//! kind taken in a consistent order (by address, index, list position) are never a cycle, whichever
+//! code touched each first. The class of each object is kept in the validator's object table, keyed
+//! by address (glibc's objects have no spare bytes for it under every choice); `*_destroy` forgets
+//! it, so a later object at that address gets its own. An object freed without `*_destroy` (C++'s
 //! `std::mutex` never calls it) leaves its class, and the orders it was taken in, to the next lock
 //! placed at its address.
 //!
@@ -36,7 +38,7 @@
 use crate::config;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use libc::c_int;
-use locklab::lockdep::{self as ld, Flags, Kind, Mode, Origin, Site};
+use locklab::lockdep::{self as ld, Flags, Kind, Mode, Site};
 
 static ON: AtomicBool = AtomicBool::new(false);
 
@@ -147,13 +149,92 @@ fn class(obj: usize, kind: Kind, site: usize) -> u32 {
     ld::object_class_or_new(obj, kind, Site::address(site))
 }
 
-/// An object initialised at `site`: a class of its own site (the object's old record forgotten).
+/// An object initialised at `site`: the class of its init call and that call's two callers (the
+/// object's old record forgotten). See the module docs, "Classes".
 pub(crate) fn created(obj: usize, kind: Kind, site: usize) {
     ld::forget_object(obj);
     if site != 0 {
-        let c = ld::class_for(site, kind, Origin::Created, Site::address(site), 0);
+        let [s0, s1, s2] = init_chain(site);
+        let c = ld::class_for_chain(
+            kind,
+            [Site::address(s0), site_or_unknown(s1), site_or_unknown(s2)],
+        );
         ld::set_object_class(obj, c);
     }
+}
+
+fn site_or_unknown(a: usize) -> Site {
+    if a == 0 {
+        Site::UNKNOWN
+    } else {
+        Site::address(a)
+    }
+}
+
+// The unwinder of libgcc_s, which every Rust program on this target links for panics.
+unsafe extern "C" {
+    fn _Unwind_Backtrace(
+        trace: unsafe extern "C" fn(*mut libc::c_void, *mut libc::c_void) -> c_int,
+        arg: *mut libc::c_void,
+    ) -> c_int;
+    fn _Unwind_GetIP(ctx: *mut libc::c_void) -> usize;
+}
+
+/// What the unwinder's callback fills: the init site's frame and the two above it.
+struct Chain {
+    site: usize,
+    found: usize,
+    out: [usize; 3],
+    seen: usize,
+}
+
+/// `_URC_NO_REASON` (go on) and `_URC_NORMAL_STOP` (stop).
+const UNWIND_GO_ON: c_int = 0;
+const UNWIND_STOP: c_int = 4;
+/// Frames looked at before giving up on finding the init site (the library's own are few).
+const UNWIND_MAX_FRAMES: usize = 32;
+
+unsafe extern "C" fn chain_step(ctx: *mut libc::c_void, arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the `Chain` of `init_chain`'s frame, alive for the whole walk.
+    let ch = unsafe { &mut *arg.cast::<Chain>() };
+    // SAFETY: the unwinder's context for this frame.
+    let ip = unsafe { _Unwind_GetIP(ctx) };
+    ch.seen += 1;
+    if ch.found == 0 && ip != ch.site {
+        return if ch.seen >= UNWIND_MAX_FRAMES {
+            UNWIND_STOP
+        } else {
+            UNWIND_GO_ON
+        };
+    }
+    ch.out[ch.found] = ip;
+    ch.found += 1;
+    if ch.found == 3 {
+        UNWIND_STOP
+    } else {
+        UNWIND_GO_ON
+    }
+}
+
+/// The init call's return address `site` and the return addresses of the two frames above it:
+/// a lock type whose constructor wraps the init (`Mutex::Mutex() { pthread_mutex_init(..) }`) is
+/// told apart by where it is constructed. Done once per init, with lockdep on only; an unwinder
+/// that cannot find the site's frame (a tail call, a frame without unwind tables) leaves the
+/// callers unknown and the class is the site's alone, as before.
+fn init_chain(site: usize) -> [usize; 3] {
+    let mut ch = Chain {
+        site,
+        found: 0,
+        out: [0; 3],
+        seen: 0,
+    };
+    // SAFETY: a walk of this thread's own stack; the callback only writes `ch`. The unwinder
+    // takes no lock of ours (its FDE lookup runs under the dynamic linker's own lock).
+    unsafe { _Unwind_Backtrace(chain_step, (&raw mut ch).cast()) };
+    if ch.found == 0 {
+        return [site, 0, 0];
+    }
+    ch.out
 }
 
 /// Before an object's destruction at `site` (a held one is reported).

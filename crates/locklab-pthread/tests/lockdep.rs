@@ -220,3 +220,46 @@ fn real_programs_run_clean() {
         }
     }
 }
+
+/// A C++ lock wrapper whose constructor calls `pthread_mutex_init`: its locks are told apart by
+/// where the wrapper is constructed (the init call's callers), so a consistent order through a
+/// third lock is not a cycle, while real inversions between wrapped locks still are, whether they
+/// were made at two places or by one loop.
+#[test]
+fn locks_made_by_a_wrapper_constructor_are_classed_by_where_it_is_constructed() {
+    let exe = compile_with("lockdep_wrapper.cpp", "lockdep_wrapper_cpp", &["-rdynamic"]);
+    for mutex in ["mutex", "glibc"] {
+        for (scenario, want) in [
+            ("wrapped", &[][..]),
+            ("wrapped_abba", &["circular-dependency"][..]),
+            ("array_abba", &["same-class-order"][..]),
+        ] {
+            let mut c = command(&exe, false, &[]);
+            c.arg(scenario);
+            assert_ok(
+                &run_limited(c, Duration::from_secs(60)),
+                &format!("{scenario} under glibc alone"),
+            );
+            let (out, reports) = run(&exe, &[scenario], mutex, &format!("wrapper-{scenario}"));
+            assert_ok(&out, &format!("{scenario} under {mutex} with lockdep"));
+            assert_eq!(
+                kinds(&reports),
+                want,
+                "{scenario} under {mutex}: {reports:#?}"
+            );
+        }
+    }
+    // The report names where each wrapper was constructed: the init site, then its callers.
+    let (_, reports) = run(&exe, &["wrapped_abba"], "mutex", "wrapper-names");
+    let classes: Vec<&str> = reports[0]["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(classes.len(), 2, "{classes:?}");
+    assert!(
+        classes.iter().all(|c| c.contains(" from main+")),
+        "the classes name their constructors' callers: {classes:?}"
+    );
+}

@@ -214,6 +214,59 @@ mod tests {
     }
 
     #[test]
+    fn rows_before_the_peak_are_never_collapsed() {
+        let row = |threads, ops| {
+            let mut r = ResultRow {
+                workload: "mutex".into(),
+                lock: "ticket".into(),
+                threads,
+                ..Default::default()
+            };
+            r.ops_per_sec.median = ops;
+            r
+        };
+        // Rising to a peak at 12 threads, then falling: the ramp-up rows below half the peak say
+        // nothing; the rows after the peak below half of it are collapses.
+        let mut rows = vec![
+            row(1, 1e6),
+            row(4, 3e6),
+            row(8, 7e6),
+            row(12, 11.7e6),
+            row(16, 3.3e6),
+            row(24, 2.1e6),
+            row(48, 1e6),
+        ];
+        crate::metrics::fill_peak(&mut rows);
+        let collapsed: Vec<usize> = rows
+            .iter()
+            .filter(|r| r.collapsed)
+            .map(|r| r.threads)
+            .collect();
+        assert_eq!(collapsed, [16, 24, 48]);
+        assert!(
+            rows[0].of_peak.is_some_and(|p| p < 0.1),
+            "the share is still given"
+        );
+        let s = render(&Report {
+            results: rows,
+            ..Default::default()
+        });
+        assert_eq!(s.matches("COLLAPSED").count(), 3, "{s}");
+        assert!(
+            s.contains("ticket collapses: below half its peak (12 threads) at 16 (x0.28), 24 (x0.18), 48 (x0.09) threads"),
+            "{s}"
+        );
+        // A 2-thread row below half the 1-thread row: a collapse when 1 thread is the peak, not
+        // when the peak comes later (a dip on the way up).
+        let mut two = vec![row(1, 10e6), row(2, 4e6)];
+        crate::metrics::fill_peak(&mut two);
+        assert!(two[1].collapsed, "after the peak");
+        let mut dip = vec![row(1, 10e6), row(2, 4e6), row(4, 12e6)];
+        crate::metrics::fill_peak(&mut dip);
+        assert!(!dip[1].collapsed, "before the peak");
+    }
+
+    #[test]
     fn a_superlinear_row_is_marked() {
         let mut r = ResultRow {
             workload: "mutex".into(),

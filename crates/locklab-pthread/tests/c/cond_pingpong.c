@@ -3,8 +3,10 @@
  * fork, a process-shared condvar with a private mutex x CLOCK_REALTIME or CLOCK_MONOTONIC condvar) PAIRS pairs share one mutex and one condvar.
  * Side A holds the mutex, starts side B (a thread, or a forked process), then while the stop flag is
  * clear: timed-waits, signals. Side B: locks, while the flag is clear: broadcasts, timed-waits; then a
- * last broadcast. After SECONDS the main thread sets the flag (without the mutex, as a signal handler
- * would) and every pair must finish. Any wait that times out means a wake-up was lost: its partner
+ * last broadcast. Every thread runs on a minimal stack (PTHREAD_STACK_MIN). After SECONDS the
+ * process sends itself SIGUSR1, whose handler (on whichever thread gets it, maybe one inside a lock
+ * call) sets the flag without the mutex, and every pair must finish; then every condvar and mutex
+ * is destroyed. Any wait that times out means a wake-up was lost: its partner
  * always signals or broadcasts after the waiter has released the mutex and before it waits itself.
  *
  * Usage: cond_pingpong [SECONDS [PAIRS [WAIT_S]]] (defaults 3, 3, 30). Exit 0 when every pair
@@ -38,7 +40,13 @@ struct shared {
 };
 
 static struct shared *sh;
+
+static void on_usr1(int sig) {
+  (void)sig;
+  atomic_store(&sh->stop, 1);
+}
 static int wait_s = 30;
+static pthread_attr_t small_stack;
 static const char *type_name[] = {"normal", "recursive", "errorcheck", "default"};
 
 static int type_index(int t) {
@@ -89,7 +97,7 @@ static void *side_a(void *arg) {
     }
     if (pid < 0) p->error = 7;
     p->child = pid;
-  } else if (pthread_create(&p->tb, NULL, side_b, p)) {
+  } else if (pthread_create(&p->tb, &small_stack, side_b, p)) {
     p->error = 8;
   }
   while (!atomic_load(&sh->stop)) {
@@ -153,11 +161,22 @@ int main(int argc, char **argv) {
     pthread_mutexattr_destroy(&ma);
     pthread_condattr_destroy(&ca);
   }
+  pthread_attr_init(&small_stack);
+  EQ(pthread_attr_setstacksize(&small_stack, (size_t)sysconf(_SC_THREAD_STACK_MIN)), 0);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sigemptyset(&sa.sa_mask);
+  EQ(sigaction(SIGUSR1, &sa, NULL), 0);
   pthread_t ta[32 * MAX_PAIRS];
-  for (int i = 0; i < n; i++) EQ(pthread_create(&ta[i], NULL, side_a, &sh->pairs[i]), 0);
+  for (int i = 0; i < n; i++) EQ(pthread_create(&ta[i], &small_stack, side_a, &sh->pairs[i]), 0);
   sleep(seconds);
-  atomic_store(&sh->stop, 1);
+  kill(getpid(), SIGUSR1);
   for (int i = 0; i < n; i++) pthread_join(ta[i], NULL);
+  for (int i = 0; i < n; i++) {
+    EQ(pthread_cond_destroy(&sh->pairs[i].c), 0);
+    EQ(pthread_mutex_destroy(&sh->pairs[i].m), 0);
+  }
 
   long total = 0;
   for (int i = 0; i < n; i++) {

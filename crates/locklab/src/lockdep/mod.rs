@@ -478,6 +478,9 @@ struct ClassInfo {
     site: AtomicU64,
     /// The [`LockClass`]'s address, for a named class (0 otherwise).
     named: AtomicU64,
+    /// For a class made by [`class_for_chain`]: the sites of the creating call's callers (Site
+    /// values, 0 when absent), printed after the site.
+    from: [AtomicU64; 2],
     /// [`FLAG_WRITTEN`], ...
     flags: AtomicU32,
     /// Head of the list of dependencies from this class (an edge index + 1; graph lock).
@@ -797,7 +800,45 @@ fn say_full(what: &str) {
 /// assert_ne!(c, lockdep::class_for(0x1234_5678, Kind::Mutex, Origin::Created, Site::UNKNOWN, 1));
 /// ```
 pub fn class_for(key: usize, kind: Kind, origin: Origin, site: Site, subclass: u8) -> u32 {
-    class_with(key, kind, origin, site.0, 0, subclass)
+    class_with(key, kind, origin, site.0, 0, [0; 2], subclass)
+}
+
+/// The class of objects created at `chain[0]` when called from `chain[1]`, itself called from
+/// `chain[2]`: the creating call and up to two of its callers (unknown ones [`Site::UNKNOWN`]).
+/// A lock type whose constructor wraps the init call (`Mutex::Mutex() { pthread_mutex_init(..) }`)
+/// then gets one class per place that constructs it, as the kernel's `mutex_init` macro gives
+/// one key per call site, instead of one class for every lock of the program. Reports print the
+/// whole chain.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, Kind, Site};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let wrapper = Site::address(0x5000);
+/// let a = lockdep::class_for_chain(Kind::Mutex, [wrapper, Site::address(0x6000), Site::UNKNOWN]);
+/// let b = lockdep::class_for_chain(Kind::Mutex, [wrapper, Site::address(0x7000), Site::UNKNOWN]);
+/// assert_ne!(a, b);
+/// assert_eq!(a, lockdep::class_for_chain(Kind::Mutex, [wrapper, Site::address(0x6000), Site::UNKNOWN]));
+/// ```
+pub fn class_for_chain(kind: Kind, chain: [Site; 3]) -> u32 {
+    let [s0, s1, s2] = chain.map(|s| s.0 as u64);
+    // Distinct chains get distinct keys with overwhelming likelihood; the top byte is the
+    // subclass's (cleared), bit 55 set so that no chain's key is a bare site's.
+    let mix = |x: u64| x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    let key = if s1 == 0 && s2 == 0 {
+        s0
+    } else {
+        (s0 ^ mix(s1 ^ mix(s2))) & !(0xff << 56) | 1 << 55
+    };
+    class_with(
+        key as usize,
+        kind,
+        Origin::Created,
+        s0 as usize,
+        0,
+        [s1 as usize, s2 as usize],
+        0,
+    )
 }
 
 fn class_with(
@@ -806,6 +847,7 @@ fn class_with(
     origin: Origin,
     site: usize,
     named: usize,
+    from: [usize; 2],
     subclass: u8,
 ) -> u32 {
     if !enabled() || key == 0 {
@@ -827,6 +869,8 @@ fn class_with(
         c.site.store(site as u64, Ordering::Relaxed);
         c.named.store(named as u64, Ordering::Relaxed);
         c.ord.store(u64::from(id), Ordering::Relaxed);
+        c.from[0].store(from[0] as u64, Ordering::Relaxed);
+        c.from[1].store(from[1] as u64, Ordering::Relaxed);
         u64::from(id)
     }) {
         Some((id, _)) if id != u64::MAX => id as u32,
@@ -872,6 +916,7 @@ pub fn instance_class(kind: Kind, site: Site) -> u32 {
         Origin::FirstLocked,
         site.0,
         0,
+        [0; 2],
         0,
     )
 }
@@ -879,7 +924,7 @@ pub fn instance_class(kind: Kind, site: Site) -> u32 {
 fn class_for_named(c: &'static LockClass) -> u32 {
     // Exposed: a report turns the number back into the reference to print the name.
     let a = (c as *const LockClass).expose_provenance();
-    class_with(a, Kind::Mutex, Origin::Named, 0, a, 0)
+    class_with(a, Kind::Mutex, Origin::Named, 0, a, [0; 2], 0)
 }
 
 /// The class of a subclass of `class` (the kernel's nesting annotation; 0 stays 0).
@@ -909,6 +954,10 @@ pub fn subclass_of(class: u32, subclass: u8) -> u32 {
         },
         c.site.load(Ordering::Relaxed) as usize,
         c.named.load(Ordering::Relaxed) as usize,
+        [
+            c.from[0].load(Ordering::Relaxed) as usize,
+            c.from[1].load(Ordering::Relaxed) as usize,
+        ],
         subclass,
     )
 }

@@ -636,6 +636,13 @@ fn describe(w: &mut dyn Write, g: &Graph, id: u32) -> fmt::Result {
             }
         }
         site(w, c.site.load(Ordering::Relaxed))?;
+        for f in &c.from {
+            let f = f.load(Ordering::Relaxed);
+            if f != 0 {
+                w.write_str(" from ")?;
+                site(w, f)?;
+            }
+        }
         w.write_str(")")?;
     }
     if c.subclass() != 0 {
