@@ -12,9 +12,10 @@
 //! kind taken in a consistent order (by address, index, list position) are never a cycle, whichever
 //! code touched each first. The class of each object is kept in the validator's object table, keyed
 //! by address (glibc's objects have no spare bytes for it under every choice); `*_destroy` forgets
-//! it, so a later object at that address gets its own. An object freed without `*_destroy` (C++'s
-//! `std::mutex` never calls it) leaves its class, and the orders it was taken in, to the next lock
-//! placed at its address.
+//! it, so a later object at that address gets its own. Memory reused without `*_destroy` (C++'s
+//! `std::mutex` never calls it; a pool's `memset`) is found by a life mark that lockdep leaves in
+//! spare bytes of mutexes and rwlocks (`check_life`): the object starts a new life, with the dead
+//! one's class and orders forgotten.
 //!
 //! # Modes
 //! Mutexes and spinlocks are taken for writing; a recursive mutex may be taken again by its holder,
@@ -36,7 +37,7 @@
 //! before an `exec`.
 
 use crate::config;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use libc::c_int;
 use locklab::lockdep::{self as ld, Flags, Kind, Mode, Site};
 
@@ -84,6 +85,16 @@ pub(crate) fn init() {
     }
     ld::set_mode(action);
     ld::set_address_formatter(name_site);
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    LIFE_SECRET.store(
+        (t.tv_nsec as u64) << 32 ^ t.tv_sec as u64 ^ u64::from(std::process::id()) << 17,
+        Ordering::Relaxed,
+    );
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a valid out-pointer and destructor; the constructor runs while the program has few
     // keys, so `pthread_setspecific` on this one never allocates.
@@ -153,6 +164,9 @@ fn class(obj: usize, kind: Kind, site: usize) -> u32 {
 /// object's old record forgotten). See the module docs, "Classes".
 pub(crate) fn created(obj: usize, kind: Kind, site: usize) {
     ld::forget_object(obj);
+    if let Some(slot) = life_slot(obj, kind) {
+        slot.store(life_mark(obj), Ordering::Relaxed);
+    }
     if site != 0 {
         let [s0, s1, s2] = init_chain(site);
         let c = ld::class_for_chain(
@@ -160,6 +174,70 @@ pub(crate) fn created(obj: usize, kind: Kind, site: usize) {
             [Site::address(s0), site_or_unknown(s1), site_or_unknown(s2)],
         );
         ld::set_object_class(obj, c);
+    }
+}
+
+// --- lives: memory reused without destroy ---------------------------------------------------------
+
+/// The process's secret in life marks (set by `init`; a new value per process start).
+static LIFE_SECRET: AtomicU64 = AtomicU64::new(0x243f_6a88_85a3_08d3);
+
+/// The mark lockdep leaves in the spare bytes of an object it knows (see `life_slot`): a value the
+/// program never writes there, so that its absence means the memory was written since.
+fn life_mark(obj: usize) -> u64 {
+    let x = (obj as u64 ^ LIFE_SECRET.load(Ordering::Relaxed)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x ^ x >> 29) | 1
+}
+
+/// Where an object's life mark lives: 8 bytes that no lock choice and no glibc code uses for
+/// this object. A mutex's bytes 32-39 (the second half of `__list`, which glibc uses only for
+/// robust mutexes and the `mcs` choice for its queue), an rwlock's 40-47 (`__pad2`). None for a
+/// spinlock (4 bytes), under `mcs`, and for robust, priority and process-shared objects (glibc's
+/// own, or seen by other processes, each with its own mark).
+fn life_slot(obj: usize, kind: Kind) -> Option<&'static AtomicU64> {
+    let off = match kind {
+        Kind::Mutex => {
+            if config::mutex() == config::MutexAlgo::Mcs
+                || crate::mutex::M(obj as *mut libc::pthread_mutex_t).kind() & (16 | 32 | 64 | 128)
+                    != 0
+            {
+                return None;
+            }
+            32
+        }
+        Kind::RwLock => {
+            if crate::rwlock::L(obj as *mut libc::pthread_rwlock_t).is_shared() {
+                return None;
+            }
+            40
+        }
+        _ => return None,
+    };
+    // SAFETY: the caller's live object of this kind (40 and 56 bytes), 8-aligned; the bytes are
+    // touched by no one else (above).
+    Some(unsafe { &*((obj + off) as *const AtomicU64) })
+}
+
+/// Before a lock of `obj`: if its memory was rewritten since lockdep last marked it (freed and
+/// reused, zeroed by a pool, a C++ object built where another was, none of them passing through
+/// `*_destroy`), the object starts a new life: what lockdep recorded of the old one (its class,
+/// its orders) is forgotten, so a dead object's orders never meet the new one's. One load and
+/// compare when the mark is there.
+#[inline]
+fn check_life(obj: usize, kind: Kind) {
+    let Some(slot) = life_slot(obj, kind) else {
+        return;
+    };
+    let want = life_mark(obj);
+    let cur = slot.load(Ordering::Relaxed);
+    if cur != want
+        // One of the threads racing to lock a rewritten object starts its new life.
+        && slot
+            .compare_exchange(cur, want, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        && ld::object_class(obj).is_some()
+    {
+        ld::forget_object(obj);
     }
 }
 
@@ -303,6 +381,7 @@ fn mutex_flags(kind: i32) -> Flags {
 
 /// Before a mutex lock (or after a trylock that succeeded, `tried`).
 pub(crate) fn mutex_lock(m: *mut libc::pthread_mutex_t, site: usize, tried: bool) {
+    check_life(m as usize, Kind::Mutex);
     let kind = crate::mutex::M(m).kind();
     let mut f = mutex_flags(kind);
     if tried {
@@ -313,6 +392,7 @@ pub(crate) fn mutex_lock(m: *mut libc::pthread_mutex_t, site: usize, tried: bool
 
 /// Before a timed mutex lock: a relock of a held mutex times out, so it is not reported.
 pub(crate) fn mutex_timed(m: *mut libc::pthread_mutex_t, site: usize, _: bool) {
+    check_life(m as usize, Kind::Mutex);
     let f = mutex_flags(crate::mutex::M(m).kind()).with(Flags::TIMED);
     ld::acquire_object(m as usize, Kind::Mutex, Mode::Write, Site::address(site), f);
 }
@@ -347,6 +427,7 @@ fn rw_mode(l: *mut libc::pthread_rwlock_t, write: bool) -> Mode {
 
 /// Before an rwlock lock (or after a trylock that succeeded).
 pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, tried: bool) {
+    check_life(l as usize, Kind::RwLock);
     let mut f = Flags::RELOCK_ERRORS;
     if tried {
         f = f.with(Flags::TRY);
@@ -362,6 +443,7 @@ pub(crate) fn rw_lock(l: *mut libc::pthread_rwlock_t, site: usize, write: bool, 
 
 /// Before a timed rwlock lock.
 pub(crate) fn rw_timed(l: *mut libc::pthread_rwlock_t, site: usize, write: bool) {
+    check_life(l as usize, Kind::RwLock);
     let f = Flags::RELOCK_ERRORS.with(Flags::TIMED);
     ld::acquire_object(
         l as usize,

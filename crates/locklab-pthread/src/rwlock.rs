@@ -71,9 +71,12 @@ impl L {
     fn writer(self) -> &'static AtomicI32 {
         self.at(OFF_WRITER)
     }
-    pub(crate) fn is_glibc(self) -> bool {
+    /// Process-shared (`__shared` non-zero): glibc's object, seen by other processes.
+    pub(crate) fn is_shared(self) -> bool {
         self.at::<AtomicI32>(OFF_SHARED).load(Ordering::Relaxed) != 0
-            || config::rwlock() == RwAlgo::Glibc
+    }
+    pub(crate) fn is_glibc(self) -> bool {
+        self.is_shared() || config::rwlock() == RwAlgo::Glibc
     }
     fn writers_waiting(self) -> &'static AtomicU32 {
         self.at(OFF_WRITERS_WAITING)
