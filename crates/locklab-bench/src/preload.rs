@@ -116,13 +116,35 @@ pub fn find_library(exe: &Path) -> anyhow::Result<PathBuf> {
     )
 }
 
-/// `LD_PRELOAD` with `lib` first, keeping what the caller had preloaded.
+/// `LD_PRELOAD` with what the caller had preloaded first and `lib` last: an interposer the user
+/// preloads (a call counter, a tracer) wraps the pthread functions it defines and finds the
+/// library's as its next definition (`dlsym(RTLD_NEXT)`), as it would find glibc's without the lab.
+/// Entries are separated by colons or spaces, as the dynamic loader reads them; `lib` itself (a
+/// nested `locklab run`) is not repeated.
+///
+/// ```
+/// use std::path::Path;
+/// let v = locklab_bench::preload::preload_value(Path::new("/l/lib.so"), Some("a.so b.so".into()));
+/// assert_eq!(v, "a.so:b.so:/l/lib.so");
+/// ```
 pub fn preload_value(lib: &Path, existing: Option<OsString>) -> OsString {
-    let mut v = OsString::from(lib);
-    if let Some(e) = existing.filter(|e| !e.is_empty()) {
-        v.push(":");
-        v.push(e);
+    use std::os::unix::ffi::OsStrExt;
+    let mut v = OsString::new();
+    if let Some(e) = existing {
+        for part in e
+            .as_bytes()
+            .split(|&b| b == b':' || b == b' ' || b == b'\t')
+            .filter(|p| !p.is_empty())
+        {
+            let part = std::ffi::OsStr::from_bytes(part);
+            if Path::new(part) == lib {
+                continue;
+            }
+            v.push(part);
+            v.push(":");
+        }
     }
+    v.push(lib);
     v
 }
 
