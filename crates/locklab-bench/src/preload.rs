@@ -116,13 +116,35 @@ pub fn find_library(exe: &Path) -> anyhow::Result<PathBuf> {
     )
 }
 
-/// `LD_PRELOAD` with `lib` first, keeping what the caller had preloaded.
+/// `LD_PRELOAD` with what the caller had preloaded first and `lib` last: an interposer the user
+/// preloads (a call counter, a tracer) wraps the pthread functions it defines and finds the
+/// library's as its next definition (`dlsym(RTLD_NEXT)`), as it would find glibc's without the lab.
+/// Entries are separated by colons or spaces, as the dynamic loader reads them; `lib` itself (a
+/// nested `locklab run`) is not repeated.
+///
+/// ```
+/// use std::path::Path;
+/// let v = locklab_bench::preload::preload_value(Path::new("/l/lib.so"), Some("a.so b.so".into()));
+/// assert_eq!(v, "a.so:b.so:/l/lib.so");
+/// ```
 pub fn preload_value(lib: &Path, existing: Option<OsString>) -> OsString {
-    let mut v = OsString::from(lib);
-    if let Some(e) = existing.filter(|e| !e.is_empty()) {
-        v.push(":");
-        v.push(e);
+    use std::os::unix::ffi::OsStrExt;
+    let mut v = OsString::new();
+    if let Some(e) = existing {
+        for part in e
+            .as_bytes()
+            .split(|&b| b == b':' || b == b' ' || b == b'\t')
+            .filter(|p| !p.is_empty())
+        {
+            let part = std::ffi::OsStr::from_bytes(part);
+            if Path::new(part) == lib {
+                continue;
+            }
+            v.push(part);
+            v.push(":");
+        }
     }
+    v.push(lib);
     v
 }
 
@@ -234,11 +256,19 @@ static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0
 /// A `SIGUSR1` was passed on: print the snapshot tables once the program has written them.
 static SNAPSHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The signals a running program gets from the lab.
+const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+
+/// Forwarded signals that came before the program's pid was known (bit `1 << sig`).
+static PENDING: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 extern "C" fn forward(sig: libc::c_int) {
     let pid = CHILD.load(std::sync::atomic::Ordering::Relaxed);
     if pid > 0 {
         // SAFETY: kill is async-signal-safe.
         unsafe { libc::kill(pid, sig) };
+    } else {
+        PENDING.fetch_or(1 << sig, std::sync::atomic::Ordering::Relaxed);
     }
     if sig == libc::SIGUSR1 {
         SNAPSHOT.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -421,6 +451,16 @@ pub fn run_supervised(
     for (k, v) in choices.env() {
         c.env(k, v);
     }
+    // The forwarder is installed before the spawn (a caught signal is reset to its default by
+    // `exec`, so the program does not inherit it): a signal sent as soon as the program runs (it may
+    // print before the lab is scheduled again) is kept until the program's pid is known, then
+    // forwarded; never fatal to the lab.
+    // SAFETY: installing handlers that only call kill or store to atomics.
+    unsafe {
+        for sig in FORWARDED {
+            libc::signal(sig, forward as *const () as libc::sighandler_t);
+        }
+    }
     let child = match c.spawn() {
         Ok(ch) => ch,
         Err(err) => {
@@ -435,10 +475,14 @@ pub fn run_supervised(
     };
     let mut child = child;
     CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: installing handlers that only call kill, and ignoring two signals.
+    let pending = PENDING.swap(0, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: signals to our own child, then ignoring two signals (after the spawn: an ignored
+    // signal stays ignored across `exec`).
     unsafe {
-        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2] {
-            libc::signal(sig, forward as *const () as libc::sighandler_t);
+        for sig in FORWARDED {
+            if pending & (1 << sig) != 0 {
+                libc::kill(child.id() as i32, sig);
+            }
         }
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);

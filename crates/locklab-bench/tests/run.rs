@@ -49,14 +49,85 @@ fn runs_the_program_on_the_library_with_its_exit_status() {
 }
 
 #[test]
-fn keeps_what_was_already_preloaded() {
+fn keeps_what_was_already_preloaded_first() {
     let lib = Path::new("/x/liblocklab_pthread.so");
     let v = locklab_bench::preload::preload_value(lib, Some("libother.so".into()));
-    assert_eq!(v, "/x/liblocklab_pthread.so:libother.so");
+    assert_eq!(v, "libother.so:/x/liblocklab_pthread.so");
     assert_eq!(
         locklab_bench::preload::preload_value(lib, Some("".into())),
         "/x/liblocklab_pthread.so"
     );
+    // Separated by spaces or colons; the library itself (a nested `locklab run`) is not repeated.
+    assert_eq!(
+        locklab_bench::preload::preload_value(
+            lib,
+            Some(" a.so  /x/liblocklab_pthread.so:b.so: ".into())
+        ),
+        "a.so:b.so:/x/liblocklab_pthread.so"
+    );
+}
+
+/// A user's own interposer of `pthread_mutex_lock` in `LD_PRELOAD` still sees the program's calls
+/// under `locklab run`, and its next definition is the library's.
+#[test]
+fn a_preloaded_interposer_wraps_the_library() {
+    if !library_built() {
+        return;
+    }
+    let counter = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+static long calls;
+static const char *next_name = "?";
+int pthread_mutex_lock(pthread_mutex_t *m) {
+  static int (*next)(pthread_mutex_t *);
+  if (!next) {
+    Dl_info info;
+    next = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT, "pthread_mutex_lock");
+    if (dladdr((void *)next, &info) && info.dli_fname) next_name = strstr(info.dli_fname, "locklab") ? "locklab" : "other";
+  }
+  __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
+  return next(m);
+}
+__attribute__((destructor)) static void report(void) { fprintf(stderr, "counted %ld, next %s\n", calls, next_name); }
+"#;
+    let program = r#"
+#include <pthread.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+int main(void) { for (int i = 0; i < 1000; i++) { pthread_mutex_lock(&m); pthread_mutex_unlock(&m); } return 0; }
+"#;
+    let Some(exe) = compile_c("run_interposed", program) else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let (c, so) = (dir.join("counter.c"), dir.join("libcounter.so"));
+    std::fs::write(&c, counter).unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&c)
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+        .args(["run", "--", exe.to_str().unwrap()])
+        .env("LD_PRELOAD", &so)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let counted: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("counted "))
+        .and_then(|l| l.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {err}"));
+    assert!(counted >= 1000, "the interposer saw {counted} calls: {err}");
+    assert!(err.contains("next locklab"), "{err}");
 }
 
 #[test]

@@ -33,19 +33,19 @@ pub(crate) fn result(e: c_int) -> c_int {
     }
 }
 
-/// `mtx_init`: `mtx_plain` or `mtx_timed`, optionally `| mtx_recursive`.
+/// `mtx_init`, as glibc 2.36's: `mtx_timed` is ignored, the mutex is recursive when what is left is
+/// exactly `mtx_recursive`, and plain for any other value (unknown bits included, never
+/// `thrd_error` for the type).
 ///
 /// # Safety
 /// `m` points to writable memory for a `mtx_t`.
 pub unsafe extern "C" fn mtx_init(m: *mut pthread_mutex_t, ty: c_int) -> c_int {
-    if ty & !(MTX_RECURSIVE | MTX_TIMED) != 0 {
-        return THRD_ERROR;
-    }
+    // SAFETY: all-zero is a valid (uninitialised) attribute object, initialised below.
     let mut a: libc::pthread_mutexattr_t = unsafe { core::mem::zeroed() };
     // SAFETY: a local attribute, initialised, used and destroyed here; these calls are not ours.
     unsafe {
         libc::pthread_mutexattr_init(&mut a);
-        if ty & MTX_RECURSIVE != 0 {
+        if ty & !MTX_TIMED == MTX_RECURSIVE {
             libc::pthread_mutexattr_settype(&mut a, libc::PTHREAD_MUTEX_RECURSIVE);
         }
         let r = pthread_mutex_init(m, &a);

@@ -11,7 +11,9 @@
 //!
 //! # How
 //! - **Per-thread shards, no shared line**: each thread counts into its own shard, an open-addressed
-//!   table keyed by (lock, site) in `mmap`ed memory (no allocation on a lock path). A thread's shard
+//!   table keyed by (lock, site) in `mmap`ed memory (no allocation on a lock path), probed through a
+//!   tag per slot; pairs that find no slot there are appended to an overflow arena found through a
+//!   growable index, so a lookup costs a bounded number of slots whatever the number of pairs. A thread's shard
 //!   goes back to a free list when it exits (a pthread key destructor) and a later thread keeps adding
 //!   to it: the dump sums every shard, so which thread counted is irrelevant. Counters are atomics that
 //!   only the shard's owner writes (a load and a store, no locked instruction); the dump reads them
@@ -111,19 +113,20 @@ fn ns_per_tick() -> f64 {
 
 // --- what is counted -----------------------------------------------------------------------------------
 
-/// Counter indices of an [`Entry`].
+/// Counter indices of an [`Entry`]. The first six are what an uncontended acquisition and its
+/// release write: with the pair's key they fill the entry's first cache line.
 mod c {
     pub const ACQ: usize = 0;
-    pub const CONT: usize = 1;
-    pub const WAIT_TOTAL: usize = 2;
-    pub const WAIT_MAX: usize = 3;
+    pub const HOLDS: usize = 1;
+    pub const HOLD_TOTAL: usize = 2;
+    pub const HOLD_MAX: usize = 3;
+    pub const HOLD_MIN1: usize = 4;
+    pub const RD_ACQ: usize = 5;
+    pub const CONT: usize = 6;
+    pub const WAIT_TOTAL: usize = 7;
+    pub const WAIT_MAX: usize = 8;
     /// Minimum plus one (0: none yet).
-    pub const WAIT_MIN1: usize = 4;
-    pub const HOLDS: usize = 5;
-    pub const HOLD_TOTAL: usize = 6;
-    pub const HOLD_MAX: usize = 7;
-    pub const HOLD_MIN1: usize = 8;
-    pub const RD_ACQ: usize = 9;
+    pub const WAIT_MIN1: usize = 9;
     pub const RD_CONT: usize = 10;
     pub const RD_WAIT_TOTAL: usize = 11;
     pub const RD_WAIT_MAX: usize = 12;
@@ -212,13 +215,14 @@ fn describe(info: u32) -> (&'static str, &'static str) {
 }
 
 /// One (lock, site) record. Only the owning thread writes it; `lock` is published last (Release), so a
-/// reader that sees it (Acquire) sees `site` and `info`.
-#[repr(C)]
+/// reader that sees it (Acquire) sees `site` and `info`. Aligned to a cache line: the key and the
+/// counters of an uncontended lock and unlock are one line.
+#[repr(C, align(64))]
 struct Entry {
     lock: AtomicUsize,
     site: AtomicUsize,
-    info: AtomicU32,
     c: [AtomicU64; c::N],
+    info: AtomicU32,
 }
 
 impl Entry {
@@ -245,14 +249,17 @@ impl Entry {
 
 /// Records in a shard's first table (a power of two).
 const CAP: usize = 1024;
-/// Records in each overflow table (a power of two): a thread's pairs beyond the first table go
-/// there, in tables mapped on demand (only the pages touched cost memory).
+/// Records in each overflow chunk: a thread's pairs that find no slot in the first table are
+/// appended to its overflow arena, chunks mapped on demand (only the pages touched cost memory),
+/// and found through the shard's overflow index.
 const OCAP: usize = 16384;
-/// Overflow tables per shard at most: pairs beyond `CAP + OVERFLOWS * OCAP` in one thread are
-/// counted as dropped.
-const OVERFLOWS: usize = 16;
-/// Slots a lookup probes in one table before it moves on to the next: a full table costs a
-/// bounded look, never a scan of the whole table.
+/// Overflow chunks per shard at most: pairs beyond `CAP + OVERFLOWS * OCAP` (over a million) in one
+/// thread are counted as dropped.
+const OVERFLOWS: usize = 64;
+/// Slots the overflow index starts with (a power of two); it doubles to stay at most half full.
+const INDEX_MIN: usize = 4096;
+/// Slots a lookup probes in the first table before it goes to the overflow index: a full first
+/// table costs a bounded look, never a scan.
 const PROBE: usize = 4;
 /// Held locks remembered per thread for hold times.
 const HELD: usize = 16;
@@ -273,15 +280,28 @@ struct Shard {
     in_use: AtomicBool,
     /// Records that did not fit.
     dropped: AtomicU64,
+    /// Lookups past the first table, and the slots they examined there (owner writes).
+    olookups: AtomicU64,
+    oprobes: AtomicU64,
     /// Owner only.
     held_len: Cell<usize>,
     held: [Cell<HeldLock>; HELD],
-    /// The first overflow table (null until needed); each links the next.
+    /// The first overflow chunk (null until needed); each links the next (for the dump).
     overflow: AtomicPtr<Overflow>,
+    /// Owner only: the overflow chunks in order, how many entries they hold (filled in order), and
+    /// the overflow index: `icap` slots (a power of two, at most half full), each 0 (empty) or the
+    /// low 32 bits of the pair's hash above the entry's number plus one. Only the owner reads the
+    /// index (the dump walks the chunks), so it is replaced and unmapped when it grows.
+    chunks: [Cell<*mut Overflow>; OVERFLOWS],
+    olen: Cell<usize>,
+    index: Cell<*mut u64>,
+    icap: Cell<usize>,
+    /// Owner only: a 16-bit tag of the pair in each slot of the first table (never 0), 0 if free.
+    tags: [Cell<u16>; CAP],
     entries: [Entry; CAP],
 }
 
-/// An overflow table of a shard (anonymous `mmap`, never freed).
+/// An overflow chunk of a shard (anonymous `mmap`, never freed).
 #[repr(C)]
 struct Overflow {
     next: AtomicPtr<Overflow>,
@@ -423,41 +443,49 @@ fn claim() -> Option<&'static Shard> {
     Some(s)
 }
 
-/// The entry of (lock, site) in this thread's shard, created if new: at most [`PROBE`] slots in
-/// each table, the first table, then the overflow tables in order (mapped as they are needed).
+/// The hash of a (lock, site) pair: its top bits place it in a table, its low 32 bits are the
+/// overflow index's tag.
+#[inline(always)]
+fn hash(lock: usize, site: usize) -> usize {
+    (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The entry of (lock, site) in this thread's shard, created if new: at most [`PROBE`] slots of the
+/// first table, then the overflow index (a bounded cost whatever the number of pairs).
 #[inline(always)]
 fn entry(s: &'static Shard, lock: usize, site: usize, obj: Obj) -> Option<&'static Entry> {
-    let h = (lock ^ site.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    if let Some(e) = probe(
-        &s.entries,
-        h >> (64 - CAP.trailing_zeros()),
-        lock,
-        site,
-        obj,
-    ) {
+    let h = hash(lock, site);
+    if let Some(e) = probe_first(s, h, lock, site, obj) {
         return Some(e);
     }
     entry_overflow(s, h, lock, site, obj)
 }
 
-/// Looks (lock, site) up in one table from slot `start`, taking a free slot if it is not there;
-/// `None` if [`PROBE`] slots are all other pairs'.
+/// Looks (lock, site), hashed to `h`, up in the first table: [`PROBE`] slots from the one its top
+/// bits name, through their tags (one line of the owner's tag array: the entries themselves are
+/// read only on a tag match), taking a free slot if the pair is not there; `None` if the slots are
+/// all other pairs'.
 #[inline(always)]
-fn probe(
-    t: &'static [Entry],
-    start: usize,
+fn probe_first(
+    s: &'static Shard,
+    h: usize,
     lock: usize,
     site: usize,
     obj: Obj,
 ) -> Option<&'static Entry> {
-    let mask = t.len() - 1;
+    let tag = (h >> 16) as u16 | 1;
+    let start = h >> (64 - CAP.trailing_zeros());
     for k in 0..PROBE {
-        let e = &t[(start + k) & mask];
-        let l = e.lock.load(Ordering::Relaxed);
-        if l == lock && e.site.load(Ordering::Relaxed) == site {
-            return Some(e);
-        }
-        if l == 0 {
+        let i = (start + k) & (CAP - 1);
+        let t = s.tags[i].get();
+        if t == tag {
+            let e = &s.entries[i];
+            if e.lock.load(Ordering::Relaxed) == lock && e.site.load(Ordering::Relaxed) == site {
+                return Some(e);
+            }
+        } else if t == 0 {
+            s.tags[i].set(tag);
+            let e = &s.entries[i];
             e.site.store(site, Ordering::Relaxed);
             e.info.store(obj.pack(), Ordering::Relaxed);
             // Release pairs with the dump's Acquire load: `site` and `info` are visible first.
@@ -468,6 +496,115 @@ fn probe(
     None
 }
 
+/// Adds `v` to a counter only its owner writes (a load and a store).
+#[inline(always)]
+fn bump(x: &AtomicU64, v: u64) {
+    x.store(x.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+}
+
+/// Overflow entry number `i` (< `olen`).
+#[inline(always)]
+fn oentry(s: &Shard, i: usize) -> &'static Entry {
+    // SAFETY: entry `i` < `olen` is in a mapped chunk (mapped before it was counted), never freed.
+    unsafe { &(*s.chunks[i / OCAP].get()).entries[i % OCAP] }
+}
+
+/// Puts entry number `i`, whose pair hashes to `h`, into an index of `cap` slots with a free one.
+fn index_insert(index: *mut u64, cap: usize, h: usize, i: usize) {
+    let mut j = h >> (64 - cap.trailing_zeros());
+    loop {
+        // SAFETY: `j` < `cap`, the index's length; owner only (or the fork child, alone).
+        let slot = unsafe { &mut *index.add(j) };
+        if *slot == 0 {
+            *slot = ((h as u32 as u64) << 32) | (i as u64 + 1);
+            return;
+        }
+        j = (j + 1) & (cap - 1);
+    }
+}
+
+/// Looks (lock, site), hashed to `h`, up in the overflow index; counts the index slots and entries
+/// it examines in `probes`.
+#[inline(always)]
+fn overflow_find(
+    s: &Shard,
+    h: usize,
+    lock: usize,
+    site: usize,
+    probes: &mut u64,
+) -> Option<&'static Entry> {
+    let index = s.index.get();
+    if index.is_null() {
+        return None;
+    }
+    let cap = s.icap.get();
+    let mut j = h >> (64 - cap.trailing_zeros());
+    loop {
+        *probes += 1;
+        // SAFETY: `j` < `cap`, the index's length; owner only.
+        let slot = unsafe { *index.add(j) };
+        if slot == 0 {
+            return None;
+        }
+        if (slot >> 32) as u32 == h as u32 {
+            *probes += 1;
+            let e = oentry(s, (slot as u32 - 1) as usize);
+            if e.lock.load(Ordering::Relaxed) == lock && e.site.load(Ordering::Relaxed) == site {
+                return Some(e);
+            }
+        }
+        j = (j + 1) & (cap - 1);
+    }
+}
+
+/// Doubles the overflow index (or maps the first) so that `n + 1` entries leave it at most half
+/// full, reinserting the `n` it has; `false` if out of memory.
+#[cold]
+#[inline(never)]
+fn grow_index(s: &Shard, n: usize) -> bool {
+    let cap = (2 * (n + 1)).next_power_of_two().max(INDEX_MIN);
+    // SAFETY: an anonymous private mapping; zeroed memory is an empty index.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            cap * 8,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    let index = p.cast::<u64>();
+    for i in 0..n {
+        let e = oentry(s, i);
+        let h = hash(
+            e.lock.load(Ordering::Relaxed),
+            e.site.load(Ordering::Relaxed),
+        );
+        index_insert(index, cap, h, i);
+    }
+    drop_index(s);
+    s.index.set(index);
+    s.icap.set(cap);
+    true
+}
+
+/// Unmaps the overflow index (owner only, or the fork child).
+fn drop_index(s: &Shard) {
+    let old = s.index.replace(core::ptr::null_mut());
+    let cap = s.icap.replace(0);
+    if !old.is_null() {
+        // SAFETY: the index's own mapping, of `cap` slots; nobody else reads it.
+        unsafe { libc::munmap(old.cast(), cap * 8) };
+    }
+}
+
+/// A pair that found no slot in the first table: its entry in the overflow arena, through the
+/// overflow index; appended (its chunk mapped if new, the index grown if it would be over half
+/// full) if it is not there. `None`, counted as dropped, past `OVERFLOWS` chunks or out of memory.
 #[cold]
 #[inline(never)]
 fn entry_overflow(
@@ -477,25 +614,36 @@ fn entry_overflow(
     site: usize,
     obj: Obj,
 ) -> Option<&'static Entry> {
-    let mut link = &s.overflow;
-    for _ in 0..OVERFLOWS {
-        let mut p = link.load(Ordering::Relaxed);
-        if p.is_null() {
-            p = new_overflow(link);
-        }
-        // SAFETY: overflow tables are never freed.
-        let Some(o) = (unsafe { p.as_ref() }) else {
-            break;
-        };
-        let start = h >> (64 - OCAP.trailing_zeros());
-        if let Some(e) = probe(&o.entries, start, lock, site, obj) {
-            return Some(e);
-        }
-        link = &o.next;
+    let mut probes = 0;
+    let found = overflow_find(s, h, lock, site, &mut probes);
+    bump(&s.olookups, 1);
+    bump(&s.oprobes, probes);
+    if found.is_some() {
+        return found;
     }
-    s.dropped
-        .store(s.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    None
+    let n = s.olen.get();
+    let k = n / OCAP;
+    let room = n < OVERFLOWS * OCAP && (2 * (n + 1) <= s.icap.get() || grow_index(s, n));
+    if room && s.chunks[k].get().is_null() {
+        let link = match k {
+            0 => &s.overflow,
+            // SAFETY: chunk k - 1 is mapped (chunks are mapped in order), never freed.
+            _ => unsafe { &(*s.chunks[k - 1].get()).next },
+        };
+        s.chunks[k].set(new_overflow(link));
+    }
+    if !room || s.chunks[k].get().is_null() {
+        bump(&s.dropped, 1);
+        return None;
+    }
+    s.olen.set(n + 1);
+    let e = oentry(s, n);
+    e.site.store(site, Ordering::Relaxed);
+    e.info.store(obj.pack(), Ordering::Relaxed);
+    // Release pairs with the dump's Acquire load: `site` and `info` are visible first.
+    e.lock.store(lock, Ordering::Release);
+    index_insert(s.index.get(), s.icap.get(), h, n);
+    Some(e)
 }
 
 fn push_held(s: &Shard, lock: usize, e: &Entry, since: u64) {
@@ -857,6 +1005,14 @@ pub(crate) fn after_fork_child() {
             }
         }
         s.dropped.store(0, Ordering::Relaxed);
+        s.olookups.store(0, Ordering::Relaxed);
+        s.oprobes.store(0, Ordering::Relaxed);
+        // The arena's entries are cleared above: it refills from its first chunk.
+        s.olen.set(0);
+        drop_index(s);
+        for t in &s.tags {
+            t.set(0);
+        }
         if !core::ptr::eq(p, mine) {
             s.held_len.set(0);
             s.in_use.store(false, Ordering::Relaxed);
@@ -1038,12 +1194,15 @@ fn write_dump(reason: &[u8]) {
     // Count the records to size the merge table.
     let mut used = 0usize;
     let mut dropped = 0u64;
+    let (mut olookups, mut oprobes) = (0u64, 0u64);
     for cell in &SHARDS[..shards] {
         // SAFETY: published shards are never freed.
         let Some(s) = (unsafe { cell.load(Ordering::Acquire).as_ref() }) else {
             continue;
         };
         dropped += s.dropped.load(Ordering::Relaxed);
+        olookups += s.olookups.load(Ordering::Relaxed);
+        oprobes += s.oprobes.load(Ordering::Relaxed);
         used += tables(s)
             .flatten()
             .filter(|e| e.lock.load(Ordering::Relaxed) != 0)
@@ -1125,7 +1284,14 @@ fn write_dump(reason: &[u8]) {
     // the table is rewritten in place.
     if let Some((tmp_fd, tmp_name)) = open_temp(fd) {
         let mut w = Writer::new(tmp_fd);
-        write_json(&mut w, reason, recs, scale, dropped, locks);
+        write_json(
+            &mut w,
+            reason,
+            recs,
+            scale,
+            (dropped, olookups, oprobes),
+            locks,
+        );
         w.finish();
         // SAFETY: NUL-terminated names (ours).
         let renamed = w.ok
@@ -1144,7 +1310,14 @@ fn write_dump(reason: &[u8]) {
         }
     }
     let mut w = Writer::new(fd);
-    write_json(&mut w, reason, recs, scale, dropped, locks);
+    write_json(
+        &mut w,
+        reason,
+        recs,
+        scale,
+        (dropped, olookups, oprobes),
+        locks,
+    );
     w.finish();
 }
 
@@ -1406,7 +1579,7 @@ fn write_json(
     reason: &[u8],
     recs: &[Rec],
     scale: f64,
-    dropped: u64,
+    (dropped, olookups, oprobes): (u64, u64, u64),
     (locks_used, locks_contended): (u64, u64),
 ) {
     let ns = |t: u64| (t as f64 * scale).round() as u64;
@@ -1459,6 +1632,10 @@ fn write_json(
         .u(dropped)
         .s(b",\"uncounted\":")
         .u(UNCOUNTED.load(Ordering::Relaxed));
+    w.s(b",\"overflow_lookups\":")
+        .u(olookups)
+        .s(b",\"overflow_probes\":")
+        .u(oprobes);
     w.s(b",\"records\":[");
     for (i, r) in recs.iter().enumerate() {
         if i > 0 {

@@ -318,6 +318,20 @@ static void c11(void) {
   EQ(mtx_timedlock(&tm, &ts), thrd_success);
   EQ(mtx_unlock(&tm), thrd_success);
   mtx_destroy(&tm);
+
+  /* glibc 2.36's mtx_init ignores mtx_timed, makes the mutex recursive when what is left is exactly
+   * mtx_recursive, plain otherwise (unknown bits included), and never fails on the type. */
+  int types[] = {mtx_plain, mtx_timed, mtx_recursive, mtx_recursive | mtx_timed, 0x40, 0x41, 99, 4, 5, -1};
+  for (unsigned i = 0; i < sizeof types / sizeof *types; i++) {
+    int ty = types[i], recursive = (ty & ~mtx_timed) == mtx_recursive;
+    mtx_t u;
+    CHECK(mtx_init(&u, ty) == thrd_success, "mtx_init type %d", ty);
+    EQ(mtx_lock(&u), thrd_success);
+    CHECK(mtx_trylock(&u) == (recursive ? thrd_success : thrd_busy), "mtx_init type %d: recursive %d", ty, recursive);
+    if (recursive) EQ(mtx_unlock(&u), thrd_success);
+    EQ(mtx_unlock(&u), thrd_success);
+    mtx_destroy(&u);
+  }
 }
 
 int main(void) {
