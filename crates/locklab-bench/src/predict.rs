@@ -50,8 +50,11 @@ pub struct MachineFile {
     pub line_remote_ns: f64,
     /// A line from memory.
     pub memory_ns: f64,
-    /// Share of a transfer during which the line serves no other (0 to 1).
+    /// Share of a transaction during which the line's home serves no other (0 to 1).
     pub occupancy: f64,
+    /// Whether the home knows the line's holders (a probe filter or directory); without one every
+    /// miss and invalidation waits for the farthest node's probe answer.
+    pub probe_filter: bool,
     /// A cheap system call.
     pub syscall_ns: f64,
     /// The waker's cost of a futex wake that wakes someone.
@@ -129,6 +132,7 @@ impl MachineFile {
         for (k, v) in self.costs() {
             m.insert(k.into(), v.into());
         }
+        m.insert("probe_filter".into(), self.probe_filter.into());
         serde_json::Value::Object(m)
     }
 
@@ -146,13 +150,15 @@ impl MachineFile {
         for (k, v) in self.costs() {
             s += &format!("{k} = {v:.3}\n");
         }
+        s += &format!("probe_filter = {}\n", self.probe_filter);
         s
     }
 }
 
 /// The shipped descriptions: name and file.
-pub const SHIPPED: [(&str, &str); 3] = [
+pub const SHIPPED: [(&str, &str); 4] = [
     ("opteron-48", include_str!("../machines/opteron-48.toml")),
+    ("opteron-8x6", include_str!("../machines/opteron-8x6.toml")),
     (
         "opteron-2s8c",
         include_str!("../machines/opteron-2s8c.toml"),
@@ -254,7 +260,7 @@ pub fn describe_this() -> MachineFile {
             calibrate::machine().cpu_model,
             cpus
         ),
-        source: "measured: rmw, fence, pause, line transfer (best round of the lab's probe), syscall, futex wake (waker and wake-up), context switch, yield, clock; typical, not measured: hit_ns, memory_ns, occupancy, slice_ns; one node".into(),
+        source: "measured: rmw, fence, pause, line transfer (best round of the lab's probe), syscall, futex wake (waker and wake-up), context switch, yield, clock; typical, not measured: hit_ns, memory_ns, slice_ns; occupancy 1 and a probe filter (one node: no probes to send) by the protocol; one node".into(),
         sockets: 1,
         nodes_per_socket: 1,
         cores_per_node: cpus,
@@ -266,7 +272,8 @@ pub fn describe_this() -> MachineFile {
         line_socket_ns: transfer,
         line_remote_ns: transfer,
         memory_ns: 90.0,
-        occupancy: 0.5,
+        occupancy: 1.0,
+        probe_filter: true,
         syscall_ns,
         futex_wake_ns: waker_ns,
         wakeup_ns: calibrate::futex_wake_ns(),
@@ -1093,7 +1100,7 @@ mod tests {
         let huge = good.replace("cores_per_node = 6", "cores_per_node = 600");
         let e = parse_machine("f.toml", &huge).unwrap_err().0;
         assert!(e.contains("1 to 128"), "{e}");
-        let missing = good.replace("occupancy = 0.5\n", "");
+        let missing = good.replace("occupancy = 1.0\n", "");
         let e = parse_machine("f.toml", &missing).unwrap_err().0;
         assert!(e.contains("occupancy"), "{e}");
         let e = machine("no-such-machine").unwrap_err().0;
