@@ -39,10 +39,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             duration_ms,
             seed,
             self_check,
+            validate,
             json,
         }) => {
             if self_check {
                 predict::self_check(json.as_deref())?
+            } else if validate {
+                locklab_bench::predict_validation::command(machine.as_deref(), json.as_deref())?
             } else {
                 predict::command(&predict::PredictPlan::parse(
                     machine,

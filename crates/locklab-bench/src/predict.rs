@@ -48,6 +48,8 @@ pub struct MachineFile {
     pub line_socket_ns: f64,
     /// A line transfer between sockets.
     pub line_remote_ns: f64,
+    /// A line transfer between the two sockets farthest apart (what a broadcast probe waits for).
+    pub line_farthest_ns: f64,
     /// A line from memory.
     pub memory_ns: f64,
     /// Share of a transaction during which the line's home serves no other (0 to 1).
@@ -123,6 +125,17 @@ impl MachineFile {
         ]
     }
 
+    /// The coherence fields' checks (the cost fields' are [`MachineFile::validate`]'s).
+    pub fn validate_coherence(&self) -> Result<(), String> {
+        let v = self.line_farthest_ns;
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!(
+                "`line_farthest_ns` must be a number >= 0 (got {v})"
+            ));
+        }
+        Ok(())
+    }
+
     /// The description as the runner takes it (topology and costs only).
     fn job_machine(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
@@ -132,6 +145,7 @@ impl MachineFile {
         for (k, v) in self.costs() {
             m.insert(k.into(), v.into());
         }
+        m.insert("line_farthest_ns".into(), self.line_farthest_ns.into());
         m.insert("probe_filter".into(), self.probe_filter.into());
         serde_json::Value::Object(m)
     }
@@ -150,6 +164,7 @@ impl MachineFile {
         for (k, v) in self.costs() {
             s += &format!("{k} = {v:.3}\n");
         }
+        s += &format!("line_farthest_ns = {:.3}\n", self.line_farthest_ns);
         s += &format!("probe_filter = {}\n", self.probe_filter);
         s
     }
@@ -177,6 +192,7 @@ pub fn parse_machine(origin: &str, text: &str) -> Result<MachineFile, UsageError
         UsageError(format!("machine description {origin}{at}: {msg}"))
     })?;
     m.validate()
+        .and_then(|()| m.validate_coherence())
         .map_err(|e| UsageError(format!("machine description {origin}: {e}")))?;
     Ok(m)
 }
@@ -271,6 +287,7 @@ pub fn describe_this() -> MachineFile {
         line_node_ns: transfer,
         line_socket_ns: transfer,
         line_remote_ns: transfer,
+        line_farthest_ns: transfer,
         memory_ns: 90.0,
         occupancy: 1.0,
         probe_filter: true,
@@ -740,6 +757,19 @@ pub fn predict(
     Ok((rows, cost))
 }
 
+/// One line under a prediction's title: what has been checked against published measurements, and
+/// what has not (see `predict --validate` and `docs/design/predict.md`).
+pub fn what_it_cannot_say(m: &MachineFile) -> String {
+    let checked = if m.name == "opteron-8x6" {
+        "this machine's ticket-lock collapse is checked against Boyd-Wickizer 2012 (predict --validate: knees within a core, late by one)"
+    } else {
+        "checked against published figures only on opteron-8x6 (predict --validate)"
+    };
+    format!(
+        "limits: {checked}; sleeping locks, rw locks and seeds' workloads have no published many-core figure (unvalidated); the remote tier is one distance, so machines with farther hops are predicted optimistic"
+    )
+}
+
 /// The predicted table.
 pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
     use std::fmt::Write as _;
@@ -756,6 +786,7 @@ pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
         "PREDICTED (simulated, not measured) on {}: {}",
         m.name, m.what
     );
+    let _ = writeln!(out, "{}", what_it_cannot_say(m));
     let _ = writeln!(
         out,
         "{}  cs={}ns think={}ns{}  ({} cores, line transfer {:.0}/{:.0}/{:.0} ns node/socket/remote, {} ms virtual)",

@@ -123,8 +123,11 @@ pub struct Machine {
     pub line_node_ns: f64,
     /// A line transfer between nodes of one socket.
     pub line_socket_ns: f64,
-    /// A line transfer between sockets.
+    /// A line transfer between sockets (the mean over the sockets' distances).
     pub line_remote_ns: f64,
+    /// A line transfer between the two sockets farthest apart: what a probe broadcast to every
+    /// node waits for (machines of more than one socket).
+    pub line_farthest_ns: f64,
     /// A line nobody caches, from memory.
     pub memory_ns: f64,
     /// The share of a transaction's latency during which the line's home serves no other request
@@ -171,6 +174,7 @@ impl Machine {
             line_node_ns: 50.0,
             line_socket_ns: 80.0,
             line_remote_ns: 120.0,
+            line_farthest_ns: 120.0,
             memory_ns: 90.0,
             occupancy: 1.0,
             probe_filter: true,
@@ -218,6 +222,7 @@ impl Machine {
             ("line_node_ns", self.line_node_ns),
             ("line_socket_ns", self.line_socket_ns),
             ("line_remote_ns", self.line_remote_ns),
+            ("line_farthest_ns", self.line_farthest_ns),
             ("memory_ns", self.memory_ns),
             ("occupancy", self.occupancy),
             ("syscall_ns", self.syscall_ns),
@@ -265,7 +270,7 @@ impl Machine {
             far = far.max(self.line_socket_ns);
         }
         if self.sockets > 1 {
-            far = far.max(self.line_remote_ns);
+            far = far.max(self.line_remote_ns).max(self.line_farthest_ns);
         }
         far
     }
