@@ -760,14 +760,11 @@ pub fn predict(
 /// One line under a prediction's title: what has been checked against published measurements, and
 /// what has not (see `predict --validate` and `docs/design/predict.md`).
 pub fn what_it_cannot_say(m: &MachineFile) -> String {
-    let checked = if m.name == "opteron-8x6" {
-        "this machine's ticket-lock collapse is checked against Boyd-Wickizer 2012 (predict --validate: knees within a core, late by one)"
+    if m.name == "opteron-8x6" {
+        "checked: the ticket lock's collapse against Boyd-Wickizer 2012 (predict --validate); unvalidated: every other lock and workload (no published figure)".into()
     } else {
-        "checked against published figures only on opteron-8x6 (predict --validate)"
-    };
-    format!(
-        "limits: {checked}; sleeping locks, rw locks and seeds' workloads have no published many-core figure (unvalidated); the remote tier is one distance, so machines with farther hops are predicted optimistic"
-    )
+        "unvalidated: no published figure for this machine (predict --validate checks opteron-8x6's ticket-lock collapse); sleeping and rw locks nowhere".into()
+    }
 }
 
 /// The predicted table.
