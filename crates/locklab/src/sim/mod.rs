@@ -30,10 +30,21 @@
 //! `line_socket_ns` across nodes of a socket, `line_remote_ns` across sockets): the time from a store
 //! to a spinning reader on the other core having the new value, invalidation and refetch together
 //! (what a ping-pong between two cores measures per one-way trip). A read-modify-write waits for
-//! its invalidations: the farthest copy's distance; a plain store does not (store buffer). Transfers of one line are serialised: each occupies the line's home
-//! for `occupancy` x its latency, and the next one starts when that ends. This serialisation is what
-//! makes a lock whose waiters all poll one line (a ticket lock) collapse as cores are added.
+//! its invalidations: the farthest copy's distance; a plain store does not (store buffer).
 //!
+//! Probes: with a probe filter ([`Machine::probe_filter`]) a miss asks the holder only, and a write
+//! invalidates the one other holder directly; a line two or more others share is invalidated by a
+//! probe to every node. Without one, every miss and every invalidation probes every node and
+//! completes when the farthest has answered (`line_farthest_ns` at least, on machines of more than
+//! one socket).
+//!
+//! Transactions on one line are serialised at its home: each miss or read-modify-write holds the
+//! home for `occupancy` x its latency (1 on the modelled protocols: the home takes the next request
+//! for the line only when the requester reports this one done), and the next starts when that ends.
+//! This is what makes a lock whose waiters all poll one line (a ticket lock) collapse as cores are
+//! added: every release and every new ticket invalidates every waiter's copy, their re-reads queue
+//! at the home one whole transfer each, and the next holder waits for its place in that queue.
+
 //! # Polling threads are not stepped
 //!
 //! A spinner re-reading a line it holds generates no traffic and cannot see anything new until
