@@ -20,6 +20,11 @@ fn bad_input_is_one_line_and_exit_2() {
         (vec!["predict", "--duration-ms", "0"], "--duration-ms"),
         (vec!["predict", "--read-pct", "101"], "--read-pct"),
         (vec!["reproduce", "009", "--predict"], "unknown seed"),
+        (vec!["predict", "--validate", "--locks", "mcs"], "--locks"),
+        (
+            vec!["predict", "--validate", "--machine", "no-such"],
+            "opteron-8x6",
+        ),
     ] {
         let (code, out, err) = run(&args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");

@@ -269,10 +269,9 @@ impl Machine {
         core / (self.cores_per_node * self.nodes_per_socket)
     }
 
-    /// The farthest any core of the machine is from core `a`: what a broadcast probe waits for (the
+    /// The farthest any core is from any other: what a probe broadcast to every node waits for (the
     /// machine is symmetric: every core has cores at each distance its topology has).
-    fn farthest_from(&self, a: usize) -> f64 {
-        let _ = a;
+    fn farthest(&self) -> f64 {
         let mut far: f64 = 0.0;
         if self.cores_per_node > 1 {
             far = far.max(self.line_node_ns);
@@ -825,7 +824,7 @@ impl Engine {
                 let lat = if m.probe_filter {
                     source
                 } else {
-                    source.max(m.farthest_from(core))
+                    source.max(m.farthest())
                 };
                 // The home takes one request for the line at a time: this one waits for those
                 // before it and holds the line for its own share.
@@ -853,7 +852,7 @@ impl Engine {
                     } else if m.probe_filter {
                         m.memory_ns
                     } else {
-                        m.memory_ns.max(m.farthest_from(core))
+                        m.memory_ns.max(m.farthest())
                     };
                     line.owner = Some(core as u8);
                     line.sharers = me;
@@ -865,7 +864,7 @@ impl Engine {
                 let lat = if m.probe_filter && others.count_ones() == 1 {
                     farthest(others)
                 } else {
-                    farthest(others).max(m.farthest_from(core))
+                    farthest(others).max(m.farthest())
                 };
                 let start = t.max(line.busy_until);
                 // A read-modify-write moves the line (data and ownership) and holds its home; a
