@@ -38,10 +38,12 @@ pub enum Command {
     },
     /// The lab's table computed on a simulated machine (locklab's real lock code on a modelled
     /// memory system and scheduler), every row marked predicted. Machines: this (calibrated now),
-    /// opteron-48 (4 sockets x 2 dies x 6 cores), opteron-2s8c (2 x 2 x 4), xeon-2s (2 x 10), or a
+    /// opteron-48 (4 sockets x 2 dies x 6 cores), opteron-8x6 (8 chips x 6 cores), opteron-2s8c
+    /// (2 x 2 x 4), xeon-2s (2 x 10), or a
     /// description file (see `calibrate --describe`).
     Predict {
-        /// this, opteron-48, opteron-2s8c, xeon-2s, or a description file. Default: opteron-48.
+        /// this, opteron-48, opteron-8x6, opteron-2s8c, xeon-2s, or a description file. Default:
+        /// opteron-48.
         #[arg(long, value_name = "M")]
         machine: Option<String>,
         /// mutex or rw. Default: mutex.
@@ -73,6 +75,11 @@ pub enum Command {
         /// mcs, qspinlock, mutex and rwsem at 1 and 2 threads (mutex and rw workloads).
         #[arg(long)]
         self_check: bool,
+        /// Compare the simulator with published many-core measurements (Boyd-Wickizer et al. 2012,
+        /// Figs 8-9: ticket-lock collapse on 48 cores), on opteron-8x6 unless --machine says
+        /// otherwise; prints measured and predicted side by side and which targets are met.
+        #[arg(long, conflicts_with = "self_check")]
+        validate: bool,
         /// Also write the rows (and the machine description) as JSON here (`-`: standard output).
         #[arg(long, value_name = "F")]
         json: Option<String>,

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod output;
 pub mod plan;
 pub mod predict;
+pub mod predict_validation;
 pub mod preload;
 pub mod report;
 pub mod reproduce;

@@ -39,10 +39,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             duration_ms,
             seed,
             self_check,
+            validate,
             json,
         }) => {
             if self_check {
                 predict::self_check(json.as_deref())?
+            } else if validate {
+                let given = [
+                    ("--workload", workload.is_some()),
+                    ("--locks", locks.is_some()),
+                    ("--threads", threads.is_some()),
+                    ("--cs-ns", cs_ns.is_some()),
+                    ("--think-ns", think_ns.is_some()),
+                    ("--read-pct", read_pct.is_some()),
+                    ("--duration-ms", duration_ms.is_some()),
+                    ("--seed", seed.is_some()),
+                ];
+                if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                    return Err(UsageError(format!(
+                        "{flag}: --validate runs the published workloads (only --machine and --json apply)"
+                    ))
+                    .into());
+                }
+                locklab_bench::predict_validation::command(machine.as_deref(), json.as_deref())?
             } else {
                 predict::command(&predict::PredictPlan::parse(
                     machine,

@@ -48,10 +48,15 @@ pub struct MachineFile {
     pub line_socket_ns: f64,
     /// A line transfer between sockets.
     pub line_remote_ns: f64,
+    /// A line transfer between the two sockets farthest apart (what a broadcast probe waits for).
+    pub line_farthest_ns: f64,
     /// A line from memory.
     pub memory_ns: f64,
-    /// Share of a transfer during which the line serves no other (0 to 1).
+    /// Share of a transaction during which the line's home serves no other (0 to 1).
     pub occupancy: f64,
+    /// Whether the home knows the line's holders (a probe filter or directory); without one every
+    /// miss and invalidation waits for the farthest node's probe answer.
+    pub probe_filter: bool,
     /// A cheap system call.
     pub syscall_ns: f64,
     /// The waker's cost of a futex wake that wakes someone.
@@ -120,6 +125,17 @@ impl MachineFile {
         ]
     }
 
+    /// The coherence fields' checks (the cost fields' are [`MachineFile::validate`]'s).
+    pub fn validate_coherence(&self) -> Result<(), String> {
+        let v = self.line_farthest_ns;
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!(
+                "`line_farthest_ns` must be a number >= 0 (got {v})"
+            ));
+        }
+        Ok(())
+    }
+
     /// The description as the runner takes it (topology and costs only).
     fn job_machine(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
@@ -129,6 +145,8 @@ impl MachineFile {
         for (k, v) in self.costs() {
             m.insert(k.into(), v.into());
         }
+        m.insert("line_farthest_ns".into(), self.line_farthest_ns.into());
+        m.insert("probe_filter".into(), self.probe_filter.into());
         serde_json::Value::Object(m)
     }
 
@@ -146,13 +164,16 @@ impl MachineFile {
         for (k, v) in self.costs() {
             s += &format!("{k} = {v:.3}\n");
         }
+        s += &format!("line_farthest_ns = {:.3}\n", self.line_farthest_ns);
+        s += &format!("probe_filter = {}\n", self.probe_filter);
         s
     }
 }
 
 /// The shipped descriptions: name and file.
-pub const SHIPPED: [(&str, &str); 3] = [
+pub const SHIPPED: [(&str, &str); 4] = [
     ("opteron-48", include_str!("../machines/opteron-48.toml")),
+    ("opteron-8x6", include_str!("../machines/opteron-8x6.toml")),
     (
         "opteron-2s8c",
         include_str!("../machines/opteron-2s8c.toml"),
@@ -171,6 +192,7 @@ pub fn parse_machine(origin: &str, text: &str) -> Result<MachineFile, UsageError
         UsageError(format!("machine description {origin}{at}: {msg}"))
     })?;
     m.validate()
+        .and_then(|()| m.validate_coherence())
         .map_err(|e| UsageError(format!("machine description {origin}: {e}")))?;
     Ok(m)
 }
@@ -254,7 +276,7 @@ pub fn describe_this() -> MachineFile {
             calibrate::machine().cpu_model,
             cpus
         ),
-        source: "measured: rmw, fence, pause, line transfer (best round of the lab's probe), syscall, futex wake (waker and wake-up), context switch, yield, clock; typical, not measured: hit_ns, memory_ns, occupancy, slice_ns; one node".into(),
+        source: "measured: rmw, fence, pause, line transfer (best round of the lab's probe), syscall, futex wake (waker and wake-up), context switch, yield, clock; typical, not measured: hit_ns, memory_ns, slice_ns; occupancy 1 and a probe filter (one node: no probes to send) by the protocol; one node".into(),
         sockets: 1,
         nodes_per_socket: 1,
         cores_per_node: cpus,
@@ -265,8 +287,10 @@ pub fn describe_this() -> MachineFile {
         line_node_ns: transfer,
         line_socket_ns: transfer,
         line_remote_ns: transfer,
+        line_farthest_ns: transfer,
         memory_ns: 90.0,
-        occupancy: 0.5,
+        occupancy: 1.0,
+        probe_filter: true,
         syscall_ns,
         futex_wake_ns: waker_ns,
         wakeup_ns: calibrate::futex_wake_ns(),
@@ -733,6 +757,16 @@ pub fn predict(
     Ok((rows, cost))
 }
 
+/// One line under a prediction's title: what has been checked against published measurements, and
+/// what has not (see `predict --validate` and `docs/design/predict.md`).
+pub fn what_it_cannot_say(m: &MachineFile) -> String {
+    if m.name == "opteron-8x6" {
+        "checked: the ticket lock's collapse against Boyd-Wickizer 2012 (predict --validate); unvalidated: every other lock and workload (no published figure)".into()
+    } else {
+        "unvalidated: no published figure for this machine (predict --validate checks opteron-8x6's ticket-lock collapse); sleeping and rw locks nowhere".into()
+    }
+}
+
 /// The predicted table.
 pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
     use std::fmt::Write as _;
@@ -749,6 +783,7 @@ pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
         "PREDICTED (simulated, not measured) on {}: {}",
         m.name, m.what
     );
+    let _ = writeln!(out, "{}", what_it_cannot_say(m));
     let _ = writeln!(
         out,
         "{}  cs={}ns think={}ns{}  ({} cores, line transfer {:.0}/{:.0}/{:.0} ns node/socket/remote, {} ms virtual)",
@@ -1093,7 +1128,7 @@ mod tests {
         let huge = good.replace("cores_per_node = 6", "cores_per_node = 600");
         let e = parse_machine("f.toml", &huge).unwrap_err().0;
         assert!(e.contains("1 to 128"), "{e}");
-        let missing = good.replace("occupancy = 0.5\n", "");
+        let missing = good.replace("occupancy = 1.0\n", "");
         let e = parse_machine("f.toml", &missing).unwrap_err().0;
         assert!(e.contains("occupancy"), "{e}");
         let e = machine("no-such-machine").unwrap_err().0;

@@ -81,6 +81,72 @@ fn transfers_of_one_line_are_serialised() {
     assert_eq!(counter.load(Ordering::Relaxed), total);
 }
 
+/// `n` pollers (threads 1..=n, one core each) wait for thread 0's store; the virtual time after
+/// the store at which each has read it, in thread order.
+fn seen_after_store(m: &Machine, n: usize) -> Vec<f64> {
+    #[repr(align(64))]
+    struct Flag(AtomicU64);
+    let flag = Flag(AtomicU64::new(0));
+    let flag = &flag.0;
+    let r = run(m, n + 1, |t| {
+        if t == 0 {
+            work(5_000.0);
+            let at = peek();
+            // Release pairs with the pollers' Acquire loads.
+            flag.store(1, Ordering::Release);
+            return at;
+        }
+        // Acquire pairs with the Release store above.
+        while flag.load(Ordering::Acquire) == 0 {
+            pause();
+        }
+        peek()
+    })
+    .unwrap();
+    let at = r.threads[0].result;
+    r.threads[1..].iter().map(|t| t.result - at).collect()
+}
+
+#[test]
+fn rereads_of_a_written_line_are_served_one_whole_transfer_at_a_time() {
+    // One node of 8 cores: the 7 pollers' re-reads after the store queue at the line's home, each
+    // holding it for its whole transfer, so the last has the value 7 transfers after the store.
+    let mut m = machine();
+    m.sockets = 1;
+    m.cores_per_node = 8;
+    let mut seen = seen_after_store(&m, 7);
+    seen.sort_by(f64::total_cmp);
+    let last = seen[6];
+    assert!(
+        last >= 7.0 * m.line_node_ns * 0.98 && last <= 7.0 * m.line_node_ns + 4.0 * m.pause_ns,
+        "the last re-read: {last} ns after the store ({seen:?})"
+    );
+    // The first is one transfer after it.
+    assert!(seen[0] <= m.line_node_ns + 2.0 * m.pause_ns, "{seen:?}");
+}
+
+#[test]
+fn without_a_probe_filter_every_miss_waits_for_the_farthest_node() {
+    // Two cores of one node: with a probe filter the transfer is the node's; with broadcast probes
+    // the miss completes when the other socket's cores have answered too.
+    let mut m = machine();
+    let one = |m: &Machine| seen_after_store(m, 1)[0];
+    let near = one(&m);
+    assert!(
+        (m.line_node_ns * 0.98..=m.line_node_ns + 2.0 * m.pause_ns).contains(&near),
+        "probe filter: {near} ns"
+    );
+    m.probe_filter = false;
+    let broadcast = one(&m);
+    assert!(
+        (m.line_remote_ns * 0.98..=m.line_remote_ns + 2.0 * m.pause_ns).contains(&broadcast),
+        "broadcast: {broadcast} ns"
+    );
+    // On one node there is nobody farther to ask.
+    m.sockets = 1;
+    assert!(one(&m) <= m.line_node_ns + 2.0 * m.pause_ns);
+}
+
 #[test]
 fn threads_sharing_a_core_take_turns_by_time_slice() {
     let mut m = machine();
@@ -200,7 +266,7 @@ fn bad_machines_and_thread_counts_are_refused() {
 /// The runner, end to end: a job twice gives the same figures (all but the host's time).
 #[test]
 fn the_runner_is_deterministic() {
-    let job = r#"{"machine":{"sockets":2,"nodes_per_socket":1,"cores_per_node":2,"hit_ns":1,"rmw_ns":8,"fence_ns":15,"pause_ns":10,"line_node_ns":50,"line_socket_ns":80,"line_remote_ns":120,"memory_ns":90,"occupancy":0.5,"syscall_ns":150,"futex_wake_ns":1500,"wakeup_ns":4000,"ctx_switch_ns":1500,"yield_ns":300,"clock_ns":20,"slice_ns":3000000},
+    let job = r#"{"machine":{"sockets":2,"nodes_per_socket":1,"cores_per_node":2,"hit_ns":1,"rmw_ns":8,"fence_ns":15,"pause_ns":10,"line_node_ns":50,"line_socket_ns":80,"line_remote_ns":120,"line_farthest_ns":120,"memory_ns":90,"occupancy":1.0,"probe_filter":true,"syscall_ns":150,"futex_wake_ns":1500,"wakeup_ns":4000,"ctx_switch_ns":1500,"yield_ns":300,"clock_ns":20,"slice_ns":3000000},
         "workload":"rw","lock":"rwsem","threads":6,"cs_ns":200,"think_ns":300,"read_pct":50,"duration_ms":1,"seed":3}"#;
     let once = || {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_locklab-sim"))

@@ -30,10 +30,21 @@
 //! `line_socket_ns` across nodes of a socket, `line_remote_ns` across sockets): the time from a store
 //! to a spinning reader on the other core having the new value, invalidation and refetch together
 //! (what a ping-pong between two cores measures per one-way trip). A read-modify-write waits for
-//! its invalidations: the farthest copy's distance; a plain store does not (store buffer). Transfers of one line are serialised: each occupies the line's home
-//! for `occupancy` x its latency, and the next one starts when that ends. This serialisation is what
-//! makes a lock whose waiters all poll one line (a ticket lock) collapse as cores are added.
+//! its invalidations: the farthest copy's distance; a plain store does not (store buffer).
 //!
+//! Probes: with a probe filter ([`Machine::probe_filter`]) a miss asks the holder only, and a write
+//! invalidates the one other holder directly; a line two or more others share is invalidated by a
+//! probe to every node. Without one, every miss and every invalidation probes every node and
+//! completes when the farthest has answered (`line_farthest_ns` at least, on machines of more than
+//! one socket).
+//!
+//! Transactions on one line are serialised at its home: each miss or read-modify-write holds the
+//! home for `occupancy` x its latency (1 on the modelled protocols: the home takes the next request
+//! for the line only when the requester reports this one done), and the next starts when that ends.
+//! This is what makes a lock whose waiters all poll one line (a ticket lock) collapse as cores are
+//! added: every release and every new ticket invalidates every waiter's copy, their re-reads queue
+//! at the home one whole transfer each, and the next holder waits for its place in that queue.
+
 //! # Polling threads are not stepped
 //!
 //! A spinner re-reading a line it holds generates no traffic and cannot see anything new until
@@ -123,12 +134,22 @@ pub struct Machine {
     pub line_node_ns: f64,
     /// A line transfer between nodes of one socket.
     pub line_socket_ns: f64,
-    /// A line transfer between sockets.
+    /// A line transfer between sockets (the mean over the sockets' distances).
     pub line_remote_ns: f64,
+    /// A line transfer between the two sockets farthest apart: what a probe broadcast to every
+    /// node waits for (machines of more than one socket).
+    pub line_farthest_ns: f64,
     /// A line nobody caches, from memory.
     pub memory_ns: f64,
-    /// The share of a transfer's latency during which the line's home can serve no other transfer.
+    /// The share of a transaction's latency during which the line's home serves no other request
+    /// for that line (1: the home holds later requests until the requester reports the transaction
+    /// done, as AMD's HyperTransport protocol and directory protocols do).
     pub occupancy: f64,
+    /// Whether the home knows which cores hold a line (a probe filter or directory). Without one,
+    /// every miss and every write to a shared line probes every node and completes when the
+    /// farthest has answered. With one, a miss probes only the owner; a write to a line two or more
+    /// other cores share still probes every node (AMD's probe filter keeps no set of sharers).
+    pub probe_filter: bool,
     /// A system call that does little (a futex wait that sleeps, before it sleeps).
     pub syscall_ns: f64,
     /// The waker's cost of a futex wake that wakes someone.
@@ -164,8 +185,10 @@ impl Machine {
             line_node_ns: 50.0,
             line_socket_ns: 80.0,
             line_remote_ns: 120.0,
+            line_farthest_ns: 120.0,
             memory_ns: 90.0,
-            occupancy: 0.5,
+            occupancy: 1.0,
+            probe_filter: true,
             syscall_ns: 150.0,
             futex_wake_ns: 1_500.0,
             wakeup_ns: 4_000.0,
@@ -210,6 +233,7 @@ impl Machine {
             ("line_node_ns", self.line_node_ns),
             ("line_socket_ns", self.line_socket_ns),
             ("line_remote_ns", self.line_remote_ns),
+            ("line_farthest_ns", self.line_farthest_ns),
             ("memory_ns", self.memory_ns),
             ("occupancy", self.occupancy),
             ("syscall_ns", self.syscall_ns),
@@ -243,6 +267,22 @@ impl Machine {
 
     fn socket_of(&self, core: usize) -> usize {
         core / (self.cores_per_node * self.nodes_per_socket)
+    }
+
+    /// The farthest any core is from any other: what a probe broadcast to every node waits for (the
+    /// machine is symmetric: every core has cores at each distance its topology has).
+    fn farthest(&self) -> f64 {
+        let mut far: f64 = 0.0;
+        if self.cores_per_node > 1 {
+            far = far.max(self.line_node_ns);
+        }
+        if self.nodes_per_socket > 1 {
+            far = far.max(self.line_socket_ns);
+        }
+        if self.sockets > 1 {
+            far = far.max(self.line_remote_ns).max(self.line_farthest_ns);
+        }
+        far
     }
 
     /// The latency of a line transfer between two cores.
@@ -774,11 +814,20 @@ impl Engine {
                 if line.sharers & me != 0 {
                     return (m.hit_ns, true);
                 }
-                let lat = match line.owner {
+                let source = match line.owner {
                     Some(o) => m.distance(core, o as usize),
                     None if line.sharers != 0 => nearest(line.sharers),
                     None => m.memory_ns,
                 };
+                // Without a probe filter every node is probed and the miss completes when the
+                // farthest has answered, wherever the data comes from.
+                let lat = if m.probe_filter {
+                    source
+                } else {
+                    source.max(m.farthest())
+                };
+                // The home takes one request for the line at a time: this one waits for those
+                // before it and holds the line for its own share.
                 let start = t.max(line.busy_until);
                 line.busy_until = start + lat * m.occupancy;
                 line.owner = None;
@@ -796,21 +845,31 @@ impl Engine {
                 }
                 let others = line.sharers & !me;
                 if others == 0 {
-                    // Shared by us alone (exclusive, clean): a silent upgrade. Nobody's: from memory.
+                    // Shared by us alone (exclusive, clean): a silent upgrade. Nobody's: from memory
+                    // (after every node's probe answer, without a probe filter).
                     let lat = if line.sharers & me != 0 {
                         0.0
-                    } else {
+                    } else if m.probe_filter {
                         m.memory_ns
+                    } else {
+                        m.memory_ns.max(m.farthest())
                     };
                     line.owner = Some(core as u8);
                     line.sharers = me;
                     return (lat + op, lat == 0.0);
                 }
-                let lat = farthest(others);
+                // The invalidations: to the one other holder if the home knows it (a probe filter
+                // tracks an owner or a single sharer), else to every node, the farthest answering
+                // last.
+                let lat = if m.probe_filter && others.count_ones() == 1 {
+                    farthest(others)
+                } else {
+                    farthest(others).max(m.farthest())
+                };
                 let start = t.max(line.busy_until);
-                // A read-modify-write moves the line (data and ownership) and occupies its home; a
-                // plain store's invalidations do not hold up the transfer the reader then asks for
-                // (that transfer is the one that costs, and occupies).
+                // A read-modify-write moves the line (data and ownership) and holds its home; a
+                // plain store's invalidations do not hold up the re-read a reader then asks for
+                // (a transfer's latency is the two together: what a ping-pong measures, one way).
                 if kind == Access::Rmw {
                     line.busy_until = start + lat * m.occupancy;
                 }
