@@ -28,8 +28,10 @@
 //!
 //! # Output
 //! Each report is printed on standard error when found. With `LOCKLAB_LOCKDEP_OUT=PATH` (`%p`: the
-//! process id), every report of the process is also written there as a JSON array at exit and
-//! before an `exec`.
+//! process id), every report of the process is also written there as a JSON array at exit, before
+//! an `exec`, and under `abort` before the abort. The file is made empty when the process starts
+//! (and in a `fork` child), so a process that ended without writing it (killed by a signal,
+//! `_exit`) leaves an empty file: not a clean run.
 
 use crate::config;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
@@ -80,6 +82,8 @@ pub(crate) fn init() {
     }
     ld::set_mode(action);
     ld::set_address_formatter(name_site);
+    ld::set_abort_hook(write_before_abort);
+    mark_started();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a valid out-pointer and destructor; the constructor runs while the program has few
     // keys, so `pthread_setspecific` on this one never allocates.
@@ -290,14 +294,46 @@ pub(crate) fn after_fork_child() {
     if on() {
         FORKS.fetch_add(1, Ordering::Relaxed);
         ld::after_fork_child();
+        mark_started();
     }
 }
 
 /// At exit and before `exec`: the reports as JSON, if asked.
 pub(crate) fn write_out() {
-    let n = OUT_LEN.load(Ordering::Relaxed);
-    if !on() || n == 0 {
+    if !on() {
         return;
+    }
+    let Some(fd) = open_out() else { return };
+    ld::write_json_fd(fd);
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+}
+
+/// Under `LOCKLAB_LOCKDEP=abort`, after a report and before the abort: the reports so far (the
+/// validator's writer, its lock held).
+fn write_before_abort(write: &dyn Fn(c_int)) {
+    let Some(fd) = open_out() else { return };
+    write(fd);
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+}
+
+/// At the start of a process (the constructor, a `fork` child): the output file made empty, so a
+/// process that ends without writing its reports (a signal, `_exit`) leaves an empty file rather
+/// than none, and whoever reads the files can tell it was not checked to the end.
+fn mark_started() {
+    if let Some(fd) = open_out() {
+        // SAFETY: our descriptor.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// The output file (`LOCKLAB_LOCKDEP_OUT` with `%p` replaced), opened for writing and truncated;
+/// `None` if not asked, or (said on stderr) if it cannot be opened.
+fn open_out() -> Option<c_int> {
+    let n = OUT_LEN.load(Ordering::Relaxed);
+    if n == 0 {
+        return None;
     }
     // SAFETY: written before ON (Acquire in `on` is Relaxed, but init ran in the constructor on
     // this same process before any exit path).
@@ -325,9 +361,7 @@ pub(crate) fn write_out() {
     };
     if fd < 0 {
         crate::sys::write_stderr(b"liblocklab_pthread: cannot write LOCKLAB_LOCKDEP_OUT\n");
-        return;
+        return None;
     }
-    ld::write_json_fd(fd);
-    // SAFETY: our descriptor.
-    unsafe { libc::close(fd) };
+    Some(fd)
 }

@@ -95,7 +95,7 @@ mod report;
 mod table;
 
 #[cfg(unix)]
-pub use report::write_json_fd;
+pub use report::{set_abort_hook, write_json_fd};
 pub use report::{
     Report, ReportKind, Site, report_count, reports, reports_json, set_address_formatter,
 };

@@ -432,6 +432,13 @@ pub fn write_json_fd(fd: i32) {
     if !g.lock() {
         return;
     }
+    write_json_locked(g, fd);
+    g.unlock();
+}
+
+/// [`write_json_fd`] with the graph lock held by the caller.
+#[cfg(unix)]
+fn write_json_locked(g: &Graph, fd: i32) {
     let n = g.store.json_len.load(Ordering::Relaxed);
     let mut chunk = [0u8; 4096];
     let put = |b: &[u8]| {
@@ -456,7 +463,39 @@ pub fn write_json_fd(fd: i32) {
         i += k;
     }
     put(b"]\n");
-    g.unlock();
+}
+
+/// The function [`set_abort_hook`] set (null: none).
+static ABORT_HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Sets the function called under [`Action::Abort`] after a report is printed and before the
+/// process aborts, with a writer of every report so far as a JSON array to a descriptor (what
+/// [`write_json_fd`] writes; the validator's lock is held meanwhile, so the hook must not call
+/// [`write_json_fd`] itself). The preload library writes its `LOCKLAB_LOCKDEP_OUT` file there: a
+/// process that aborts on its first report leaves that report in its file.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// fn before_abort(write: &dyn Fn(i32)) {
+///     write(-1); // a bad descriptor: nothing written, no error
+/// }
+/// locklab::lockdep::set_abort_hook(before_abort);
+/// ```
+#[cfg(unix)]
+pub fn set_abort_hook(f: fn(&dyn Fn(i32))) {
+    // Release pairs with the Acquire in `run_abort_hook`.
+    ABORT_HOOK.store(f as *mut (), Ordering::Release);
+}
+
+#[cfg(unix)]
+fn run_abort_hook(g: &Graph) {
+    // Acquire pairs with the Release in `set_abort_hook`.
+    let f = ABORT_HOOK.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: set only by `set_abort_hook` from a `fn(&dyn Fn(i32))`.
+        let f: fn(&dyn Fn(i32)) = unsafe { core::mem::transmute::<*mut (), fn(&dyn Fn(i32))>(f) };
+        f(&|fd| write_json_locked(g, fd));
+    }
 }
 
 /// How many reports so far.
@@ -610,6 +649,10 @@ impl<'g> Rep<'g> {
         let text = read(s.text, self.text_start, end);
         to_stderr(&text);
         if mode() == Action::Abort {
+            // The report reaches the output file before the process ends (the lock is held:
+            // the composed report is complete, and no other report can start meanwhile).
+            #[cfg(unix)]
+            run_abort_hook(self.g);
             to_stderr(b"locklab lockdep: aborting (LOCKLAB_LOCKDEP=abort)\n");
             std::process::abort();
         }
