@@ -15,8 +15,11 @@
 //! # Modes
 //! Mutexes and spinlocks are taken for writing; a recursive mutex may be taken again by its holder,
 //! an error-checking mutex's relock returns `EDEADLK` (neither is reported); a non-owner's unlock of
-//! either is reported (glibc answers `EPERM`). A normal mutex may be unlocked by another thread (glibc
-//! allows it and programs rely on it): not reported, and the locking thread's record of it is dropped.
+//! either is reported (glibc answers `EPERM`), as is a non-owner's unlock of a robust mutex. A normal
+//! mutex may be unlocked by another thread (glibc allows it and programs rely on it): not reported,
+//! and the locking thread's record of it is dropped; but an unlock of a normal mutex that no thread
+//! holds (its lock word is free: a double unlock) is reported. A lock call that returns `EOWNERDEAD`
+//! (a robust mutex whose owner died) took the mutex: the caller holds it until its unlock.
 //! Readers of an rwlock of kind `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` wait behind queued
 //! writers (non-recursive readers); every other kind's readers are recursive.
 //!
@@ -83,6 +86,13 @@ pub(crate) fn init() {
     ld::set_mode(action);
     ld::set_address_formatter(name_site);
     ld::set_abort_hook(write_before_abort);
+    // A report names sites through `dladdr`, whose first call makes glibc bind a symbol lazily
+    // (the dynamic linker's resolver saves the vector registers: about 3 KiB of stack with
+    // AVX-512), and reads the program's path once: done here, so that a report composed in a
+    // signal handler on a small alternate stack needs neither.
+    // SAFETY: getauxval reads the auxiliary vector.
+    let _ = crate::stat::symbolise(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
+    make_path();
     mark_started();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a valid out-pointer and destructor; the constructor runs while the program has few
@@ -176,11 +186,22 @@ pub(crate) fn destroyed(obj: usize, r: c_int) -> c_int {
     r
 }
 
+/// glibc's robust bit of a mutex kind.
+const ROBUST: i32 = 16;
+
+/// Whether only the owner may unlock a mutex of `kind` (glibc answers `EPERM` to another thread):
+/// the recursive and error-checking kinds, and every robust one.
+fn owner_checked(kind: i32) -> bool {
+    kind & 3 == 1 || kind & 3 == 2 || kind & ROBUST != 0
+}
+
 /// `kind & 3` of a mutex: 1 recursive, 2 error-checking.
 fn mutex_flags(kind: i32) -> Flags {
     match kind & 3 {
         1 => Flags::RECURSIVE,
         2 => Flags::RELOCK_ERRORS,
+        // A robust normal mutex: only its owner unlocks it.
+        _ if kind & ROBUST != 0 => Flags::NONE,
         // Normal and adaptive: glibc lets any thread unlock them.
         _ => Flags::OWNERLESS,
     }
@@ -205,7 +226,7 @@ pub(crate) fn mutex_timed(m: *mut libc::pthread_mutex_t, site: usize, _: bool) {
 /// Before a mutex unlock.
 pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
     let kind = crate::mutex::M(m).kind();
-    if kind & 3 == 1 || kind & 3 == 2 {
+    if owner_checked(kind) {
         // An owner-checked kind: a non-owner's unlock fails, the owner still holds it.
         if !ld::release_owned(m as usize) {
             ld::unlock_not_held(
@@ -214,8 +235,16 @@ pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
                 Site::address(site),
             );
         }
-    } else {
-        ld::release(m as usize, Site::address(site));
+    } else if !ld::release(m as usize, Site::address(site))
+        && !crate::mutex::normal_is_held(crate::mutex::M(m))
+    {
+        // Another thread's unlock of a held normal mutex is legal (a binary semaphore); an unlock
+        // of a free one never is (a double unlock: the next one frees a lock someone else holds).
+        ld::unlock_free(
+            m as usize,
+            class(m as usize, Kind::Mutex, site),
+            Site::address(site),
+        );
     }
 }
 
@@ -273,10 +302,18 @@ pub(crate) fn unlock(obj: usize, site: usize) {
     ld::release(obj, Site::address(site));
 }
 
-/// An acquisition announced with a lock call that returned `r`: undone unless it succeeded.
+/// Whether a lock call that returned `r` took the lock: 0, or `EOWNERDEAD` (a robust mutex whose
+/// owner died: the caller holds it, to make it consistent and unlock; `ENOTRECOVERABLE` is not a
+/// hold).
+#[inline]
+pub(crate) fn took(r: c_int) -> bool {
+    r == 0 || r == libc::EOWNERDEAD
+}
+
+/// An acquisition announced with a lock call that returned `r`: undone unless it took the lock.
 #[inline]
 pub(crate) fn settle(obj: usize, r: c_int) -> c_int {
-    if r != 0 {
+    if !took(r) {
         ld::forget(obj);
     }
     r
@@ -294,6 +331,7 @@ pub(crate) fn after_fork_child() {
     if on() {
         FORKS.fetch_add(1, Ordering::Relaxed);
         ld::after_fork_child();
+        make_path();
         mark_started();
     }
 }
@@ -331,14 +369,41 @@ fn mark_started() {
 /// The output file (`LOCKLAB_LOCKDEP_OUT` with `%p` replaced), opened for writing and truncated;
 /// `None` if not asked, or (said on stderr) if it cannot be opened.
 fn open_out() -> Option<c_int> {
-    let n = OUT_LEN.load(Ordering::Relaxed);
-    if n == 0 {
+    if OUT_LEN.load(Ordering::Relaxed) == 0 {
         return None;
     }
-    // SAFETY: written before ON (Acquire in `on` is Relaxed, but init ran in the constructor on
-    // this same process before any exit path).
-    let tmpl = unsafe { &(&*OUT.0.get())[..n] };
-    let mut path = [0u8; OUT_MAX + 32];
+    // SAFETY: a NUL-terminated path, written by `make_path` while this process had one thread
+    // (the constructor, a fork child) and only read since. A static rather than a stack buffer:
+    // this also runs from a signal handler on a small alternate stack (a report under `abort`).
+    let fd = unsafe {
+        libc::open(
+            (*PATH.0.get()).as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        crate::sys::write_stderr(b"liblocklab_pthread: cannot write LOCKLAB_LOCKDEP_OUT\n");
+        return None;
+    }
+    Some(fd)
+}
+
+/// This process's output path: `LOCKLAB_LOCKDEP_OUT` with `%p` replaced, NUL-terminated.
+struct Path(core::cell::UnsafeCell<[u8; OUT_MAX + 33]>);
+// SAFETY: written by `make_path` only while the process has one thread, read after.
+unsafe impl Sync for Path {}
+static PATH: Path = Path(core::cell::UnsafeCell::new([0; OUT_MAX + 33]));
+
+/// Fills [`PATH`] for this process (the constructor, and a fork child: one thread each time).
+fn make_path() {
+    let n = OUT_LEN.load(Ordering::Relaxed);
+    if n == 0 {
+        return;
+    }
+    // SAFETY: the template is written in `init` before this; the path only here, while the
+    // process has one thread (see `PATH`).
+    let (tmpl, path) = unsafe { (&(&*OUT.0.get())[..n], &mut *PATH.0.get()) };
     let mut k = 0;
     let mut i = 0;
     while i < tmpl.len() {
@@ -351,17 +416,4 @@ fn open_out() -> Option<c_int> {
         }
     }
     path[k] = 0;
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr().cast(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
-    if fd < 0 {
-        crate::sys::write_stderr(b"liblocklab_pthread: cannot write LOCKLAB_LOCKDEP_OUT\n");
-        return None;
-    }
-    Some(fd)
 }

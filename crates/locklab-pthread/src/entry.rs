@@ -249,7 +249,7 @@ macro_rules! counted_try {
                     // SAFETY: the caller's object.
                     unsafe { $try($o) }
                 };
-                if r == 0 {
+                if dep::took(r) {
                     $dep($o, site, true);
                 }
                 r

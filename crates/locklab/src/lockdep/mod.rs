@@ -41,8 +41,9 @@
 //!   neither allows it (a recursive mutex) nor refuses it with an error (an error-checking mutex);
 //!   a write lock taken while the thread holds a read lock of the same rwlock;
 //! - **recursive read of a non-recursive rwlock**: a reader of a writer-preferring class takes it
-//!   again, and some thread takes the class for writing (then a writer that queues between the two
-//!   reads blocks the second, and itself waits for the first): reported when both have been seen;
+//!   again, blocking (a writer that queues between the two reads blocks the second, and itself
+//!   waits for the first): reported at once, as the kernel does, whether or not a writer of the
+//!   class was seen in this run (it may come in another);
 //! - **RCU**: `synchronize` (or `barrier`) of a domain inside a read section of that domain (a
 //!   recursive-locking report of the domain's class), and a lock held across `synchronize` that is
 //!   also taken inside the domain's readers (a cycle through the domain's class: readers are
@@ -685,9 +686,24 @@ impl Graph {
     /// off rather than wedge the program.
     #[must_use]
     fn lock(&self) -> bool {
+        // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
+        if self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return true;
+        }
+        self.lock_slow()
+    }
+    /// [`Graph::lock`] when busy: out of line, so the common path's frame stays small (it runs on
+    /// signal handlers' stacks).
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) -> bool {
         let mut since: Option<std::time::Instant> = None;
         loop {
-            // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
+            // Acquire as in `lock`.
             if self
                 .lock
                 .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -1519,9 +1535,12 @@ fn recursive_read(g: &Graph, class: u32, held_site: usize, site: usize) {
         c.rr_held.store(held_site as u64, Ordering::Relaxed);
         c.rr_site.store(site as u64, Ordering::Relaxed);
         // AcqRel: the sites are written before the flag (Release), and the written flag seen
-        // (Acquire) pairs with `note_mode`'s fetch_or.
+        // (Acquire) pairs with `note_mode`'s fetch_or (the report names a writer's site if one
+        // is known).
         let old = c.flags.fetch_or(FLAG_RR, Ordering::AcqRel);
-        if old & FLAG_WRITTEN != 0 && old & FLAG_RR == 0 {
+        if old & FLAG_RR == 0 {
+            // Reported at once, as the kernel does: the writer that deadlocks it may come in
+            // another run, or from another program sharing the lock.
             report_rr(g, class);
         }
     }
@@ -1567,8 +1586,8 @@ fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usi
         .get(key)
         .is_some_and(|e| g.edge(e as u32).types.load(Ordering::Relaxed) & (1 << t) != 0);
     if !known {
-        if let Some(path) = search(g, h.class, class, t) {
-            report::cycle(g, h, class, mode, site, &path);
+        if let Some((end, start)) = search(g, h.class, class, t) {
+            report_cycle(g, h, class, mode, site, end, start);
         }
         record_edge(g, key, h.class, class, t, h.site, site);
     }
@@ -1605,16 +1624,48 @@ fn record_edge(g: &Graph, key: u64, from: u32, to: u32, t: usize, held_site: usi
     e.types.fetch_or(1 << t, Ordering::Release);
 }
 
+/// Reports the cycle that the path `start ~> end` of the last search closes (graph lock held).
+/// Out of line: the path lives in this frame only while a report is composed, not in every
+/// dependency check's (which may run on a signal handler's small stack).
+#[cold]
+#[inline(never)]
+fn report_cycle(
+    g: &Graph,
+    h: &Held,
+    class: u32,
+    mode: Mode,
+    site: usize,
+    end: usize,
+    start: usize,
+) {
+    let mut path = Path {
+        steps: [Step(0); 32],
+        n: 0,
+        more: 0,
+    };
+    path.fill(g, end, start);
+    report::cycle(g, h, class, mode, site, &path);
+}
+
 /// One step of a path: an edge index (+1) and the dependency type taken.
 #[derive(Clone, Copy)]
-struct Step {
-    edge: u32,
-    t: usize,
+struct Step(u32);
+
+impl Step {
+    /// The edge's index (+1).
+    fn edge(self) -> u32 {
+        self.0 >> 2
+    }
+    /// The dependency type, 0..4.
+    fn t(self) -> usize {
+        (self.0 & 3) as usize
+    }
 }
 
 /// Searches (breadth first) for a path `to ~> from` that makes the new dependency `from -(t)-> to`
 /// close a strong cycle. Graph lock held.
-fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
+/// Returns the search states at the path's two ends, for [`Path::fill`].
+fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<(usize, usize)> {
     let stamp = g.stamp.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
     let stamp = if stamp == 0 {
         // Wrapped: clear the stamps once every 4 billion searches.
@@ -1657,7 +1708,7 @@ fn search(g: &Graph, from: u32, to: u32, t: usize) -> Option<Path> {
                         (s as u64) << 32 | u64::from(ei) << 2 | et as u64,
                         Ordering::Relaxed,
                     );
-                    return Some(Path::from_parents(g, ns, start));
+                    return Some((ns, start));
                 }
                 if g.visited[ns].load(Ordering::Relaxed) != stamp && tail < g.queue.len() {
                     g.visited[ns].store(stamp, Ordering::Relaxed);
@@ -1684,18 +1735,17 @@ struct Path {
 }
 
 impl Path {
-    fn from_parents(g: &Graph, end: usize, start: usize) -> Path {
-        let mut rev = [Step { edge: 0, t: 0 }; 32];
+    /// The path `start ~> end` from the search's parent links, in order (the last 32 steps of
+    /// a longer one). In place, one array of 4-byte steps: this runs on the stack of whatever took
+    /// the lock, a signal handler's small alternate stack included.
+    fn fill(&mut self, g: &Graph, end: usize, start: usize) {
         let (mut n, mut total) = (0, 0);
         let mut s = end;
         while s != start {
             let p = g.parent[s].load(Ordering::Relaxed);
-            let step = Step {
-                edge: ((p as u32) >> 2),
-                t: (p & 3) as usize,
-            };
             if n < 32 {
-                rev[n] = step;
+                // The edge index (+1) and type, as `search` packed them in the low half.
+                self.steps[n] = Step(p as u32);
                 n += 1;
             }
             total += 1;
@@ -1704,15 +1754,9 @@ impl Path {
                 break;
             }
         }
-        let mut steps = [Step { edge: 0, t: 0 }; 32];
-        for i in 0..n {
-            steps[i] = rev[n - 1 - i];
-        }
-        Path {
-            steps,
-            n,
-            more: total - n,
-        }
+        self.steps[..n].reverse();
+        self.n = n;
+        self.more = total - n;
     }
 }
 
@@ -1978,6 +2022,22 @@ pub fn held_count() -> usize {
 /// locklab::lockdep::unlock_not_held(0x40, C.id(), locklab::lockdep::Site::caller());
 /// ```
 pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
+    unlock_misuse(obj, class, site, "unlock of a lock this thread does not hold");
+}
+
+/// Reports an unlock, at `site`, of the lock at `obj` of class `class` that no thread holds (a
+/// double unlock): misuse for every kind, even one any thread may unlock (kind `unlock-not-held`).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("unlock-free-doc");
+/// locklab::lockdep::unlock_free(0x41, C.id(), locklab::lockdep::Site::caller());
+/// ```
+pub fn unlock_free(obj: usize, class: u32, site: Site) {
+    unlock_misuse(obj, class, site, "unlock of a lock no thread holds");
+}
+
+fn unlock_misuse(obj: usize, class: u32, site: Site, title: &str) {
     let site = site.0;
     if class == 0 || !enabled() {
         return;
@@ -1988,7 +2048,7 @@ pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
             report::misuse(
                 g,
                 ReportKind::UnlockNotHeld,
-                "unlock of a lock this thread does not hold",
+                title,
                 class,
                 obj,
                 site,

@@ -440,7 +440,9 @@ pub fn write_json_fd(fd: i32) {
 #[cfg(unix)]
 fn write_json_locked(g: &Graph, fd: i32) {
     let n = g.store.json_len.load(Ordering::Relaxed);
-    let mut chunk = [0u8; 4096];
+    // Small: under `abort` this runs on the stack of the thread that found the problem, maybe a
+    // signal handler's alternate stack.
+    let mut chunk = [0u8; 256];
     let put = |b: &[u8]| {
         let mut b = b;
         while !b.is_empty() {
@@ -705,7 +707,7 @@ pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: u
         || g.class(h.class).kind() == Kind::Rcu
         || path.steps[..path.n]
             .iter()
-            .any(|s| g.class(g.edge(s.edge).to.load(Ordering::Relaxed)).kind() == Kind::Rcu);
+            .any(|s| g.class(g.edge(s.edge()).to.load(Ordering::Relaxed)).kind() == Kind::Rcu);
     let title = if rcu {
         "possible deadlock through an RCU grace period (a lock held across synchronize is taken in a reader)"
     } else {
@@ -740,9 +742,9 @@ pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: u
         tid(),
     );
     for s in &path.steps[..path.n] {
-        let e = g.edge(s.edge);
+        let e = g.edge(s.edge());
         let (from, to) = (e.from.load(Ordering::Relaxed), e.to.load(Ordering::Relaxed));
-        let es = &e.sites[s.t];
+        let es = &e.sites[s.t()];
         let (hs, as_, et) = (
             es.held_site.load(Ordering::Relaxed),
             es.acq_site.load(Ordering::Relaxed),
@@ -752,12 +754,12 @@ pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: u
         r.class(from);
         let _ = r.t().write_str(" -> ");
         r.class(to);
-        let fm = if s.t & 2 != 0 {
+        let fm = if s.t() & 2 != 0 {
             Mode::Read
         } else {
             Mode::Write
         };
-        let tm = mode_of(s.t & 1, Mode::Write);
+        let tm = mode_of(s.t() & 1, Mode::Write);
         let _ = write!(r.t(), "\n         held ({}) since ", fm.name());
         let _ = site(&mut r.t(), hs);
         let _ = write!(r.t(), ", took ({}) at ", tm.name());
@@ -851,14 +853,18 @@ pub(super) fn recursive_read(g: &Graph, class: u32) {
             .t()
             .write_str("\nwhile it already held it for reading, taken at ");
         let _ = site(&mut r.t(), hs);
-        let _ = r.t().write_str("\nand writers take it, e.g. at ");
-        let _ = site(&mut r.t(), ws);
+        if ws != 0 {
+            let _ = r.t().write_str("\nand writers take it, e.g. at ");
+            let _ = site(&mut r.t(), ws);
+        }
         let _ = r.t().write_str(
             "\nA writer that queues between the two reads blocks the second one (the lock prefers \
              writers) and itself waits for the first: both wait for ever.\n",
         );
         r.json_step(Some((class, Mode::Read, hs)), (class, Mode::Read, rs), 0);
-        r.json_step(None, (class, Mode::Write, ws), 0);
+        if ws != 0 {
+            r.json_step(None, (class, Mode::Write, ws), 0);
+        }
         r.end();
     });
 }
