@@ -24,10 +24,12 @@
 //! writers (non-recursive readers); every other kind's readers are recursive.
 //!
 //! # Signals
-//! With lockdep on, `sigaction` and `signal` install the program's handlers behind a wrapper that
-//! tells the validator a handler of that signal is running (the query returns the program's own
-//! handler, as it set it); a lock taken in a handler is checked against where its class is held
-//! with that signal unblocked.
+//! With lockdep on, `sigaction`, `signal` and the like install the program's handlers behind a
+//! wrapper that tells the validator a handler of that signal is running (everything else as the
+//! program asked: flags, mask, glibc's own `signal` semantics; queries return the program's own
+//! handler); a lock taken in a handler is checked against every hold of its class with that signal
+//! unblocked (each hold's mask counts, not only the first's; a thread's mask is read once per
+//! change, the mask calls being wrapped too).
 //!
 //! # Output
 //! Each report is printed on standard error when found. With `LOCKLAB_LOCKDEP_OUT=PATH` (`%p`: the
@@ -86,6 +88,8 @@ pub(crate) fn init() {
     ld::set_mode(action);
     ld::set_address_formatter(name_site);
     ld::set_abort_hook(write_before_abort);
+    // `signals` wraps the mask calls: each thread's mask is read once per change.
+    ld::track_signal_mask();
     // A report names sites through `dladdr`, whose first call makes glibc bind a symbol lazily
     // (the dynamic linker's resolver saves the vector registers: about 3 KiB of stack with
     // AVX-512), and reads the program's path once: done here, so that a report composed in a

@@ -11,6 +11,10 @@
 //! handler, `sigset`'s `SIG_HOLD`). Every query (an old action, the returned old handler) answers
 //! the program's handler where the wrapper is installed; `SIG_IGN` and `SIG_DFL` pass through.
 //! `siginterrupt` needs no wrapper (glibc's keeps whatever handler is installed).
+//!
+//! `pthread_sigmask` and `sigprocmask` are glibc's, and then tell the validator the thread's mask
+//! changed ([`locklab::lockdep::signal_mask_changed`]): it reads a thread's mask once per change,
+//! not at every hold it needs it for.
 
 use crate::{dep, real};
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -87,6 +91,8 @@ fn wraps(sig: c_int, h: usize) -> bool {
 /// and undoes the record if `call` says it failed. Returns `call`'s result.
 fn install<R>(sig: c_int, h: usize, call: impl FnOnce() -> R, failed: impl Fn(&R) -> bool) -> R {
     let i = sig as usize;
+    // The validator watches the signal's unblocked holds from now on.
+    locklab::lockdep::watch_signal(sig);
     let prev = USER[i].load(Ordering::Relaxed);
     // Release pairs with the wrappers' Acquire: a delivery that finds a wrapper installed finds
     // its handler (stored before the wrapper is).
@@ -247,4 +253,41 @@ pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
         return unsafe { real::sigset(sig, h) };
     }
     signal_like(sig, h, real::sigset)
+}
+
+/// `pthread_sigmask`: glibc's; with lockdep on, the validator's reading of this thread's mask is
+/// dropped.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { real::pthread_sigmask(how, set, old) };
+    if dep::on() && !set.is_null() {
+        locklab::lockdep::signal_mask_changed();
+    }
+    r
+}
+
+/// `sigprocmask`: as [`pthread_sigmask`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { real::sigprocmask(how, set, old) };
+    if dep::on() && !set.is_null() {
+        locklab::lockdep::signal_mask_changed();
+    }
+    r
 }

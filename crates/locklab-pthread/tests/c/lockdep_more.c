@@ -295,11 +295,11 @@ int main(int argc, char **argv) {
         hold_g(1);
         raise(SIGUSR1);
         hold_g(0); /* held with SIGUSR1 unblocked: its handler could interrupt the holder */
-    } else if (!strcmp(s, "sig_first_unblocked_blocked_later")) {
-        hold_g(1);
-        hold_g(1);
+    } else if (!strcmp(s, "sig_unblocked_before_handler")) {
+        hold_g(0); /* no handler yet: nothing can interrupt this hold */
         signal(SIGUSR1, on_usr1_g);
         raise(SIGUSR1);
+        hold_g(1); /* from now on only with SIGUSR1 blocked */
         hold_g(1);
     } else {
         fprintf(stderr, "unknown scenario %s\n", s);

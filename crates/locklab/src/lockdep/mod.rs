@@ -480,7 +480,8 @@ struct ClassInfo {
     /// Signals whose handlers took the class (bit n-1 for signal n), and the first such site.
     sig_in: AtomicU64,
     sig_in_site: AtomicU64,
-    /// Signals unblocked where the class was first held outside a handler, and that site.
+    /// Signals unblocked somewhere the class was held outside a handler (accumulated over holds),
+    /// and a site of such a hold.
     sig_out: AtomicU64,
     sig_out_site: AtomicU64,
 }
@@ -493,7 +494,8 @@ const FLAG_RR: u32 = 2;
 const FLAG_RR_REPORTED: u32 = 4;
 /// Two instances of the class were held together.
 const FLAG_NESTS_SELF: u32 = 8;
-/// Held outside a signal handler (`sig_out` is set).
+/// Held outside a signal handler, and `sig_out` already has every watched signal ([`WATCH`]):
+/// nothing more to learn from this class's holds (cleared when a signal is first watched).
 const FLAG_SIG_OUT: u32 = 16;
 /// The signal rule was reported.
 const FLAG_SIG_REPORTED: u32 = 32;
@@ -1161,6 +1163,10 @@ struct Tls {
     /// The signal of the innermost handler, and the stack pointer at its entry.
     sig_no: AtomicI32,
     sig_sp: AtomicUsize,
+    /// This thread's blocked signals as last read, valid while `mask_known` (see
+    /// [`signal_mask_changed`]).
+    mask: AtomicU64,
+    mask_known: AtomicBool,
 }
 
 std::thread_local! {
@@ -1180,6 +1186,8 @@ std::thread_local! {
         sig: AtomicU32::new(0),
         sig_no: AtomicI32::new(0),
         sig_sp: AtomicUsize::new(0),
+        mask: AtomicU64::new(0),
+        mask_known: AtomicBool::new(false),
     } };
 }
 
@@ -1523,7 +1531,7 @@ fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, x: &Tls) {
     if x.sig.load(Ordering::Relaxed) > 0 {
         in_signal(g, class, x, site);
     } else if f & FLAG_SIG_OUT == 0 {
-        held_outside_signal(g, class, site);
+        held_outside_signal(g, class, site, x);
     }
 }
 
@@ -2203,8 +2211,13 @@ pub fn signal_handler<R>(sig: i32, f: impl FnOnce() -> R) -> R {
 pub fn signal_enter(sig: i32) -> u64 {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
+    if (1..=64).contains(&sig) && WATCH.load(Ordering::Relaxed) & 1 << (sig - 1) == 0 {
+        watch_signal(sig);
+    }
     THREAD
         .try_with(|x| {
+            // The handler runs with another mask, and may leave by `siglongjmp` with it.
+            x.mask_known.store(false, Ordering::Relaxed);
             let depth = x.sig.load(Ordering::Relaxed);
             let saved = u64::from(depth) << 32 | x.sig_no.load(Ordering::Relaxed) as u32 as u64;
             x.sig_no.store(sig, Ordering::Relaxed);
@@ -2226,6 +2239,7 @@ pub fn signal_leave(saved: u64) {
         // The handler's locks come before these stores (as in `signal_enter`).
         compiler_fence(Ordering::SeqCst);
         let depth = (saved >> 32) as u32;
+        x.mask_known.store(false, Ordering::Relaxed);
         x.sig.store(depth, Ordering::Relaxed);
         x.sig_no.store(saved as u32 as i32, Ordering::Relaxed);
         if depth == 0 {
@@ -2248,31 +2262,127 @@ fn in_signal(g: &Graph, class: u32, x: &Tls, site: usize) {
     let c = g.class(class);
     if c.sig_in.load(Ordering::Relaxed) & bit == 0 {
         c.sig_in_site.store(site as u64, Ordering::Relaxed);
-        // AcqRel pairs with `held_outside_signal`'s Acquire load: the site is written first.
-        c.sig_in.fetch_or(bit, Ordering::AcqRel);
+        // SeqCst, as the loads below and in `held_outside_signal`: of a handler's hold and an
+        // unblocked hold elsewhere racing, at least one sees the other's bit (and the site written
+        // before it) and reports.
+        c.sig_in.fetch_or(bit, Ordering::SeqCst);
     }
-    // Acquire pairs with the AcqRel fetch_or in `held_outside_signal`: its mask and site are written.
-    if c.flags.load(Ordering::Acquire) & FLAG_SIG_OUT != 0
-        && c.sig_out.load(Ordering::Relaxed) & bit != 0
-    {
+    if c.sig_out.load(Ordering::SeqCst) & bit != 0 {
         report_signal(g, class, sig);
     }
 }
 
-#[cold]
-#[inline(never)]
-fn held_outside_signal(g: &Graph, class: u32, site: usize) {
-    let c = g.class(class);
-    let unblocked = !blocked_signals();
-    c.sig_out.store(unblocked, Ordering::Relaxed);
-    c.sig_out_site.store(site as u64, Ordering::Relaxed);
-    // Release: the mask and site are written before the flag.
-    let old = c.flags.fetch_or(FLAG_SIG_OUT, Ordering::AcqRel);
-    if old & FLAG_SIG_OUT != 0 {
+/// Signals with a program handler behind the validator (bit n-1 for signal n): what a hold's
+/// blocked mask is read for.
+static WATCH: AtomicU64 = AtomicU64::new(0);
+
+/// The blocked masks come from a caller that calls [`signal_mask_changed`] whenever a thread's
+/// mask changes (the preload library): each thread's last reading is kept until then.
+static MASK_TRACKED: AtomicBool = AtomicBool::new(false);
+
+/// Watches signal `sig`: a handler of it is installed (the preload library calls this before
+/// installing one; [`signal_enter`] does it for any other). From now on the holds of each class are
+/// checked for `sig` being unblocked until one is (each thread's blocked mask is read, or its
+/// last reading reused, see [`track_signal_mask`]), so a class held with `sig` blocked at first and
+/// unblocked later is seen, and one held with it always blocked is never reported.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::watch_signal(10);
+/// ```
+pub fn watch_signal(sig: i32) {
+    if !(1..=64).contains(&sig) {
         return;
     }
-    // Acquire pairs with the AcqRel fetch_or in `in_signal`.
-    let inside = c.sig_in.load(Ordering::Acquire) & unblocked;
+    let bit = 1u64 << (sig - 1);
+    // SeqCst: a hold that reads the new watch set (SeqCst in `held_outside_signal`) either comes
+    // after the classes' flags are cleared below, or its own flag is cleared by them.
+    if WATCH.fetch_or(bit, Ordering::SeqCst) & bit != 0 {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let n = (g.n_classes.load(Ordering::Relaxed) as usize + 1).min(MAX_CLASSES);
+    let mut cleared = false;
+    for id in 1..n {
+        let c = g.class(id as u32);
+        if c.flags.load(Ordering::Relaxed) & FLAG_SIG_OUT != 0
+            && c.sig_out.load(Ordering::Relaxed) & bit == 0
+        {
+            c.flags.fetch_and(!FLAG_SIG_OUT, Ordering::Relaxed);
+            cleared = true;
+        }
+    }
+    if cleared {
+        // Release pairs with the Acquire in `acquire_object`: the threads' caches of the class
+        // facts start over.
+        OBJ_EPOCH.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Says that the caller calls [`signal_mask_changed`] on every change of a thread's blocked signals
+/// (the preload library, which wraps `pthread_sigmask` and `sigprocmask`): each thread then reads
+/// its mask (a system call) once per change rather than at every hold that needs it.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::track_signal_mask();
+/// ```
+pub fn track_signal_mask() {
+    MASK_TRACKED.store(true, Ordering::Relaxed);
+}
+
+/// The calling thread's blocked signals changed (or may have): its kept reading is dropped.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::signal_mask_changed();
+/// ```
+pub fn signal_mask_changed() {
+    let _ = THREAD.try_with(|x| x.mask_known.store(false, Ordering::Relaxed));
+}
+
+/// The calling thread's blocked signals: its kept reading if valid, else read (and kept).
+fn thread_blocked(x: &Tls) -> u64 {
+    if MASK_TRACKED.load(Ordering::Relaxed) && x.mask_known.load(Ordering::Relaxed) {
+        return x.mask.load(Ordering::Relaxed);
+    }
+    let m = blocked_signals();
+    x.mask.store(m, Ordering::Relaxed);
+    // A handler that interrupts from here on marks it unknown after this (same thread).
+    compiler_fence(Ordering::SeqCst);
+    x.mask_known.store(true, Ordering::Relaxed);
+    m
+}
+
+/// A hold of `class` outside any handler, while the class may still have something to learn:
+/// the signals unblocked here are added to the class's, and a signal newly seen unblocked whose
+/// handler took the class is reported.
+#[cold]
+#[inline(never)]
+fn held_outside_signal(g: &Graph, class: u32, site: usize, x: &Tls) {
+    let c = g.class(class);
+    // SeqCst: see `watch_signal`.
+    let watch = WATCH.load(Ordering::SeqCst);
+    // Only signals with a handler count: a hold before the handler exists cannot be interrupted
+    // by it.
+    let unblocked = !thread_blocked(x) & watch;
+    let have = c.sig_out.load(Ordering::SeqCst);
+    let new = unblocked & !have;
+    if new != 0 {
+        if have == 0 || c.sig_in.load(Ordering::SeqCst) & new != 0 {
+            // The site a report names (written before the bits: see `in_signal`).
+            c.sig_out_site.store(site as u64, Ordering::Relaxed);
+        }
+        // SeqCst: see `in_signal`.
+        c.sig_out.fetch_or(new, Ordering::SeqCst);
+    }
+    if (have | unblocked) & watch == watch {
+        // Every watched signal seen unblocked: later holds have nothing to add (until another
+        // signal is watched).
+        c.flags.fetch_or(FLAG_SIG_OUT, Ordering::Relaxed);
+    }
+    // SeqCst: see `in_signal`.
+    let inside = c.sig_in.load(Ordering::SeqCst) & new;
     if inside != 0 {
         report_signal(g, class, inside.trailing_zeros() as i32 + 1);
     }
