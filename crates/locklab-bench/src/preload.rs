@@ -317,11 +317,16 @@ static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0
 /// A `SIGUSR1` was passed on: print the snapshot tables once the program has written them.
 static SNAPSHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Signals that came before the child was known (bit n for signal n), passed on once it is.
+static PENDING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 extern "C" fn forward(sig: libc::c_int) {
     let pid = CHILD.load(std::sync::atomic::Ordering::Relaxed);
     if pid > 0 {
         // SAFETY: kill is async-signal-safe.
         unsafe { libc::kill(pid, sig) };
+    } else if (0..64).contains(&sig) {
+        PENDING.fetch_or(1 << sig, std::sync::atomic::Ordering::Relaxed);
     }
     if sig == libc::SIGUSR1 {
         SNAPSHOT.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -504,6 +509,15 @@ pub fn run_supervised(
     for (k, v) in choices.env() {
         c.env(k, v);
     }
+    // The forwarders before the spawn: a signal sent as soon as the program runs (it may be quick
+    // to say so) must not find the lab with the default action and kill it. Caught signals go back
+    // to their defaults in the program at its exec; until the child is known, nothing is passed on.
+    // SAFETY: installing handlers that only call kill and store a flag.
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2] {
+            libc::signal(sig, forward as *const () as libc::sighandler_t);
+        }
+    }
     let child = match c.spawn() {
         Ok(ch) => ch,
         Err(err) => {
@@ -518,11 +532,15 @@ pub fn run_supervised(
     };
     let mut child = child;
     CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: installing handlers that only call kill, and ignoring two signals.
+    // What came before the line above (the handler runs on this thread, so it has finished).
+    let pending = PENDING.swap(0, std::sync::atomic::Ordering::Relaxed);
+    for sig in (1..64).filter(|s| pending & 1 << s != 0) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+    }
+    // Ignored only now: an ignored signal stays ignored across the program's exec.
+    // SAFETY: ignoring two signals.
     unsafe {
-        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2] {
-            libc::signal(sig, forward as *const () as libc::sighandler_t);
-        }
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }

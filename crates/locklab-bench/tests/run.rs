@@ -339,7 +339,10 @@ int main(void) {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("lockdep: 1 report (1 circular-dependency)"), "{err}");
+    assert!(
+        err.contains("lockdep: 1 report (1 circular-dependency)"),
+        "{err}"
+    );
     assert!(err.contains("killed by SIGABRT"), "{err}");
     assert!(!err.contains("no potential deadlock"), "{err}");
     let doc: serde_json::Value =

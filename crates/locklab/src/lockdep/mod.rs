@@ -95,11 +95,11 @@
 mod report;
 mod table;
 
-#[cfg(unix)]
-pub use report::{set_abort_hook, write_json_fd};
 pub use report::{
     Report, ReportKind, Site, report_count, reports, reports_json, set_address_formatter,
 };
+#[cfg(unix)]
+pub use report::{set_abort_hook, write_json_fd};
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{
@@ -2030,7 +2030,12 @@ pub fn held_count() -> usize {
 /// locklab::lockdep::unlock_not_held(0x40, C.id(), locklab::lockdep::Site::caller());
 /// ```
 pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
-    unlock_misuse(obj, class, site, "unlock of a lock this thread does not hold");
+    unlock_misuse(
+        obj,
+        class,
+        site,
+        "unlock of a lock this thread does not hold",
+    );
 }
 
 /// Reports an unlock, at `site`, of the lock at `obj` of class `class` that no thread holds (a
@@ -2053,15 +2058,7 @@ fn unlock_misuse(obj: usize, class: u32, site: Site, title: &str) {
     let Some(g) = graph() else { return };
     let _ = with_thread(|_, _| {
         if g.first_report(table::mix(site as u64 ^ 0x0dd) ^ u64::from(class)) {
-            report::misuse(
-                g,
-                ReportKind::UnlockNotHeld,
-                title,
-                class,
-                obj,
-                site,
-                None,
-            );
+            report::misuse(g, ReportKind::UnlockNotHeld, title, class, obj, site, None);
         }
     });
 }

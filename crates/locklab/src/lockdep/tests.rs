@@ -322,7 +322,11 @@ fn block(sig: i32, on: bool) {
         let mut set: libc::sigset_t = core::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, sig);
-        let how = if on { libc::SIG_BLOCK } else { libc::SIG_UNBLOCK };
+        let how = if on {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
         libc::pthread_sigmask(how, &set, core::ptr::null_mut());
     }
 }
@@ -342,10 +346,16 @@ fn every_hold_counts_for_the_signal_rule() {
         lock(0x1310, b);
         unlock(0x1310);
     });
-    assert_eq!(count(ReportKind::SignalUnsafe, "t-sig-later", "t-sig-later"), 0);
+    assert_eq!(
+        count(ReportKind::SignalUnsafe, "t-sig-later", "t-sig-later"),
+        0
+    );
     lock(0x1310, b);
     unlock(0x1310);
-    assert_eq!(count(ReportKind::SignalUnsafe, "t-sig-later", "t-sig-later"), 1);
+    assert_eq!(
+        count(ReportKind::SignalUnsafe, "t-sig-later", "t-sig-later"),
+        1
+    );
     // Held unblocked only before the signal had a handler, blocked since: safe.
     static C: LockClass = LockClass::new("t-sig-before");
     let c = class(&C);
@@ -362,7 +372,10 @@ fn every_hold_counts_for_the_signal_rule() {
         unlock(0x1320);
     }
     block(41, false);
-    assert_eq!(count(ReportKind::SignalUnsafe, "t-sig-before", "t-sig-before"), 0);
+    assert_eq!(
+        count(ReportKind::SignalUnsafe, "t-sig-before", "t-sig-before"),
+        0
+    );
 }
 
 #[test]
