@@ -255,6 +255,20 @@ pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
     signal_like(sig, h, real::sigset)
 }
 
+/// Finds glibc's async-signal-safe calls wrapped here now (the constructor): a program may call them
+/// first inside a signal handler, where looking a function up (which takes the dynamic linker's
+/// lock) could deadlock.
+pub(crate) fn init() {
+    // SAFETY: queries (null new set or action) with valid out-pointers: nothing changes.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        real::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut set);
+        real::sigprocmask(libc::SIG_BLOCK, core::ptr::null(), &mut set);
+        let mut old: libc::sigaction = core::mem::zeroed();
+        real::sigaction(libc::SIGUSR1, core::ptr::null(), &mut old);
+    }
+}
+
 /// `pthread_sigmask`: glibc's; with lockdep on, the validator's reading of this thread's mask is
 /// dropped.
 ///
