@@ -159,8 +159,8 @@ struct LockdepFiles {
     reports: Vec<serde_json::Value>,
     /// Processes that wrote their reports (an array, maybe empty).
     written: usize,
-    /// Processes that started but ended without writing (an empty file: killed by a signal, or
-    /// `_exit`): not checked to the end.
+    /// Processes that started but ended without writing (an empty file: killed by a signal): not
+    /// checked to the end.
     unwritten: usize,
 }
 
@@ -283,7 +283,7 @@ fn lockdep_summary(
     }
     if f.unwritten > 0 {
         line.push_str(&format!(
-            "lockdep: {} process{} ended without writing {} reports (a signal or _exit): what {} found is only in the text above\n",
+            "lockdep: {} process{} ended without writing {} reports (killed by a signal?): what {} found is only in the text above\n",
             f.unwritten,
             plural(f.unwritten),
             if f.unwritten == 1 { "its" } else { "their" },

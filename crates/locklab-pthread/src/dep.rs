@@ -33,10 +33,11 @@
 //!
 //! # Output
 //! Each report is printed on standard error when found. With `LOCKLAB_LOCKDEP_OUT=PATH` (`%p`: the
-//! process id), every report of the process is also written there as a JSON array at exit, before
-//! an `exec`, and under `abort` before the abort. The file is made empty when the process starts
-//! (and in a `fork` child), so a process that ended without writing it (killed by a signal,
-//! `_exit`) leaves an empty file: not a clean run.
+//! process id), every report of the process is also written there as a JSON array at exit and at
+//! `_exit`, before an `exec`, and under `abort` before the abort (never by a `vfork` child, which
+//! shares its parent's memory). The file is made empty when the process starts (and in a `fork`
+//! child), so a process that ended without writing it (killed by a signal) leaves an empty file:
+//! not a clean run.
 
 use crate::config;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
@@ -342,7 +343,9 @@ pub(crate) fn after_fork_child() {
 
 /// At exit and before `exec`: the reports as JSON, if asked.
 pub(crate) fn write_out() {
-    if !on() {
+    // SAFETY: no arguments.
+    if !on() || unsafe { libc::getpid() } != PID.load(Ordering::Relaxed) {
+        // Off, or a `vfork` child (it shares the parent's memory; the parent writes its own).
         return;
     }
     let Some(fd) = open_out() else { return };
@@ -361,7 +364,7 @@ fn write_before_abort(write: &dyn Fn(c_int)) {
 }
 
 /// At the start of a process (the constructor, a `fork` child): the output file made empty, so a
-/// process that ends without writing its reports (a signal, `_exit`) leaves an empty file rather
+/// process that ends without writing its reports (killed by a signal) leaves an empty file rather
 /// than none, and whoever reads the files can tell it was not checked to the end.
 fn mark_started() {
     if let Some(fd) = open_out() {
@@ -399,8 +402,13 @@ struct Path(core::cell::UnsafeCell<[u8; OUT_MAX + 33]>);
 unsafe impl Sync for Path {}
 static PATH: Path = Path(core::cell::UnsafeCell::new([0; OUT_MAX + 33]));
 
+/// The process [`PATH`] was made for: another (a `vfork` child, which runs no fork handler) writes
+/// nothing.
+static PID: AtomicI32 = AtomicI32::new(0);
+
 /// Fills [`PATH`] for this process (the constructor, and a fork child: one thread each time).
 fn make_path() {
+    PID.store(std::process::id() as i32, Ordering::Relaxed);
     let n = OUT_LEN.load(Ordering::Relaxed);
     if n == 0 {
         return;

@@ -578,6 +578,33 @@ unsafe extern "C" fn spin_unlock(s: *mut pthread_spinlock_t, site: usize) -> c_i
 
 type Argv = *const *const c_char;
 
+/// `_exit`: lockdep's reports are written first (when asked: `LOCKLAB_LOCKDEP_OUT`), as at `exit`;
+/// then the process ends as glibc's would end it. A `fork` child that ends this way is checked to
+/// its end (a `vfork` child writes nothing).
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    dep::write_out();
+    // What glibc's `_exit` does (a system call rather than a look-up of glibc's function: `_exit`
+    // is async-signal-safe, and a look-up takes the dynamic linker's lock).
+    loop {
+        // SAFETY: a system call that ends the process; it does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+/// `_Exit`: as [`_exit`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    // SAFETY: as `_exit`.
+    unsafe { _exit(status) }
+}
+
 /// `execve`: writes the lock statistics first (when kept), then glibc's.
 ///
 /// # Safety
