@@ -587,12 +587,31 @@ type Argv = *const *const c_char;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _exit(status: c_int) -> ! {
     dep::write_out();
-    // What glibc's `_exit` does (a system call rather than a look-up of glibc's function: `_exit`
+    // Acquire pairs with the Release in `find_exit`.
+    let f = REAL_EXIT.load(core::sync::atomic::Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: glibc's `_exit`, found by `find_exit`; it does not return.
+        unsafe {
+            core::mem::transmute::<*mut libc::c_void, unsafe extern "C" fn(c_int) -> !>(f)(status)
+        }
+    }
+    // Before the constructor: what glibc's `_exit` does (not a look-up of glibc's function: `_exit`
     // is async-signal-safe, and a look-up takes the dynamic linker's lock).
     loop {
         // SAFETY: a system call that ends the process; it does not return.
         unsafe { libc::syscall(libc::SYS_exit_group, status) };
     }
+}
+
+/// glibc's `_exit`, found by the constructor ([`find_exit`]).
+static REAL_EXIT: core::sync::atomic::AtomicPtr<libc::c_void> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Finds glibc's `_exit` (the constructor: `_exit` may be called first inside a signal handler).
+pub(crate) fn find_exit() {
+    let p = crate::real::find(c"_exit");
+    // Release pairs with the Acquire in `_exit`.
+    REAL_EXIT.store(p, core::sync::atomic::Ordering::Release);
 }
 
 /// `_Exit`: as [`_exit`].
