@@ -175,9 +175,20 @@ pub fn run(choices: &Choices, cmd: &[String]) -> anyhow::Result<()> {
     });
 }
 
-/// The lockdep reports every process wrote (`lockdep-PID.json` files, each an array), and how many
-/// files there were.
-fn read_lockdep(dir: &Path) -> (Vec<serde_json::Value>, usize) {
+/// What the processes of a run left in their lockdep files.
+struct LockdepFiles {
+    /// Every report, in file order.
+    reports: Vec<serde_json::Value>,
+    /// Processes that wrote their reports (an array, maybe empty).
+    written: usize,
+    /// Processes that started but ended without writing (an empty file: killed by a signal): not
+    /// checked to the end.
+    unwritten: usize,
+}
+
+/// The lockdep reports every process wrote (`lockdep-PID.json` files, each an array; a process
+/// empties its file when it starts, so an empty one is a process that ended without writing).
+fn read_lockdep(dir: &Path) -> LockdepFiles {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok().map(|e| e.path()))
@@ -190,38 +201,92 @@ fn read_lockdep(dir: &Path) -> (Vec<serde_json::Value>, usize) {
         })
         .unwrap_or_default();
     names.sort();
-    let mut all = Vec::new();
+    let mut f = LockdepFiles {
+        reports: Vec::new(),
+        written: 0,
+        unwritten: 0,
+    };
     for p in &names {
         let Ok(text) = std::fs::read_to_string(p) else {
+            f.unwritten += 1;
             continue;
         };
+        if text.trim().is_empty() {
+            f.unwritten += 1;
+            continue;
+        }
         match serde_json::from_str::<serde_json::Value>(&text) {
-            Ok(serde_json::Value::Array(a)) => all.extend(a),
-            _ => eprintln!(
-                "locklab: warning: {} is not a JSON array of reports",
-                p.display()
-            ),
+            Ok(serde_json::Value::Array(a)) => {
+                f.reports.extend(a);
+                f.written += 1;
+            }
+            _ => {
+                // Cut short while writing (a signal in the middle of the exit path).
+                eprintln!(
+                    "locklab: warning: {} is not a JSON array of reports (its process ended while writing it?)",
+                    p.display()
+                );
+                f.unwritten += 1;
+            }
         }
     }
-    (all, names.len())
+    f
 }
 
-/// The line that sums up lockdep's findings, and the JSON file if asked.
+/// `SIGABRT`'s name for signal 6, and so on (`signal N` for one without a usual name).
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {sig}"),
+    };
+    format!("{name} (signal {sig})")
+}
+
+/// The lines that sum up lockdep's findings, and the JSON file if asked. `signal`: the signal that
+/// ended the program, if one did. A clean run is claimed only when every process wrote its reports
+/// and the program was not killed.
 fn lockdep_summary(
     l: &Lockdep,
     cmd: &[String],
-    reports: &[serde_json::Value],
-    files: usize,
+    f: &LockdepFiles,
+    signal: Option<i32>,
 ) -> anyhow::Result<()> {
     use std::io::Write as _;
+    let reports = &f.reports;
+    let plural = |n: usize| if n == 1 { "" } else { "es" };
     let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in reports {
         *kinds.entry(r["kind"].as_str().unwrap_or("?")).or_default() += 1;
     }
-    let line = if reports.is_empty() {
+    let complete = f.unwritten == 0 && signal.is_none();
+    let mut line = if reports.is_empty() && complete {
         format!(
-            "\nlockdep: no potential deadlock or lock misuse found ({files} process{} checked)\n",
-            if files == 1 { "" } else { "es" }
+            "\nlockdep: no potential deadlock or lock misuse found ({} process{} checked)\n",
+            f.written,
+            plural(f.written)
+        )
+    } else if reports.is_empty() {
+        format!(
+            "\nlockdep: no report written ({} process{} checked to the end), but the run did not finish cleanly: see below\n",
+            f.written,
+            plural(f.written)
         )
     } else {
         let list: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
@@ -232,12 +297,30 @@ fn lockdep_summary(
             list.join(", ")
         )
     };
+    if let Some(sig) = signal {
+        line.push_str(&format!(
+            "lockdep: the program was killed by {}\n",
+            signal_name(sig)
+        ));
+    }
+    if f.unwritten > 0 {
+        line.push_str(&format!(
+            "lockdep: {} process{} ended without writing {} reports (killed by a signal?): what {} found is only in the text above\n",
+            f.unwritten,
+            plural(f.unwritten),
+            if f.unwritten == 1 { "its" } else { "their" },
+            if f.unwritten == 1 { "it" } else { "they" },
+        ));
+    }
     let _ = std::io::stderr().write_all(line.as_bytes());
     if let Some(out) = &l.out {
         let doc = serde_json::json!({
             "locklab_version": env!("CARGO_PKG_VERSION"),
             "command": cmd,
-            "processes": files,
+            "processes": f.written + f.unwritten,
+            "unfinished_processes": f.unwritten,
+            "signal": signal,
+            "complete": complete,
             "reports": reports,
         });
         let body = serde_json::to_string_pretty(&doc)? + "\n";
@@ -539,8 +622,8 @@ pub fn run_supervised(
         // A closed stderr must not turn the program's status into ours.
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    if let (Some(l), Some((reports, files))) = (lockdep, &reports) {
-        lockdep_summary(l, cmd, reports, *files)?;
+    if let (Some(l), Some(files)) = (lockdep, &reports) {
+        lockdep_summary(l, cmd, files, status.signal())?;
     }
     if let Some(out) = stat_out {
         let doc = serde_json::json!({

@@ -373,3 +373,94 @@ int main(void) {
     let (code, _, err) = run(&["run", "--lockdep-out", "", "--", "true"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// `run --lockdep=abort --lockdep-out F`: the report that aborted the program is in F (written
+/// before the abort), the summary names the signal, and the lab ends by it; a process killed before
+/// writing its reports (here a forked child) is never summed up as a clean run.
+#[test]
+fn lockdep_abort_and_killed_processes_are_not_a_clean_run() {
+    if !library_built() {
+        return;
+    }
+    let src = r#"
+#include <pthread.h>
+static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+static void *ab(void *x) { pthread_mutex_lock(&a); pthread_mutex_lock(&b); pthread_mutex_unlock(&b); pthread_mutex_unlock(&a); return x; }
+static void *ba(void *x) { pthread_mutex_lock(&b); pthread_mutex_lock(&a); pthread_mutex_unlock(&a); pthread_mutex_unlock(&b); return x; }
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, ab, 0); pthread_join(t, 0);
+  pthread_create(&t, 0, ba, 0); pthread_join(t, 0);
+  return 0;
+}
+"#;
+    let Some(exe) = compile_c("run_lockdep_abort", src) else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let json = dir.join("run_lockdep_abort.json");
+    let _ = std::fs::remove_file(&json);
+    let out = locklab()
+        .args(["run", "--lockdep=abort", "--lockdep-out"])
+        .arg(&json)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("lockdep: 1 report (1 circular-dependency)"),
+        "{err}"
+    );
+    assert!(err.contains("killed by SIGABRT"), "{err}");
+    assert!(!err.contains("no potential deadlock"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["reports"].as_array().unwrap().len(), 1, "{doc:#}");
+    assert_eq!(doc["reports"][0]["kind"], "circular-dependency");
+    assert_eq!(doc["signal"], libc::SIGABRT);
+    assert_eq!(doc["complete"], false);
+
+    // A child killed before it could write: the parent exits 0, the run is not called clean (a
+    // child that ends by `_exit` writes its reports: it is not counted as unfinished).
+    let src = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
+int main(void) {
+  int st;
+  pid_t q = fork(); /* ends by _exit: it writes its reports first */
+  if (q == 0) { pthread_mutex_lock(&a); pthread_mutex_unlock(&a); _exit(0); }
+  waitpid(q, &st, 0);
+  pid_t p = fork();
+  if (p == 0) { pthread_mutex_lock(&a); pthread_mutex_unlock(&a); raise(SIGKILL); }
+  waitpid(p, &st, 0);
+  return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : 1;
+}
+"#;
+    let Some(exe) = compile_c("run_lockdep_killed_child", src) else {
+        return;
+    };
+    let (code, _, err) = run(&[
+        "run",
+        "--lockdep-out",
+        json.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no potential deadlock"), "{err}");
+    assert!(
+        err.contains("1 process ended without writing its reports"),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["processes"], 3, "{doc:#}");
+    assert_eq!(doc["unfinished_processes"], 1, "{doc:#}");
+    assert_eq!(doc["complete"], false);
+}

@@ -20,21 +20,29 @@
 //! # Modes
 //! Mutexes and spinlocks are taken for writing; a recursive mutex may be taken again by its holder,
 //! an error-checking mutex's relock returns `EDEADLK` (neither is reported); a non-owner's unlock of
-//! either is reported (glibc answers `EPERM`). A normal mutex may be unlocked by another thread (glibc
-//! allows it and programs rely on it): not reported, and the locking thread's record of it is dropped.
+//! either is reported (glibc answers `EPERM`), as is a non-owner's unlock of a robust mutex. A normal
+//! mutex may be unlocked by another thread (glibc allows it and programs rely on it): not reported,
+//! and the locking thread's record of it is dropped; but an unlock of a normal mutex that no thread
+//! holds (its lock word is free: a double unlock) is reported. A lock call that returns `EOWNERDEAD`
+//! (a robust mutex whose owner died) took the mutex: the caller holds it until its unlock.
 //! Readers of an rwlock of kind `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` wait behind queued
 //! writers (non-recursive readers); every other kind's readers are recursive.
 //!
 //! # Signals
-//! With lockdep on, `sigaction` and `signal` install the program's handlers behind a wrapper that
-//! tells the validator a handler of that signal is running (the query returns the program's own
-//! handler, as it set it); a lock taken in a handler is checked against where its class is held
-//! with that signal unblocked.
+//! With lockdep on, `sigaction`, `signal` and the like install the program's handlers behind a
+//! wrapper that tells the validator a handler of that signal is running (everything else as the
+//! program asked: flags, mask, glibc's own `signal` semantics; queries return the program's own
+//! handler); a lock taken in a handler is checked against every hold of its class with that signal
+//! unblocked (each hold's mask counts, not only the first's; a thread's mask is read once per
+//! change, the mask calls being wrapped too).
 //!
 //! # Output
 //! Each report is printed on standard error when found. With `LOCKLAB_LOCKDEP_OUT=PATH` (`%p`: the
-//! process id), every report of the process is also written there as a JSON array at exit and
-//! before an `exec`.
+//! process id), every report of the process is also written there as a JSON array at exit and at
+//! `_exit`, before an `exec`, and under `abort` before the abort (never by a `vfork` child, which
+//! shares its parent's memory). The file is made empty when the process starts (and in a `fork`
+//! child), so a process that ended without writing it (killed by a signal) leaves an empty file:
+//! not a clean run.
 
 use crate::config;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -95,6 +103,17 @@ pub(crate) fn init() {
         (t.tv_nsec as u64) << 32 ^ t.tv_sec as u64 ^ u64::from(std::process::id()) << 17,
         Ordering::Relaxed,
     );
+    ld::set_abort_hook(write_before_abort);
+    // `signals` wraps the mask calls: each thread's mask is read once per change.
+    ld::track_signal_mask();
+    // A report names sites through `dladdr`, whose first call makes glibc bind a symbol lazily
+    // (the dynamic linker's resolver saves the vector registers: about 3 KiB of stack with
+    // AVX-512), and reads the program's path once: done here, so that a report composed in a
+    // signal handler on a small alternate stack needs neither.
+    // SAFETY: getauxval reads the auxiliary vector.
+    let _ = crate::stat::symbolise(unsafe { libc::getauxval(libc::AT_ENTRY) } as usize);
+    make_path();
+    mark_started();
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a valid out-pointer and destructor; the constructor runs while the program has few
     // keys, so `pthread_setspecific` on this one never allocates.
@@ -369,11 +388,22 @@ pub(crate) fn closing(handle: *mut libc::c_void) {
     unsafe { libc::dl_iterate_phdr(Some(each), base as *mut libc::c_void) };
 }
 
+/// glibc's robust bit of a mutex kind.
+const ROBUST: i32 = 16;
+
+/// Whether only the owner may unlock a mutex of `kind` (glibc answers `EPERM` to another thread):
+/// the recursive and error-checking kinds, and every robust one.
+fn owner_checked(kind: i32) -> bool {
+    kind & 3 == 1 || kind & 3 == 2 || kind & ROBUST != 0
+}
+
 /// `kind & 3` of a mutex: 1 recursive, 2 error-checking.
 fn mutex_flags(kind: i32) -> Flags {
     match kind & 3 {
         1 => Flags::RECURSIVE,
         2 => Flags::RELOCK_ERRORS,
+        // A robust normal mutex: only its owner unlocks it.
+        _ if kind & ROBUST != 0 => Flags::NONE,
         // Normal and adaptive: glibc lets any thread unlock them.
         _ => Flags::OWNERLESS,
     }
@@ -400,7 +430,7 @@ pub(crate) fn mutex_timed(m: *mut libc::pthread_mutex_t, site: usize, _: bool) {
 /// Before a mutex unlock.
 pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
     let kind = crate::mutex::M(m).kind();
-    if kind & 3 == 1 || kind & 3 == 2 {
+    if owner_checked(kind) {
         // An owner-checked kind: a non-owner's unlock fails, the owner still holds it.
         if !ld::release_owned(m as usize) {
             ld::unlock_not_held(
@@ -409,8 +439,16 @@ pub(crate) fn mutex_unlock(m: *mut libc::pthread_mutex_t, site: usize) {
                 Site::address(site),
             );
         }
-    } else {
-        ld::release(m as usize, Site::address(site));
+    } else if !ld::release(m as usize, Site::address(site))
+        && !crate::mutex::normal_is_held(crate::mutex::M(m))
+    {
+        // Another thread's unlock of a held normal mutex is legal (a binary semaphore); an unlock
+        // of a free one never is (a double unlock: the next one frees a lock someone else holds).
+        ld::unlock_free(
+            m as usize,
+            class(m as usize, Kind::Mutex, site),
+            Site::address(site),
+        );
     }
 }
 
@@ -470,10 +508,18 @@ pub(crate) fn unlock(obj: usize, site: usize) {
     ld::release(obj, Site::address(site));
 }
 
-/// An acquisition announced with a lock call that returned `r`: undone unless it succeeded.
+/// Whether a lock call that returned `r` took the lock: 0, or `EOWNERDEAD` (a robust mutex whose
+/// owner died: the caller holds it, to make it consistent and unlock; `ENOTRECOVERABLE` is not a
+/// hold).
+#[inline]
+pub(crate) fn took(r: c_int) -> bool {
+    r == 0 || r == libc::EOWNERDEAD
+}
+
+/// An acquisition announced with a lock call that returned `r`: undone unless it took the lock.
 #[inline]
 pub(crate) fn settle(obj: usize, r: c_int) -> c_int {
-    if r != 0 {
+    if !took(r) {
         ld::forget(obj);
     }
     r
@@ -491,19 +537,86 @@ pub(crate) fn after_fork_child() {
     if on() {
         FORKS.fetch_add(1, Ordering::Relaxed);
         ld::after_fork_child();
+        make_path();
+        mark_started();
     }
 }
 
 /// At exit and before `exec`: the reports as JSON, if asked.
 pub(crate) fn write_out() {
-    let n = OUT_LEN.load(Ordering::Relaxed);
-    if !on() || n == 0 {
+    // SAFETY: no arguments.
+    if !on() || unsafe { libc::getpid() } != PID.load(Ordering::Relaxed) {
+        // Off, or a `vfork` child (it shares the parent's memory; the parent writes its own).
         return;
     }
-    // SAFETY: written before ON (Acquire in `on` is Relaxed, but init ran in the constructor on
-    // this same process before any exit path).
-    let tmpl = unsafe { &(&*OUT.0.get())[..n] };
-    let mut path = [0u8; OUT_MAX + 32];
+    let Some(fd) = open_out() else { return };
+    ld::write_json_fd(fd);
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+}
+
+/// Under `LOCKLAB_LOCKDEP=abort`, after a report and before the abort: the reports so far (the
+/// validator's writer, its lock held).
+fn write_before_abort(write: &dyn Fn(c_int)) {
+    let Some(fd) = open_out() else { return };
+    write(fd);
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+}
+
+/// At the start of a process (the constructor, a `fork` child): the output file made empty, so a
+/// process that ends without writing its reports (killed by a signal) leaves an empty file rather
+/// than none, and whoever reads the files can tell it was not checked to the end.
+fn mark_started() {
+    if let Some(fd) = open_out() {
+        // SAFETY: our descriptor.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// The output file (`LOCKLAB_LOCKDEP_OUT` with `%p` replaced), opened for writing and truncated;
+/// `None` if not asked, or (said on stderr) if it cannot be opened.
+fn open_out() -> Option<c_int> {
+    if OUT_LEN.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    // SAFETY: a NUL-terminated path, written by `make_path` while this process had one thread
+    // (the constructor, a fork child) and only read since. A static rather than a stack buffer:
+    // this also runs from a signal handler on a small alternate stack (a report under `abort`).
+    let fd = unsafe {
+        libc::open(
+            (*PATH.0.get()).as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        crate::sys::write_stderr(b"liblocklab_pthread: cannot write LOCKLAB_LOCKDEP_OUT\n");
+        return None;
+    }
+    Some(fd)
+}
+
+/// This process's output path: `LOCKLAB_LOCKDEP_OUT` with `%p` replaced, NUL-terminated.
+struct Path(core::cell::UnsafeCell<[u8; OUT_MAX + 33]>);
+// SAFETY: written by `make_path` only while the process has one thread, read after.
+unsafe impl Sync for Path {}
+static PATH: Path = Path(core::cell::UnsafeCell::new([0; OUT_MAX + 33]));
+
+/// The process [`PATH`] was made for: another (a `vfork` child, which runs no fork handler) writes
+/// nothing.
+static PID: AtomicI32 = AtomicI32::new(0);
+
+/// Fills [`PATH`] for this process (the constructor, and a fork child: one thread each time).
+fn make_path() {
+    PID.store(std::process::id() as i32, Ordering::Relaxed);
+    let n = OUT_LEN.load(Ordering::Relaxed);
+    if n == 0 {
+        return;
+    }
+    // SAFETY: the template is written in `init` before this; the path only here, while the
+    // process has one thread (see `PATH`).
+    let (tmpl, path) = unsafe { (&(&*OUT.0.get())[..n], &mut *PATH.0.get()) };
     let mut k = 0;
     let mut i = 0;
     while i < tmpl.len() {
@@ -516,19 +629,4 @@ pub(crate) fn write_out() {
         }
     }
     path[k] = 0;
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr().cast(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
-    if fd < 0 {
-        crate::sys::write_stderr(b"liblocklab_pthread: cannot write LOCKLAB_LOCKDEP_OUT\n");
-        return;
-    }
-    ld::write_json_fd(fd);
-    // SAFETY: our descriptor.
-    unsafe { libc::close(fd) };
 }

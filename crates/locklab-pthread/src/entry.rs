@@ -249,7 +249,7 @@ macro_rules! counted_try {
                     // SAFETY: the caller's object.
                     unsafe { $try($o) }
                 };
-                if r == 0 {
+                if dep::took(r) {
                     $dep($o, site, true);
                 }
                 r
@@ -577,6 +577,52 @@ unsafe extern "C" fn spin_unlock(s: *mut pthread_spinlock_t, site: usize) -> c_i
 // --- exec: the statistics of the image about to be replaced ----------------------------------------------
 
 type Argv = *const *const c_char;
+
+/// `_exit`: lockdep's reports are written first (when asked: `LOCKLAB_LOCKDEP_OUT`), as at `exit`;
+/// then the process ends as glibc's would end it. A `fork` child that ends this way is checked to
+/// its end (a `vfork` child writes nothing).
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    dep::write_out();
+    // Acquire pairs with the Release in `find_exit`.
+    let f = REAL_EXIT.load(core::sync::atomic::Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: glibc's `_exit`, found by `find_exit`; it does not return.
+        unsafe {
+            core::mem::transmute::<*mut libc::c_void, unsafe extern "C" fn(c_int) -> !>(f)(status)
+        }
+    }
+    // Before the constructor: what glibc's `_exit` does (not a look-up of glibc's function: `_exit`
+    // is async-signal-safe, and a look-up takes the dynamic linker's lock).
+    loop {
+        // SAFETY: a system call that ends the process; it does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+/// glibc's `_exit`, found by the constructor ([`find_exit`]).
+static REAL_EXIT: core::sync::atomic::AtomicPtr<libc::c_void> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Finds glibc's `_exit` (the constructor: `_exit` may be called first inside a signal handler).
+pub(crate) fn find_exit() {
+    let p = crate::real::find(c"_exit");
+    // Release pairs with the Acquire in `_exit`.
+    REAL_EXIT.store(p, core::sync::atomic::Ordering::Release);
+}
+
+/// `_Exit`: as [`_exit`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    // SAFETY: as `_exit`.
+    unsafe { _exit(status) }
+}
 
 /// `execve`: writes the lock statistics first (when kept), then glibc's.
 ///

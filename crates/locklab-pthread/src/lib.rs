@@ -66,6 +66,8 @@ extern "C" fn init() {
     locklab::prepare_threads();
     config::load();
     stat::init();
+    signals::init();
+    entry::find_exit();
     dep::init();
     // SAFETY: a handler that only makes system calls and writes the library's own state.
     unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };

@@ -578,6 +578,22 @@ pub(crate) unsafe fn clocklock(m: M, clock: clockid_t, abs: *const timespec) -> 
     0
 }
 
+/// Whether a mutex of a normal kind (normal or adaptive, process-shared or not; not robust, nor
+/// priority) is held by some thread: its lock word, ours or glibc's (`__lock`, 0 when free). Other
+/// kinds answer `true` (their unlock checks the owner itself). Lockdep asks it before an unlock by
+/// a thread it does not know as a holder.
+pub(crate) fn normal_is_held(m: M) -> bool {
+    let kind = m.kind();
+    if kind & (16 | 32 | 64) != 0 || kind & 3 == KIND_RECURSIVE || kind & 3 == KIND_ERRORCHECK {
+        return true;
+    }
+    if m.is_glibc() {
+        m.word::<AtomicI32>(0).load(Ordering::Relaxed) != 0
+    } else {
+        m.raw_is_locked()
+    }
+}
+
 /// Whether an unlock by the calling thread now ends the hold (not so for a recursive mutex it
 /// holds more than once).
 pub(crate) fn releases(m: M) -> bool {

@@ -237,6 +237,11 @@ real! {
     signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
     bsd_signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
     sysv_signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    __sysv_signal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    ssignal(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    sigset(s: c_int, h: libc::sighandler_t) -> libc::sighandler_t;
+    pthread_sigmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int;
+    sigprocmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int;
     fork() -> libc::pid_t;
 
     execve(p: *const libc::c_char, a: Argv, e: Argv) -> c_int;

@@ -1,44 +1,118 @@
-//! `sigaction` and `signal` with lockdep on: the program's handlers run behind a wrapper that tells
-//! the validator a handler of that signal is running ([`locklab::lockdep::signal_enter`]), so a lock
-//! taken in a handler is checked against the places its class is held with the signal unblocked.
-//! Queries return the program's own handler and flags, as it set them. With lockdep off, each call
-//! is glibc's, unchanged.
+//! `sigaction`, `signal` and the other handler-installing calls with lockdep on: the program's
+//! handlers run behind a wrapper that tells the validator a handler of that signal is running
+//! ([`locklab::lockdep::signal_enter`]), so a lock taken in a handler is checked against the places
+//! its class is held with the signal unblocked. With lockdep off, each call is glibc's, unchanged.
+//!
+//! Nothing else changes: the wrapper replaces only the handler's address. `sigaction` installs it
+//! with the program's own flags and mask (a one-argument wrapper for a plain handler, a
+//! three-argument one for `SA_SIGINFO`); `signal`, `bsd_signal`, `sysv_signal`, `__sysv_signal`,
+//! `ssignal` and `sigset` are glibc's own calls given the wrapper, so their semantics are glibc's
+//! (`signal`'s `SA_RESTART` unless `siginterrupt` asked otherwise, `sysv_signal`'s one-shot
+//! handler, `sigset`'s `SIG_HOLD`). Every query (an old action, the returned old handler) answers
+//! the program's handler where the wrapper is installed; `SIG_IGN` and `SIG_DFL` pass through.
+//! `siginterrupt` needs no wrapper (glibc's keeps whatever handler is installed).
+//!
+//! `pthread_sigmask` and `sigprocmask` are glibc's, and then tell the validator the thread's mask
+//! changed ([`locklab::lockdep::signal_mask_changed`]): it reads a thread's mask once per change,
+//! not at every hold it needs it for.
 
 use crate::{dep, real};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use libc::{c_int, c_void, sighandler_t, siginfo_t};
 
 const NSIG: usize = 65;
+/// glibc's `SIG_HOLD` (`sigset`'s "block it").
+const SIG_HOLD: usize = 2;
 /// The program's handler of each signal, behind the wrapper.
 static USER: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
-/// Whether it takes three arguments (`SA_SIGINFO`).
-static INFO: [AtomicBool; NSIG] = [const { AtomicBool::new(false) }; NSIG];
 
 type Handler3 = unsafe extern "C-unwind" fn(c_int, *mut siginfo_t, *mut c_void);
 type Handler1 = unsafe extern "C-unwind" fn(c_int);
 
-unsafe extern "C-unwind" fn wrapper(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+/// The wrapper of a plain handler (installed without `SA_SIGINFO`, as the program asked).
+unsafe extern "C-unwind" fn wrapper1(sig: c_int) {
     let i = sig as usize;
     if i >= NSIG {
         return;
     }
+    // Acquire pairs with the Release stores in `install`.
     let h = USER[i].load(Ordering::Acquire);
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         return;
     }
     let saved = locklab::lockdep::signal_enter(sig);
-    // SAFETY: the program's handler as it installed it, called as the kernel would have.
-    unsafe {
-        if INFO[i].load(Ordering::Relaxed) {
-            core::mem::transmute::<usize, Handler3>(h)(sig, info, ctx);
-        } else {
-            core::mem::transmute::<usize, Handler1>(h)(sig);
-        }
-    }
+    // SAFETY: the program's one-argument handler, called as the kernel would have.
+    unsafe { core::mem::transmute::<usize, Handler1>(h)(sig) };
     locklab::lockdep::signal_leave(saved);
 }
 
-/// `sigaction`: with lockdep on, a handler is installed behind the wrapper.
+/// The wrapper of an `SA_SIGINFO` handler.
+unsafe extern "C-unwind" fn wrapper3(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+    let i = sig as usize;
+    if i >= NSIG {
+        return;
+    }
+    // Acquire pairs with the Release stores in `install`.
+    let h = USER[i].load(Ordering::Acquire);
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        return;
+    }
+    let saved = locklab::lockdep::signal_enter(sig);
+    // SAFETY: the program's three-argument handler, called as the kernel would have.
+    unsafe { core::mem::transmute::<usize, Handler3>(h)(sig, info, ctx) };
+    locklab::lockdep::signal_leave(saved);
+}
+
+fn w1() -> usize {
+    wrapper1 as *const () as usize
+}
+
+fn w3() -> usize {
+    wrapper3 as *const () as usize
+}
+
+/// Whether `h` is one of the wrappers.
+fn wrapped(h: usize) -> bool {
+    h == w1() || h == w3()
+}
+
+/// `true` if signal `sig`'s handler `h` is the program's own, to be wrapped (not the default, not
+/// ignored, not a wrapper given back, a valid signal).
+fn wraps(sig: c_int, h: usize) -> bool {
+    (1..NSIG as c_int).contains(&sig)
+        && h != libc::SIG_DFL
+        && h != libc::SIG_IGN
+        && h != libc::SIG_ERR
+        && h != SIG_HOLD
+        && !wrapped(h)
+}
+
+/// Records `h` as signal `sig`'s program handler, runs `call` (the installation of the wrapper),
+/// and undoes the record if `call` says it failed. Returns `call`'s result.
+fn install<R>(sig: c_int, h: usize, call: impl FnOnce() -> R, failed: impl Fn(&R) -> bool) -> R {
+    let i = sig as usize;
+    // The validator watches the signal's unblocked holds from now on.
+    locklab::lockdep::watch_signal(sig);
+    let prev = USER[i].load(Ordering::Relaxed);
+    // Release pairs with the wrappers' Acquire: a delivery that finds a wrapper installed finds
+    // its handler (stored before the wrapper is).
+    USER[i].store(h, Ordering::Release);
+    let r = call();
+    if failed(&r) {
+        // Release as above.
+        USER[i].store(prev, Ordering::Release);
+    }
+    r
+}
+
+/// The program's view of an old handler `h` of signal `sig` (its own handler where a wrapper is
+/// installed). `before`: the program's handler recorded before this call.
+fn unwrap_old(h: usize, before: usize) -> usize {
+    if wrapped(h) { before } else { h }
+}
+
+/// `sigaction`: with lockdep on, a handler is installed behind the wrapper, with the program's flags
+/// and mask.
 ///
 /// # Safety
 /// As glibc's.
@@ -48,73 +122,62 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    let i = sig as usize;
-    if !dep::on() || !(1..NSIG).contains(&i) {
+    if !dep::on() || !(1..NSIG as c_int).contains(&sig) {
         // SAFETY: forwarded.
         return unsafe { real::sigaction(sig, act, old) };
     }
-    let w = wrapper as *const () as usize;
-    let (prev, prev_info) = (
-        USER[i].load(Ordering::Relaxed),
-        INFO[i].load(Ordering::Relaxed),
-    );
-    let mut mine: libc::sigaction;
-    let mut a = act;
-    // SAFETY: the caller's attribute, null or valid.
-    if let Some(act) = unsafe { act.as_ref() } {
-        let h = act.sa_sigaction;
-        if h != libc::SIG_DFL && h != libc::SIG_IGN && h != w {
-            mine = *act;
-            mine.sa_sigaction = w;
-            mine.sa_flags |= libc::SA_SIGINFO;
-            INFO[i].store(act.sa_flags & libc::SA_SIGINFO != 0, Ordering::Relaxed);
-            // Release pairs with the wrapper's Acquire: the flag is written first.
-            USER[i].store(h, Ordering::Release);
-            a = &mine;
+    let before = USER[sig as usize].load(Ordering::Relaxed);
+    // SAFETY: the caller's action, null or valid.
+    let r = match unsafe { act.as_ref() } {
+        Some(a) if wraps(sig, a.sa_sigaction) => {
+            let mut mine = *a;
+            mine.sa_sigaction = if a.sa_flags & libc::SA_SIGINFO != 0 {
+                w3()
+            } else {
+                w1()
+            };
+            // SAFETY: forwarded (our copy; `old` as the caller gave it).
+            install(
+                sig,
+                a.sa_sigaction,
+                || unsafe { real::sigaction(sig, &mine, old) },
+                |&r| r != 0,
+            )
         }
-    }
-    // SAFETY: forwarded (our copy, or the caller's).
-    let r = unsafe { real::sigaction(sig, a, old) };
-    if r != 0 {
-        INFO[i].store(prev_info, Ordering::Relaxed);
-        USER[i].store(prev, Ordering::Release);
-        return r;
-    }
-    // SAFETY: the caller's out-pointer, null or valid.
-    if let Some(old) = unsafe { old.as_mut() }
-        && old.sa_sigaction == w
+        // SAFETY: forwarded.
+        _ => unsafe { real::sigaction(sig, act, old) },
+    };
+    // SAFETY: the caller's out-pointer, null or valid (written by glibc if the call succeeded).
+    if r == 0
+        && let Some(o) = unsafe { old.as_mut() }
     {
-        old.sa_sigaction = prev;
-        if !prev_info {
-            old.sa_flags &= !libc::SA_SIGINFO;
-        }
+        o.sa_sigaction = unwrap_old(o.sa_sigaction, before);
     }
     r
 }
 
-/// `signal`, `bsd_signal` and `sysv_signal` through [`sigaction`] (glibc's call its internal one).
-fn install(sig: c_int, h: sighandler_t, flags: c_int, self_mask: bool) -> sighandler_t {
-    // SAFETY: all-zero is a valid sigaction; the set calls take a valid set.
-    let mut a: libc::sigaction = unsafe { core::mem::zeroed() };
-    a.sa_sigaction = h;
-    a.sa_flags = flags;
-    // SAFETY: as above.
-    unsafe {
-        libc::sigemptyset(&mut a.sa_mask);
-        if self_mask {
-            libc::sigaddset(&mut a.sa_mask, sig);
-        }
+/// One of glibc's `signal`-like calls (`f`) with the wrapper in place of the program's handler.
+fn signal_like(
+    sig: c_int,
+    h: sighandler_t,
+    f: unsafe fn(c_int, sighandler_t) -> sighandler_t,
+) -> sighandler_t {
+    if !(1..NSIG as c_int).contains(&sig) {
+        // SAFETY: forwarded (glibc answers the error).
+        return unsafe { f(sig, h) };
     }
-    // SAFETY: as above.
-    let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
-    // SAFETY: valid pointers.
-    if unsafe { sigaction(sig, &a, &mut old) } != 0 {
-        return libc::SIG_ERR;
-    }
-    old.sa_sigaction
+    let before = USER[sig as usize].load(Ordering::Relaxed);
+    let old = if wraps(sig, h) {
+        // SAFETY: forwarded, with the one-argument wrapper (these calls never set SA_SIGINFO).
+        install(sig, h, || unsafe { f(sig, w1()) }, |&o| o == libc::SIG_ERR)
+    } else {
+        // SAFETY: forwarded.
+        unsafe { f(sig, h) }
+    };
+    unwrap_old(old, before)
 }
 
-/// `signal` (BSD semantics, as glibc's: `SA_RESTART`, the signal blocked in its handler).
+/// `signal` (glibc's: BSD semantics, `SA_RESTART` unless `siginterrupt` asked otherwise).
 ///
 /// # Safety
 /// As glibc's.
@@ -124,7 +187,7 @@ pub unsafe extern "C" fn signal(sig: c_int, h: sighandler_t) -> sighandler_t {
         // SAFETY: forwarded.
         return unsafe { real::signal(sig, h) };
     }
-    install(sig, h, libc::SA_RESTART, true)
+    signal_like(sig, h, real::signal)
 }
 
 /// `bsd_signal`: as [`signal`].
@@ -137,10 +200,23 @@ pub unsafe extern "C" fn bsd_signal(sig: c_int, h: sighandler_t) -> sighandler_t
         // SAFETY: forwarded.
         return unsafe { real::bsd_signal(sig, h) };
     }
-    install(sig, h, libc::SA_RESTART, true)
+    signal_like(sig, h, real::bsd_signal)
 }
 
-/// `sysv_signal`: one-shot, not blocked in its handler.
+/// `ssignal`: as [`signal`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ssignal(sig: c_int, h: sighandler_t) -> sighandler_t {
+    if !dep::on() {
+        // SAFETY: forwarded.
+        return unsafe { real::ssignal(sig, h) };
+    }
+    signal_like(sig, h, real::ssignal)
+}
+
+/// `sysv_signal`: one-shot, not blocked in its handler (glibc's).
 ///
 /// # Safety
 /// As glibc's.
@@ -150,5 +226,82 @@ pub unsafe extern "C" fn sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_
         // SAFETY: forwarded.
         return unsafe { real::sysv_signal(sig, h) };
     }
-    install(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER, false)
+    signal_like(sig, h, real::sysv_signal)
+}
+
+/// `__sysv_signal`: what `signal` means in a program built for strict ISO C; as [`sysv_signal`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
+    if !dep::on() {
+        // SAFETY: forwarded.
+        return unsafe { real::__sysv_signal(sig, h) };
+    }
+    signal_like(sig, h, real::__sysv_signal)
+}
+
+/// `sigset` (glibc's: `SIG_HOLD` blocks, a handler unblocks; the old disposition, or `SIG_HOLD`).
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
+    if !dep::on() {
+        // SAFETY: forwarded.
+        return unsafe { real::sigset(sig, h) };
+    }
+    signal_like(sig, h, real::sigset)
+}
+
+/// Finds glibc's async-signal-safe calls wrapped here now (the constructor): a program may call them
+/// first inside a signal handler, where looking a function up (which takes the dynamic linker's
+/// lock) could deadlock.
+pub(crate) fn init() {
+    // SAFETY: queries (null new set or action) with valid out-pointers: nothing changes.
+    unsafe {
+        let mut set: libc::sigset_t = core::mem::zeroed();
+        real::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut set);
+        real::sigprocmask(libc::SIG_BLOCK, core::ptr::null(), &mut set);
+        let mut old: libc::sigaction = core::mem::zeroed();
+        real::sigaction(libc::SIGUSR1, core::ptr::null(), &mut old);
+    }
+}
+
+/// `pthread_sigmask`: glibc's; with lockdep on, the validator's reading of this thread's mask is
+/// dropped.
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { real::pthread_sigmask(how, set, old) };
+    if dep::on() && !set.is_null() {
+        locklab::lockdep::signal_mask_changed();
+    }
+    r
+}
+
+/// `sigprocmask`: as [`pthread_sigmask`].
+///
+/// # Safety
+/// As glibc's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    // SAFETY: forwarded.
+    let r = unsafe { real::sigprocmask(how, set, old) };
+    if dep::on() && !set.is_null() {
+        locklab::lockdep::signal_mask_changed();
+    }
+    r
 }

@@ -40,6 +40,10 @@ fn run(exe: &Path, args: &[&str], mutex: &str, tag: &str) -> (std::process::Outp
         let p = e.unwrap().path();
         if p.file_name().unwrap().to_str().unwrap().starts_with("r-") {
             let text = std::fs::read_to_string(&p).unwrap();
+            if text.is_empty() {
+                // A process that ended without writing (a fork child's `_exit`).
+                continue;
+            }
             let v: Value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("{}: {e}\n{text}", p.display()));
             reports.extend(v.as_array().unwrap().iter().cloned());
@@ -298,5 +302,102 @@ fn memory_reused_without_destroy_starts_a_new_life() {
                 "{scenario} under {mutex}: {reports:#?}"
             );
         }
+    }
+}
+
+/// `lockdep_more.c`: programs whose behaviour lockdep must keep and whose locking it must judge
+/// right (robust-mutex recovery, double unlocks, recursive reads without a writer, signal
+/// semantics, a small alternate signal stack, the signal rule over every hold).
+fn program_more() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        compile_with(
+            "lockdep_more.c",
+            "lockdep_more_c",
+            &["-rdynamic", "-Wno-deprecated-declarations"],
+        )
+    })
+    .clone()
+}
+
+const MORE: [(&str, &[&str]); 9] = [
+    // EOWNERDEAD (from lock, trylock and timedlock) is a hold: its unlock is the owner's;
+    // ENOTRECOVERABLE is none (the thread exits holding nothing).
+    ("robust", &[]),
+    // A normal mutex unlocked twice: the second unlock frees a lock nobody holds.
+    ("double_unlock", &["unlock-not-held"]),
+    // A binary semaphore: another thread's unlock of a held normal mutex is legal.
+    ("semaphore", &[]),
+    // Reported without a writer in this run: the writer may come in another.
+    ("rr_no_writer", &["recursive-read"]),
+    // siginterrupt() then signal(): the read returns EINTR (a hang if SA_RESTART were forced).
+    ("siginterrupt", &[]),
+    // SA_NODEFER, sa_mask, SA_SIGINFO, SA_RESETHAND, the old handlers, sysv_signal, sigset.
+    ("semantics", &[]),
+    // Reports composed in a handler on a small alternate stack: no crash.
+    (
+        "altstack",
+        &["circular-dependency", "signal-unsafe", "signal-unsafe"],
+    ),
+    // Held with the signal blocked first, unblocked later: reported.
+    ("sig_later_unblocked", &["signal-unsafe"]),
+    // Held unblocked only before the handler existed, blocked since: not reported.
+    ("sig_unblocked_before_handler", &[]),
+];
+
+#[test]
+fn behaviour_is_kept_and_misuse_judged_right() {
+    let exe = program_more();
+    for (scenario, want) in MORE {
+        // Right under glibc alone, and under the library without lockdep.
+        let mut c = command(&exe, false, &[]);
+        c.arg(scenario);
+        assert_ok(
+            &run_limited(c, Duration::from_secs(60)),
+            &format!("{scenario} under glibc alone"),
+        );
+        let mut c = command(&exe, true, &[]);
+        c.arg(scenario);
+        assert_ok(
+            &run_limited(c, Duration::from_secs(60)),
+            &format!("{scenario} under the library"),
+        );
+        for mutex in ["mutex", "glibc"] {
+            let (out, reports) = run(&exe, &[scenario], mutex, &format!("more-{scenario}"));
+            assert_ok(&out, &format!("{scenario} under {mutex} with lockdep"));
+            let mut got = kinds(&reports);
+            got.sort();
+            assert_eq!(got, want, "{scenario} under {mutex}: {reports:#?}");
+        }
+    }
+}
+
+/// `LOCKLAB_LOCKDEP=abort` with `LOCKLAB_LOCKDEP_OUT`: the report that stopped the program is in
+/// the file (written before the abort), also when found in a signal handler.
+#[test]
+fn abort_mode_writes_the_report_before_aborting() {
+    use std::os::unix::process::ExitStatusExt;
+    for (exe, scenario, kind) in [
+        (program(), "abba", "circular-dependency"),
+        (program_more(), "sig_later_unblocked", "signal-unsafe"),
+    ] {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lockdep-abort-{scenario}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out_path = dir.join("r.json");
+        let mut c = command(
+            &exe,
+            true,
+            &[
+                ("LOCKLAB_LOCKDEP", "abort"),
+                ("LOCKLAB_LOCKDEP_OUT", out_path.to_str().unwrap()),
+            ],
+        );
+        c.arg(scenario);
+        let out = run_limited(c, Duration::from_secs(60));
+        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{out:?}");
+        let text = std::fs::read_to_string(&out_path).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+        assert_eq!(kinds(v.as_array().unwrap()), [kind], "{v:#}");
     }
 }

@@ -45,8 +45,9 @@
 //!   neither allows it (a recursive mutex) nor refuses it with an error (an error-checking mutex);
 //!   a write lock taken while the thread holds a read lock of the same rwlock;
 //! - **recursive read of a non-recursive rwlock**: a reader of a writer-preferring class takes it
-//!   again, and some thread takes the class for writing (then a writer that queues between the two
-//!   reads blocks the second, and itself waits for the first): reported when both have been seen;
+//!   again, blocking (a writer that queues between the two reads blocks the second, and itself
+//!   waits for the first): reported at once, as the kernel does, whether or not a writer of the
+//!   class was seen in this run (it may come in another);
 //! - **RCU**: `synchronize` (or `barrier`) of a domain inside a read section of that domain (a
 //!   recursive-locking report of the domain's class), and a lock held across `synchronize` that is
 //!   also taken inside the domain's readers (a cycle through the domain's class: readers are
@@ -105,11 +106,11 @@ mod order;
 mod report;
 mod table;
 
-#[cfg(unix)]
-pub use report::write_json_fd;
 pub use report::{
     Report, ReportKind, Site, report_count, reports, reports_json, set_address_formatter,
 };
+#[cfg(unix)]
+pub use report::{set_abort_hook, write_json_fd};
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{
@@ -501,7 +502,8 @@ struct ClassInfo {
     /// Signals whose handlers took the class (bit n-1 for signal n), and the first such site.
     sig_in: AtomicU64,
     sig_in_site: AtomicU64,
-    /// Signals unblocked where the class was first held outside a handler, and that site.
+    /// Signals unblocked somewhere the class was held outside a handler (accumulated over holds),
+    /// and a site of such a hold.
     sig_out: AtomicU64,
     sig_out_site: AtomicU64,
 }
@@ -514,7 +516,8 @@ const FLAG_RR: u32 = 2;
 const FLAG_RR_REPORTED: u32 = 4;
 /// Two instances of the class were held together.
 const FLAG_NESTS_SELF: u32 = 8;
-/// Held outside a signal handler (`sig_out` is set).
+/// Held outside a signal handler, and `sig_out` already has every watched signal ([`WATCH`]):
+/// nothing more to learn from this class's holds (cleared when a signal is first watched).
 const FLAG_SIG_OUT: u32 = 16;
 /// The signal rule was reported.
 const FLAG_SIG_REPORTED: u32 = 32;
@@ -739,9 +742,24 @@ impl Graph {
     /// off rather than wedge the program.
     #[must_use]
     fn lock(&self) -> bool {
+        // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
+        if self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return true;
+        }
+        self.lock_slow()
+    }
+    /// [`Graph::lock`] when busy: out of line, so the common path's frame stays small (it runs on
+    /// signal handlers' stacks).
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self) -> bool {
         let mut since: Option<std::time::Instant> = None;
         loop {
-            // Acquire pairs with the Release in `unlock`: the last holder's graph writes are seen.
+            // Acquire as in `lock`.
             if self
                 .lock
                 .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -1350,6 +1368,10 @@ struct Tls {
     /// The signal of the innermost handler, and the stack pointer at its entry.
     sig_no: AtomicI32,
     sig_sp: AtomicUsize,
+    /// This thread's blocked signals as last read, valid while `mask_known` (see
+    /// [`signal_mask_changed`]).
+    mask: AtomicU64,
+    mask_known: AtomicBool,
 }
 
 std::thread_local! {
@@ -1369,6 +1391,8 @@ std::thread_local! {
         sig: AtomicU32::new(0),
         sig_no: AtomicI32::new(0),
         sig_sp: AtomicUsize::new(0),
+        mask: AtomicU64::new(0),
+        mask_known: AtomicBool::new(false),
     } };
 }
 
@@ -1712,7 +1736,7 @@ fn note_mode(g: &Graph, class: u32, mode: Mode, site: usize, x: &Tls) {
     if x.sig.load(Ordering::Relaxed) > 0 {
         in_signal(g, class, x, site);
     } else if f & FLAG_SIG_OUT == 0 {
-        held_outside_signal(g, class, site);
+        held_outside_signal(g, class, site, x);
     }
 }
 
@@ -1724,9 +1748,12 @@ fn recursive_read(g: &Graph, class: u32, held_site: usize, site: usize) {
         c.rr_held.store(held_site as u64, Ordering::Relaxed);
         c.rr_site.store(site as u64, Ordering::Relaxed);
         // AcqRel: the sites are written before the flag (Release), and the written flag seen
-        // (Acquire) pairs with `note_mode`'s fetch_or.
+        // (Acquire) pairs with `note_mode`'s fetch_or (the report names a writer's site if one
+        // is known).
         let old = c.flags.fetch_or(FLAG_RR, Ordering::AcqRel);
-        if old & FLAG_WRITTEN != 0 && old & FLAG_RR == 0 {
+        if old & FLAG_RR == 0 {
+            // Reported at once, as the kernel does: the writer that deadlocks it may come in
+            // another run, or from another program sharing the lock.
             report_rr(g, class);
         }
     }
@@ -1797,9 +1824,9 @@ fn add_dep_slow(g: &Graph, h: &Held, class: u32, mode: Mode, t: usize, site: usi
             }
         };
         if let Some(within) = within
-            && let Some(path) = search(g, h.class, class, t, within as u32)
+            && let Some((end, start)) = search(g, h.class, class, t, within as u32)
         {
-            report::cycle(g, h, class, mode, site, &path);
+            report_cycle(g, h, class, mode, site, end, start);
         }
         record_edge(g, key, h.class, class, t, h.site, site);
     }
@@ -1841,17 +1868,48 @@ fn record_edge(g: &Graph, key: u64, from: u32, to: u32, t: usize, held_site: usi
     e.types.fetch_or(1 << t, Ordering::Release);
 }
 
+/// Reports the cycle that the path `start ~> end` of the last search closes (graph lock held).
+/// Out of line: the path lives in this frame only while a report is composed, not in every
+/// dependency check's (which may run on a signal handler's small stack).
+#[cold]
+#[inline(never)]
+fn report_cycle(
+    g: &Graph,
+    h: &Held,
+    class: u32,
+    mode: Mode,
+    site: usize,
+    end: usize,
+    start: usize,
+) {
+    let mut path = Path {
+        steps: [Step(0); 32],
+        n: 0,
+        more: 0,
+    };
+    path.fill(g, end, start);
+    report::cycle(g, h, class, mode, site, &path);
+}
+
 /// One step of a path: an edge index (+1) and the dependency type taken.
 #[derive(Clone, Copy)]
-struct Step {
-    edge: u32,
-    t: usize,
+struct Step(u32);
+
+impl Step {
+    /// The edge's index (+1).
+    fn edge(self) -> u32 {
+        self.0 >> 2
+    }
+    /// The dependency type, 0..4.
+    fn t(self) -> usize {
+        (self.0 & 3) as usize
+    }
 }
 
 /// Searches (breadth first) for a path `to ~> from` that makes the new dependency `from -(t)-> to`
 /// close a strong cycle, through the classes of the component represented by `within` only (0: all).
-/// Graph lock held.
-fn search(g: &Graph, from: u32, to: u32, t: usize, within: u32) -> Option<Path> {
+/// Graph lock held. Returns the search states at the path's two ends, for [`Path::fill`].
+fn search(g: &Graph, from: u32, to: u32, t: usize, within: u32) -> Option<(usize, usize)> {
     let stamp = next_stamp(g);
     let new_from_shared = t & 2 != 0;
     let state = |class: u32, r: bool| class as usize * 2 + usize::from(r);
@@ -1885,7 +1943,7 @@ fn search(g: &Graph, from: u32, to: u32, t: usize, within: u32) -> Option<Path> 
                         (s as u64) << 32 | u64::from(ei) << 2 | et as u64,
                         Ordering::Relaxed,
                     );
-                    return Some(Path::from_parents(g, ns, start));
+                    return Some((ns, start));
                 }
                 if within != 0 && order::Dag::rep(&ClassDag(g), d.into()) != u64::from(within) {
                     continue;
@@ -2102,18 +2160,17 @@ struct Path {
 }
 
 impl Path {
-    fn from_parents(g: &Graph, end: usize, start: usize) -> Path {
-        let mut rev = [Step { edge: 0, t: 0 }; 32];
+    /// The path `start ~> end` from the search's parent links, in order (the last 32 steps of
+    /// a longer one). In place, one array of 4-byte steps: this runs on the stack of whatever took
+    /// the lock, a signal handler's small alternate stack included.
+    fn fill(&mut self, g: &Graph, end: usize, start: usize) {
         let (mut n, mut total) = (0, 0);
         let mut s = end;
         while s != start {
             let p = g.parent[s].load(Ordering::Relaxed);
-            let step = Step {
-                edge: ((p as u32) >> 2),
-                t: (p & 3) as usize,
-            };
             if n < 32 {
-                rev[n] = step;
+                // The edge index (+1) and type, as `search` packed them in the low half.
+                self.steps[n] = Step(p as u32);
                 n += 1;
             }
             total += 1;
@@ -2122,15 +2179,9 @@ impl Path {
                 break;
             }
         }
-        let mut steps = [Step { edge: 0, t: 0 }; 32];
-        for i in 0..n {
-            steps[i] = rev[n - 1 - i];
-        }
-        Path {
-            steps,
-            n,
-            more: total - n,
-        }
+        self.steps[..n].reverse();
+        self.n = n;
+        self.more = total - n;
     }
 }
 
@@ -2430,6 +2481,27 @@ pub fn held_count() -> usize {
 /// locklab::lockdep::unlock_not_held(0x40, C.id(), locklab::lockdep::Site::caller());
 /// ```
 pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
+    unlock_misuse(
+        obj,
+        class,
+        site,
+        "unlock of a lock this thread does not hold",
+    );
+}
+
+/// Reports an unlock, at `site`, of the lock at `obj` of class `class` that no thread holds (a
+/// double unlock): misuse for every kind, even one any thread may unlock (kind `unlock-not-held`).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// static C: locklab::lockdep::LockClass = locklab::lockdep::LockClass::new("unlock-free-doc");
+/// locklab::lockdep::unlock_free(0x41, C.id(), locklab::lockdep::Site::caller());
+/// ```
+pub fn unlock_free(obj: usize, class: u32, site: Site) {
+    unlock_misuse(obj, class, site, "unlock of a lock no thread holds");
+}
+
+fn unlock_misuse(obj: usize, class: u32, site: Site, title: &str) {
     let site = site.0;
     if class == 0 || !enabled() {
         return;
@@ -2437,15 +2509,7 @@ pub fn unlock_not_held(obj: usize, class: u32, site: Site) {
     let Some(g) = graph() else { return };
     let _ = with_thread(|_, _| {
         if g.first_report(table::mix(site as u64 ^ 0x0dd) ^ u64::from(class)) {
-            report::misuse(
-                g,
-                ReportKind::UnlockNotHeld,
-                "unlock of a lock this thread does not hold",
-                class,
-                obj,
-                site,
-                None,
-            );
+            report::misuse(g, ReportKind::UnlockNotHeld, title, class, obj, site, None);
         }
     });
 }
@@ -2595,8 +2659,13 @@ pub fn signal_handler<R>(sig: i32, f: impl FnOnce() -> R) -> R {
 pub fn signal_enter(sig: i32) -> u64 {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
+    if (1..=64).contains(&sig) && WATCH.load(Ordering::Relaxed) & 1 << (sig - 1) == 0 {
+        watch_signal(sig);
+    }
     THREAD
         .try_with(|x| {
+            // The handler runs with another mask, and may leave by `siglongjmp` with it.
+            x.mask_known.store(false, Ordering::Relaxed);
             let depth = x.sig.load(Ordering::Relaxed);
             let saved = u64::from(depth) << 32 | x.sig_no.load(Ordering::Relaxed) as u32 as u64;
             x.sig_no.store(sig, Ordering::Relaxed);
@@ -2618,6 +2687,7 @@ pub fn signal_leave(saved: u64) {
         // The handler's locks come before these stores (as in `signal_enter`).
         compiler_fence(Ordering::SeqCst);
         let depth = (saved >> 32) as u32;
+        x.mask_known.store(false, Ordering::Relaxed);
         x.sig.store(depth, Ordering::Relaxed);
         x.sig_no.store(saved as u32 as i32, Ordering::Relaxed);
         if depth == 0 {
@@ -2640,31 +2710,127 @@ fn in_signal(g: &Graph, class: u32, x: &Tls, site: usize) {
     let c = g.class(class);
     if c.sig_in.load(Ordering::Relaxed) & bit == 0 {
         c.sig_in_site.store(site as u64, Ordering::Relaxed);
-        // AcqRel pairs with `held_outside_signal`'s Acquire load: the site is written first.
-        c.sig_in.fetch_or(bit, Ordering::AcqRel);
+        // SeqCst, as the loads below and in `held_outside_signal`: of a handler's hold and an
+        // unblocked hold elsewhere racing, at least one sees the other's bit (and the site written
+        // before it) and reports.
+        c.sig_in.fetch_or(bit, Ordering::SeqCst);
     }
-    // Acquire pairs with the AcqRel fetch_or in `held_outside_signal`: its mask and site are written.
-    if c.flags.load(Ordering::Acquire) & FLAG_SIG_OUT != 0
-        && c.sig_out.load(Ordering::Relaxed) & bit != 0
-    {
+    if c.sig_out.load(Ordering::SeqCst) & bit != 0 {
         report_signal(g, class, sig);
     }
 }
 
-#[cold]
-#[inline(never)]
-fn held_outside_signal(g: &Graph, class: u32, site: usize) {
-    let c = g.class(class);
-    let unblocked = !blocked_signals();
-    c.sig_out.store(unblocked, Ordering::Relaxed);
-    c.sig_out_site.store(site as u64, Ordering::Relaxed);
-    // Release: the mask and site are written before the flag.
-    let old = c.flags.fetch_or(FLAG_SIG_OUT, Ordering::AcqRel);
-    if old & FLAG_SIG_OUT != 0 {
+/// Signals with a program handler behind the validator (bit n-1 for signal n): what a hold's
+/// blocked mask is read for.
+static WATCH: AtomicU64 = AtomicU64::new(0);
+
+/// The blocked masks come from a caller that calls [`signal_mask_changed`] whenever a thread's
+/// mask changes (the preload library): each thread's last reading is kept until then.
+static MASK_TRACKED: AtomicBool = AtomicBool::new(false);
+
+/// Watches signal `sig`: a handler of it is installed (the preload library calls this before
+/// installing one; [`signal_enter`] does it for any other). From now on the holds of each class are
+/// checked for `sig` being unblocked until one is (each thread's blocked mask is read, or its
+/// last reading reused, see [`track_signal_mask`]), so a class held with `sig` blocked at first and
+/// unblocked later is seen, and one held with it always blocked is never reported.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::watch_signal(10);
+/// ```
+pub fn watch_signal(sig: i32) {
+    if !(1..=64).contains(&sig) {
         return;
     }
-    // Acquire pairs with the AcqRel fetch_or in `in_signal`.
-    let inside = c.sig_in.load(Ordering::Acquire) & unblocked;
+    let bit = 1u64 << (sig - 1);
+    // SeqCst: a hold that reads the new watch set (SeqCst in `held_outside_signal`) either comes
+    // after the classes' flags are cleared below, or its own flag is cleared by them.
+    if WATCH.fetch_or(bit, Ordering::SeqCst) & bit != 0 {
+        return;
+    }
+    let Some(g) = graph() else { return };
+    let n = (g.n_classes.load(Ordering::Relaxed) as usize + 1).min(MAX_CLASSES);
+    let mut cleared = false;
+    for id in 1..n {
+        let c = g.class(id as u32);
+        if c.flags.load(Ordering::Relaxed) & FLAG_SIG_OUT != 0
+            && c.sig_out.load(Ordering::Relaxed) & bit == 0
+        {
+            c.flags.fetch_and(!FLAG_SIG_OUT, Ordering::Relaxed);
+            cleared = true;
+        }
+    }
+    if cleared {
+        // Release pairs with the Acquire in `acquire_object`: the threads' caches of the class
+        // facts start over.
+        OBJ_EPOCH.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Says that the caller calls [`signal_mask_changed`] on every change of a thread's blocked signals
+/// (the preload library, which wraps `pthread_sigmask` and `sigprocmask`): each thread then reads
+/// its mask (a system call) once per change rather than at every hold that needs it.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::track_signal_mask();
+/// ```
+pub fn track_signal_mask() {
+    MASK_TRACKED.store(true, Ordering::Relaxed);
+}
+
+/// The calling thread's blocked signals changed (or may have): its kept reading is dropped.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// locklab::lockdep::signal_mask_changed();
+/// ```
+pub fn signal_mask_changed() {
+    let _ = THREAD.try_with(|x| x.mask_known.store(false, Ordering::Relaxed));
+}
+
+/// The calling thread's blocked signals: its kept reading if valid, else read (and kept).
+fn thread_blocked(x: &Tls) -> u64 {
+    if MASK_TRACKED.load(Ordering::Relaxed) && x.mask_known.load(Ordering::Relaxed) {
+        return x.mask.load(Ordering::Relaxed);
+    }
+    let m = blocked_signals();
+    x.mask.store(m, Ordering::Relaxed);
+    // A handler that interrupts from here on marks it unknown after this (same thread).
+    compiler_fence(Ordering::SeqCst);
+    x.mask_known.store(true, Ordering::Relaxed);
+    m
+}
+
+/// A hold of `class` outside any handler, while the class may still have something to learn:
+/// the signals unblocked here are added to the class's, and a signal newly seen unblocked whose
+/// handler took the class is reported.
+#[cold]
+#[inline(never)]
+fn held_outside_signal(g: &Graph, class: u32, site: usize, x: &Tls) {
+    let c = g.class(class);
+    // SeqCst: see `watch_signal`.
+    let watch = WATCH.load(Ordering::SeqCst);
+    // Only signals with a handler count: a hold before the handler exists cannot be interrupted
+    // by it.
+    let unblocked = !thread_blocked(x) & watch;
+    let have = c.sig_out.load(Ordering::SeqCst);
+    let new = unblocked & !have;
+    if new != 0 {
+        if have == 0 || c.sig_in.load(Ordering::SeqCst) & new != 0 {
+            // The site a report names (written before the bits: see `in_signal`).
+            c.sig_out_site.store(site as u64, Ordering::Relaxed);
+        }
+        // SeqCst: see `in_signal`.
+        c.sig_out.fetch_or(new, Ordering::SeqCst);
+    }
+    if (have | unblocked) & watch == watch {
+        // Every watched signal seen unblocked: later holds have nothing to add (until another
+        // signal is watched).
+        c.flags.fetch_or(FLAG_SIG_OUT, Ordering::Relaxed);
+    }
+    // SeqCst: see `in_signal`.
+    let inside = c.sig_in.load(Ordering::SeqCst) & new;
     if inside != 0 {
         report_signal(g, class, inside.trailing_zeros() as i32 + 1);
     }

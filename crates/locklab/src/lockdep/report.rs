@@ -432,8 +432,17 @@ pub fn write_json_fd(fd: i32) {
     if !g.lock() {
         return;
     }
+    write_json_locked(g, fd);
+    g.unlock();
+}
+
+/// [`write_json_fd`] with the graph lock held by the caller.
+#[cfg(unix)]
+fn write_json_locked(g: &Graph, fd: i32) {
     let n = g.store.json_len.load(Ordering::Relaxed);
-    let mut chunk = [0u8; 4096];
+    // Small: under `abort` this runs on the stack of the thread that found the problem, maybe a
+    // signal handler's alternate stack.
+    let mut chunk = [0u8; 256];
     let put = |b: &[u8]| {
         let mut b = b;
         while !b.is_empty() {
@@ -456,7 +465,39 @@ pub fn write_json_fd(fd: i32) {
         i += k;
     }
     put(b"]\n");
-    g.unlock();
+}
+
+/// The function [`set_abort_hook`] set (null: none).
+static ABORT_HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Sets the function called under [`Action::Abort`] after a report is printed and before the
+/// process aborts, with a writer of every report so far as a JSON array to a descriptor (what
+/// [`write_json_fd`] writes; the validator's lock is held meanwhile, so the hook must not call
+/// [`write_json_fd`] itself). The preload library writes its `LOCKLAB_LOCKDEP_OUT` file there: a
+/// process that aborts on its first report leaves that report in its file.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// fn before_abort(write: &dyn Fn(i32)) {
+///     write(-1); // a bad descriptor: nothing written, no error
+/// }
+/// locklab::lockdep::set_abort_hook(before_abort);
+/// ```
+#[cfg(unix)]
+pub fn set_abort_hook(f: fn(&dyn Fn(i32))) {
+    // Release pairs with the Acquire in `run_abort_hook`.
+    ABORT_HOOK.store(f as *mut (), Ordering::Release);
+}
+
+#[cfg(unix)]
+fn run_abort_hook(g: &Graph) {
+    // Acquire pairs with the Release in `set_abort_hook`.
+    let f = ABORT_HOOK.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: set only by `set_abort_hook` from a `fn(&dyn Fn(i32))`.
+        let f: fn(&dyn Fn(i32)) = unsafe { core::mem::transmute::<*mut (), fn(&dyn Fn(i32))>(f) };
+        f(&|fd| write_json_locked(g, fd));
+    }
 }
 
 /// How many reports so far.
@@ -610,6 +651,10 @@ impl<'g> Rep<'g> {
         let text = read(s.text, self.text_start, end);
         to_stderr(&text);
         if mode() == Action::Abort {
+            // The report reaches the output file before the process ends (the lock is held:
+            // the composed report is complete, and no other report can start meanwhile).
+            #[cfg(unix)]
+            run_abort_hook(self.g);
             to_stderr(b"locklab lockdep: aborting (LOCKLAB_LOCKDEP=abort)\n");
             std::process::abort();
         }
@@ -669,7 +714,7 @@ pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: u
         || g.class(h.class).kind() == Kind::Rcu
         || path.steps[..path.n]
             .iter()
-            .any(|s| g.class(g.edge(s.edge).to.load(Ordering::Relaxed)).kind() == Kind::Rcu);
+            .any(|s| g.class(g.edge(s.edge()).to.load(Ordering::Relaxed)).kind() == Kind::Rcu);
     let title = if rcu {
         "possible deadlock through an RCU grace period (a lock held across synchronize is taken in a reader)"
     } else {
@@ -704,9 +749,9 @@ pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: u
         tid(),
     );
     for s in &path.steps[..path.n] {
-        let e = g.edge(s.edge);
+        let e = g.edge(s.edge());
         let (from, to) = (e.from.load(Ordering::Relaxed), e.to.load(Ordering::Relaxed));
-        let es = &e.sites[s.t];
+        let es = &e.sites[s.t()];
         let (hs, as_, et) = (
             es.held_site.load(Ordering::Relaxed),
             es.acq_site.load(Ordering::Relaxed),
@@ -716,12 +761,12 @@ pub(super) fn cycle(g: &Graph, h: &Held, class: u32, acq_mode: Mode, acq_site: u
         r.class(from);
         let _ = r.t().write_str(" -> ");
         r.class(to);
-        let fm = if s.t & 2 != 0 {
+        let fm = if s.t() & 2 != 0 {
             Mode::Read
         } else {
             Mode::Write
         };
-        let tm = mode_of(s.t & 1, Mode::Write);
+        let tm = mode_of(s.t() & 1, Mode::Write);
         let _ = write!(r.t(), "\n         held ({}) since ", fm.name());
         let _ = site(&mut r.t(), hs);
         let _ = write!(r.t(), ", took ({}) at ", tm.name());
@@ -815,14 +860,18 @@ pub(super) fn recursive_read(g: &Graph, class: u32) {
             .t()
             .write_str("\nwhile it already held it for reading, taken at ");
         let _ = site(&mut r.t(), hs);
-        let _ = r.t().write_str("\nand writers take it, e.g. at ");
-        let _ = site(&mut r.t(), ws);
+        if ws != 0 {
+            let _ = r.t().write_str("\nand writers take it, e.g. at ");
+            let _ = site(&mut r.t(), ws);
+        }
         let _ = r.t().write_str(
             "\nA writer that queues between the two reads blocks the second one (the lock prefers \
              writers) and itself waits for the first: both wait for ever.\n",
         );
         r.json_step(Some((class, Mode::Read, hs)), (class, Mode::Read, rs), 0);
-        r.json_step(None, (class, Mode::Write, ws), 0);
+        if ws != 0 {
+            r.json_step(None, (class, Mode::Write, ws), 0);
+        }
         r.end();
     });
 }
