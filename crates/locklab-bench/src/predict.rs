@@ -96,8 +96,13 @@ impl MachineFile {
                 MAX_COST_NS
             };
             if !v.is_finite() || !(0.0..=max).contains(&v) {
+                let got = if v.abs() >= 1e9 {
+                    format!("{v:e}")
+                } else {
+                    format!("{v}")
+                };
                 return Err(format!(
-                    "`{k}` must be a number from 0 to {max:e} (got {v})"
+                    "`{k}` must be a number from 0 to {max:e} (got {got})"
                 ));
             }
         }
