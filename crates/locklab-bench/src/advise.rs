@@ -432,6 +432,31 @@ pub struct HotLock {
     pub choice: String,
     /// Its margin over the next preload choice (in the worse thread cell).
     pub margin: f64,
+    /// Whether the fastest choice is ahead beyond the map's own spread: its slowest run above every
+    /// other choice's fastest (else the choice is `glibc`: nothing is shown better).
+    pub clear: bool,
+    /// The choices within the spread of the fastest (itself first), when there is no clear winner.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub within_spread: Vec<String>,
+}
+
+/// The preload's spinlock choices: advised only if they hold up with twice as many threads as CPUs.
+pub const SPINLOCKS: [&str; 5] = ["mcs", "ticket", "qspinlock", "tas", "rwspinlock"];
+
+impl HotLock {
+    /// The choice and its margin, or that there is no clear winner and which choices are within
+    /// the spread.
+    pub fn choice_text(&self) -> String {
+        if self.clear {
+            format!("{} ({:.2}x)", self.choice, self.margin)
+        } else {
+            format!(
+                "{} (no clear winner: {} within the map's spread)",
+                self.choice,
+                self.within_spread.join(", ")
+            )
+        }
+    }
 }
 
 /// What `advise --from` finds.
@@ -466,7 +491,7 @@ impl Prediction {
             top.hold_ns,
             top.contended_pct,
             top.read_pct,
-            top.choice
+            top.choice_text()
         )
     }
 
@@ -489,7 +514,7 @@ impl Prediction {
                 h.contended_pct,
                 h.read_pct,
                 format!("{}, {} ns, {}%", h.cell.0, h.cell.1, h.cell.2),
-                format!("{} ({:.2}x)", h.choice, h.margin),
+                h.choice_text(),
                 h.lock,
                 h.site
             );
@@ -528,6 +553,18 @@ pub fn from_processes(
     threads: Option<usize>,
     quiet: bool,
 ) -> anyhow::Result<Prediction> {
+    let cpus = crate::runner::allowed_cpus().len().max(2);
+    from_processes_on(processes, map, threads, quiet, cpus)
+}
+
+/// [`from_processes`] on a machine of `cpus` CPUs (at least 2).
+fn from_processes_on(
+    processes: &[crate::lockstat::ProcessStat],
+    map: Option<(&Advice, String)>,
+    threads: Option<usize>,
+    quiet: bool,
+    cpus: usize,
+) -> anyhow::Result<Prediction> {
     // The locks of every process, most waited first.
     let mut locks: Vec<crate::lockstat::LockSummary> = processes
         .iter()
@@ -554,7 +591,6 @@ pub fn from_processes(
     // records it), else unknown (an older file): the map's cells at the CPUs and at twice the CPUs,
     // and the choice that does best in the worse of the two (a spinlock that wins on dedicated CPUs
     // and collapses when threads outnumber them is no advice).
-    let cpus = crate::runner::allowed_cpus().len().max(2);
     let peak = processes.iter().map(|p| p.threads_peak).max().unwrap_or(0) as usize;
     let wanted: Vec<usize> = match threads {
         Some(t) => vec![t],
@@ -582,8 +618,16 @@ pub fn from_processes(
                 .chain(if rw { &PRELOAD_RWLOCKS[..] } else { &[] })
                 .map(|(l, _)| *l)
                 .collect();
+            // The spinlocks' worst case too: the CPUs and twice the CPUs.
+            let mut measured_threads = wanted.clone();
+            for t in [cpus, 2 * cpus] {
+                if !measured_threads.contains(&t) {
+                    measured_threads.push(t);
+                }
+            }
+            measured_threads.sort_unstable();
             let grid = Grid {
-                threads: wanted.clone(),
+                threads: measured_threads,
                 cs_ns: vec![0, 200, 1000],
                 read_pct: {
                     let mut r = vec![0u32];
@@ -601,7 +645,8 @@ pub fn from_processes(
                         .map(|t| t.to_string())
                         .collect::<Vec<_>>()
                         .join(" and "),
-                    (grid.cs_ns.len() * grid.read_pct.len() * wanted.len() * names.len()) * 21
+                    (grid.cs_ns.len() * grid.read_pct.len() * grid.threads.len() * names.len())
+                        * 21
                         / 100
                 );
             }
@@ -623,15 +668,28 @@ pub fn from_processes(
         }
     };
     let grid = &advice.grid;
-    let mut t_cells: Vec<usize> = Vec::new();
-    for t in &wanted {
-        let c = *grid
-            .threads
-            .iter()
-            .min_by_key(|g| g.abs_diff(*t))
-            .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
-        if !t_cells.contains(&c) {
-            t_cells.push(c);
+    let nearest_cells = |want: &[usize]| -> anyhow::Result<Vec<usize>> {
+        let mut cells: Vec<usize> = Vec::new();
+        for t in want {
+            let c = *grid
+                .threads
+                .iter()
+                .min_by_key(|g| g.abs_diff(*t))
+                .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
+            if !cells.contains(&c) {
+                cells.push(c);
+            }
+        }
+        Ok(cells)
+    };
+    let t_cells = nearest_cells(&wanted)?;
+    // A spinlock is judged at the program's thread count and at the CPUs and twice the CPUs
+    // whatever that count is: one that wins on dedicated CPUs and collapses when threads outnumber
+    // them is no advice (the program's threads are not all its machine runs).
+    let mut spin_cells = t_cells.clone();
+    for c in nearest_cells(&[cpus, 2 * cpus])? {
+        if !spin_cells.contains(&c) {
+            spin_cells.push(c);
         }
     }
     let mut out = Vec::new();
@@ -665,11 +723,17 @@ pub fn from_processes(
         } else {
             &PRELOAD_MUTEXES
         };
-        // Each candidate's worst share of its cell's best, over the thread cells.
-        let mut here: Vec<(f64, &str)> = Vec::new();
+        // Each candidate's worst share of its cell's best (median; and its slowest and fastest
+        // runs, the map's spread), over its thread cells.
+        let mut here: Vec<(f64, &str, f64, f64)> = Vec::new();
         for (lab, name) in candidates {
-            let mut worst: Option<f64> = None;
-            for &t in &t_cells {
+            let mut worst: Option<(f64, f64, f64)> = None;
+            let cells_of = if SPINLOCKS.contains(name) {
+                &spin_cells
+            } else {
+                &t_cells
+            };
+            for &t in cells_of {
                 let cell: Vec<&ResultRow> = advice
                     .lab
                     .results
@@ -682,25 +746,56 @@ pub fn from_processes(
                     .map(|r| r.ops_per_sec.median)
                     .fold(0.0, f64::max);
                 if let Some(r) = cell.iter().find(|r| r.lock == *lab) {
-                    let share = r.ops_per_sec.median / best.max(1e-9);
-                    worst = Some(worst.map_or(share, |w: f64| w.min(share)));
+                    let b = best.max(1e-9);
+                    let share = (
+                        r.ops_per_sec.median / b,
+                        r.ops_per_sec.min.min(r.ops_per_sec.median) / b,
+                        r.ops_per_sec.max.max(r.ops_per_sec.median) / b,
+                    );
+                    worst = Some(worst.map_or(
+                        share,
+                        |w: (f64, f64, f64)| {
+                            if share.0 < w.0 { share } else { w }
+                        },
+                    ));
                 } else {
                     worst = None;
                     break;
                 }
             }
-            if let Some(w) = worst {
-                here.push((w, name));
+            if let Some((w, lo, hi)) = worst {
+                here.push((w, name, lo, hi));
             }
         }
-        here.sort_by(|a, b| b.0.total_cmp(&a.0));
+        // By median share; ties (equal figures) by name, so the same map always gives the same
+        // order.
+        here.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
         let t_cell = t_cells[0];
-        let Some(&(best, name)) = here.first() else {
+        let Some(&(best, name, best_lo, _)) = here.first() else {
             anyhow::bail!(
                 "the map has no row of the preload's choices at {t_cell} threads, cs {cs} ns, {read}% reads"
             );
         };
         let margin = here.get(1).map_or(1.0, |x| best / x.0.max(1e-9));
+        // A winner by more than the map's spread: its slowest run above every other choice's
+        // fastest. Else the choices within the spread are named and nothing is advised.
+        let within: Vec<&str> = here
+            .iter()
+            .filter(|x| x.1 == name || x.3 >= best_lo)
+            .map(|x| x.1)
+            .collect();
+        let clear = within.len() == 1;
+        let label = |n: &str| match (rw, n) {
+            (_, "glibc") => "glibc".to_string(),
+            (true, n) => format!("rwlock:{n}"),
+            (false, n) => n.to_string(),
+        };
+        let within_spread: Vec<String> = if clear {
+            vec![]
+        } else {
+            within.iter().map(|n| label(n)).collect()
+        };
+        let name = if clear { name } else { "glibc" };
         let choice = match (rw, name) {
             (_, "glibc") => "glibc".to_string(),
             (true, n) => format!("rwlock:{n}"),
@@ -722,6 +817,8 @@ pub fn from_processes(
             cell: (t_cell, cs, read),
             choice,
             margin,
+            clear,
+            within_spread,
         });
     }
     // The process-wide choice: the one with the most of the hot locks' wait behind it.
@@ -785,6 +882,9 @@ pub fn from_command(
         },
     };
     let mut processes = file.processes;
+    for p in &processes {
+        p.check().map_err(|e| bad(format!("--from {stat}: {e}")))?;
+    }
     crate::lockstat::symbolise(&mut processes);
     let p = from_processes(
         &processes,
@@ -986,7 +1086,7 @@ mod tests {
             ("rw", "rwlock", 100, 900, 50, 25_000, 1_000),
             ("cold", "mutex", 10, 0, 1, 4_000, 10),
         ]);
-        let pred = from_processes(&[p], Some((&m, "test map".into())), None, true).unwrap();
+        let pred = from_processes_on(&[p], Some((&m, "test map".into())), None, true, 2).unwrap();
         assert_eq!(pred.hot.len(), 2, "{pred:?}");
         let h = &pred.hot[0];
         assert_eq!((h.lock.as_str(), h.site.as_str()), ("m", "m_site"));
@@ -1009,30 +1109,87 @@ mod tests {
             "{}",
             pred.render()
         );
-        // The thread count from the statistics: at 2, mcs wins its cell.
+        // The thread count from the statistics: at 2 (the CPUs), mcs wins its cell, but a spinlock
+        // is judged at twice the CPUs too, where it collapses.
         let mut p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
         p.threads_peak = 2;
-        let pred = from_processes(&[p.clone()], Some((&m, "test map".into())), None, true).unwrap();
-        assert_eq!(pred.process_choice, "mcs");
+        let pred =
+            from_processes_on(&[p.clone()], Some((&m, "test map".into())), None, true, 2).unwrap();
+        assert_eq!(pred.process_choice, "mutex", "mcs collapses at 2 x CPUs");
         assert!(
             pred.threads.starts_with("2 (the most threads"),
             "{}",
             pred.threads
         );
         p.threads_peak = 5;
-        let pred = from_processes(&[p], Some((&m, "test map".into())), None, true).unwrap();
+        let pred = from_processes_on(&[p], Some((&m, "test map".into())), None, true, 2).unwrap();
         assert_eq!(
             pred.process_choice, "mutex",
             "5 threads read at the map's nearest, 4"
         );
-        // With the thread count given (2), the cell's own winner.
+        // With the thread count given (2): still the worse of 2 and 4 for a spinlock.
         let p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
-        let pred = from_processes(&[p], Some((&m, "test map".into())), Some(2), true).unwrap();
-        assert_eq!(pred.process_choice, "mcs");
+        let pred =
+            from_processes_on(&[p], Some((&m, "test map".into())), Some(2), true, 2).unwrap();
+        assert_eq!(pred.process_choice, "mutex");
         // Nothing waited: keep glibc, no map needed.
         let p = stat(&[("m", "mutex", 1000, 0, 0, 0, 10)]);
         let pred = from_processes(&[p], None, None, true).unwrap();
         assert_eq!(pred.process_choice, "glibc");
         assert!(pred.hot.is_empty());
+    }
+
+    /// A choice ahead by less than the map's own spread is no choice: "no clear winner", the
+    /// choices within the spread named, glibc kept; a spinlock that holds up at twice the CPUs
+    /// and wins beyond the spread is advised.
+    #[test]
+    fn a_winner_within_the_maps_spread_is_no_clear_winner() {
+        let spread = |lock: &str, t: usize, cs: u64, min: f64, med: f64, max: f64| {
+            let mut r = row(lock, t, cs, 0, med);
+            r.ops_per_sec = Spread {
+                median: med,
+                min,
+                max,
+            };
+            r
+        };
+        let mut rows = vec![];
+        for (t, cs) in [(2, 0), (2, 200), (2, 1000), (4, 0), (4, 200), (4, 1000)] {
+            rows.push(spread("mcs", t, cs, 9.0, 10.3, 10.6));
+            rows.push(spread("mutex", t, cs, 9.5, 10.0, 10.4));
+            rows.push(spread("pthread-mutex", t, cs, 9.0, 9.8, 10.1));
+            rows.push(spread("ticket", t, cs, 1.0, 2.0, 3.0));
+        }
+        let m = map(rows.clone());
+        let mut p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
+        p.threads_peak = 2;
+        let pred =
+            from_processes_on(&[p.clone()], Some((&m, "test map".into())), None, true, 2).unwrap();
+        let h = &pred.hot[0];
+        assert!(!h.clear, "{h:?}");
+        assert_eq!(h.choice, "glibc");
+        assert_eq!(h.within_spread, ["mcs", "mutex", "glibc"]);
+        assert_eq!(pred.process_choice, "glibc");
+        assert!(
+            pred.render()
+                .contains("no clear winner: mcs, mutex, glibc within the map's spread"),
+            "{}",
+            pred.render()
+        );
+        // The same map, the same advice (nothing is measured with a map given).
+        let again =
+            from_processes_on(&[p.clone()], Some((&m, "test map".into())), None, true, 2).unwrap();
+        assert_eq!(again.hot[0].within_spread, h.within_spread);
+        // mcs ahead beyond every other spread at 2 and 4 threads: advised.
+        for r in rows.iter_mut().filter(|r| r.lock == "mcs") {
+            r.ops_per_sec = Spread {
+                median: 14.0,
+                min: 13.0,
+                max: 15.0,
+            };
+        }
+        let pred = from_processes_on(&[p], Some((&map(rows), "m".into())), None, true, 2).unwrap();
+        assert!(pred.hot[0].clear);
+        assert_eq!(pred.process_choice, "mcs");
     }
 }

@@ -105,6 +105,10 @@ pub struct App {
     pub server: Option<String>,
     /// The input made in the scratch directory, once.
     pub input: Option<Input>,
+    /// How long the input command may run (`input.timeout_s`).
+    pub input_timeout: Duration,
+    /// How long one run may take (`run.timeout_s`).
+    pub run_timeout: Duration,
     /// The spec file it came from.
     pub source: String,
 }
@@ -195,18 +199,21 @@ impl App {
             }
             Some(Input::Command(c)) => {
                 let args = self.words(c, dir, 1, false, 0);
-                let out = Command::new(&args[0])
-                    .args(&args[1..])
-                    .current_dir(dir)
-                    .stdin(Stdio::null())
-                    .output()?;
-                if out.status.success() {
+                let mut cmd = Command::new(&args[0]);
+                cmd.args(&args[1..]).current_dir(dir);
+                let step = format!(
+                    "the input command (input.timeout_s = {})",
+                    self.input_timeout.as_secs()
+                );
+                let (ok, text) = run_limited(cmd, self.input_timeout, &[], &step)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", self.source)))?;
+                if ok {
                     Ok(())
                 } else {
                     Err(std::io::Error::other(format!(
                         "{}: the input command failed: {}",
                         self.source,
-                        last_lines(&String::from_utf8_lossy(&out.stderr), 3)
+                        last_lines(&text, 3)
                     )))
                 }
             }
@@ -450,7 +457,12 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
     let mut rows: Vec<AppRow> = Vec::new();
     let mut unavailable = Vec::new();
     let mut failures = 0;
-    let scratch = std::env::temp_dir().join(format!("locklab-apps-{}", std::process::id()));
+    // Before any thread: the lab reaps what the runs leave, and a signal cleans up.
+    crate::cleanup::install();
+    let scratch_guard = crate::cleanup::Scratch::new(
+        std::env::temp_dir().join(format!("locklab-apps-{}", std::process::id())),
+    )?;
+    let scratch = scratch_guard.path();
     println!(
         "{:<17} {:>7}  {:<10} {:>15}  {:>25}  {:>9}  verdict",
         "app", "threads", "lock", "median", "spread", "vs glibc"
@@ -569,7 +581,7 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch_guard);
     if let Some(target) = &plan.json {
         let mut entries: Vec<serde_json::Value> = rows
             .iter()

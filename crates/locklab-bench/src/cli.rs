@@ -213,6 +213,10 @@ pub enum Command {
         /// A shell command run before each run (e.g. `rm -f test.db`).
         #[arg(long, value_name = "CMD")]
         setup: Option<String>,
+        /// How long one --setup may run, in seconds (1-3600, default 300); one that does not finish
+        /// by then stops `try` with an error.
+        #[arg(long, value_name = "S", allow_hyphen_values = true)]
+        setup_timeout: Option<String>,
         /// Also write one row per choice as JSON here, in `apps`' schema (`-`: standard output).
         #[arg(long, value_name = "F")]
         json: Option<String>,

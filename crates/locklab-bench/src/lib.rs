@@ -21,6 +21,7 @@ pub mod advise;
 pub mod apps;
 pub mod bench;
 pub mod calibrate;
+pub mod cleanup;
 pub mod cli;
 pub mod compare;
 pub mod list;

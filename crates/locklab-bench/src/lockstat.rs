@@ -108,6 +108,94 @@ pub struct ProcessStat {
     pub records: Vec<Record>,
 }
 
+impl ProcessStat {
+    /// Whether the statistics can be true: within each record, no more contentions than
+    /// acquisitions (of each mode), no more holds than acquisitions, no maximum above its total;
+    /// and the totals summed over the records fit. `Err` names the record and the field.
+    ///
+    /// ```
+    /// use locklab_bench::lockstat::{ProcessStat, Record};
+    /// let r = Record { lock: "0x10".into(), acquisitions: 1, contentions: 100_000_000_000_000, ..Default::default() };
+    /// let p = ProcessStat { pid: 7, records: vec![r], ..Default::default() };
+    /// let e = p.check().unwrap_err();
+    /// assert!(e.contains("record 1 (lock 0x10") && e.contains("`contentions` 100000000000000"), "{e}");
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        let mut sums = [0u128; 4];
+        for (i, r) in self.records.iter().enumerate() {
+            let at = || {
+                format!(
+                    "process {}, record {} (lock {} at {})",
+                    self.pid,
+                    i + 1,
+                    r.lock,
+                    r.site_name()
+                )
+            };
+            let acquired = u128::from(r.acquisitions) + u128::from(r.read_acquisitions);
+            let pairs: [(&str, u64, &str, u128); 6] = [
+                (
+                    "contentions",
+                    r.contentions,
+                    "acquisitions",
+                    r.acquisitions.into(),
+                ),
+                (
+                    "read_contentions",
+                    r.read_contentions,
+                    "read_acquisitions",
+                    r.read_acquisitions.into(),
+                ),
+                (
+                    "holds",
+                    r.holds,
+                    "acquisitions and read_acquisitions",
+                    acquired,
+                ),
+                (
+                    "wait_ns_max",
+                    r.wait_ns_max,
+                    "wait_ns_total",
+                    r.wait_ns_total.into(),
+                ),
+                (
+                    "hold_ns_max",
+                    r.hold_ns_max,
+                    "hold_ns_total",
+                    r.hold_ns_total.into(),
+                ),
+                (
+                    "read_wait_ns_max",
+                    r.read_wait_ns_max,
+                    "read_wait_ns_total",
+                    r.read_wait_ns_total.into(),
+                ),
+            ];
+            for (k, v, of, limit) in pairs {
+                if u128::from(v) > limit {
+                    return Err(format!(
+                        "{}: `{k}` {v} is more than its `{of}` ({limit}): not statistics a run can write",
+                        at()
+                    ));
+                }
+            }
+            sums[0] += acquired;
+            sums[1] += u128::from(r.contentions) + u128::from(r.read_contentions);
+            sums[2] += u128::from(r.wait_ns_total) + u128::from(r.read_wait_ns_total);
+            sums[3] += u128::from(r.hold_ns_total);
+        }
+        // Room for the sums the readers make (and a factor of 100 for shares).
+        if sums.iter().any(|&s| s > u128::from(u64::MAX / 128)) {
+            return Err(format!(
+                "process {}: its records' totals are beyond any run's (more than {} acquisitions or ns in all)",
+                self.pid,
+                u64::MAX / 128
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A lock's records summed over its call sites.
 #[derive(Debug, Clone, Default)]
 pub struct LockSummary {
@@ -279,8 +367,18 @@ pub fn symbolise(processes: &mut [ProcessStat]) {
     }
 }
 
-/// A C++ name demangled (without parameter lists, as lock_stat's short names), or as given.
+/// A C++ name demangled (without parameter lists, as lock_stat's short names), or as given: only a
+/// mangled name (`_Z...`) is demangled, a plain C name (`w`, `worker`) stays what it is.
+///
+/// ```
+/// use locklab_bench::lockstat::demangle;
+/// assert_eq!(demangle("w"), "w");
+/// assert_eq!(demangle("_Z6workerPv"), "worker");
+/// ```
 pub fn demangle(name: &str) -> String {
+    if !name.starts_with("_Z") {
+        return name.to_string();
+    }
     let options = cpp_demangle::DemangleOptions::new()
         .no_params()
         .no_return_type();

@@ -146,6 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rate,
             same_output,
             setup,
+            setup_timeout,
             json,
             cmd,
         }) => try_cmd::command(&try_cmd::TryPlan::parse(
@@ -155,6 +156,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rate.as_deref(),
             same_output,
             setup,
+            setup_timeout.as_deref(),
             json,
             cmd,
         )?)?,

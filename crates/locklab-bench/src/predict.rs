@@ -73,10 +73,17 @@ pub struct MachineFile {
     pub slice_ns: f64,
 }
 
+/// The most any cost of a description may be, ns (10 ms: beyond any machine's).
+pub const MAX_COST_NS: f64 = 1e7;
+/// The most `slice_ns` may be, ns (1 s).
+pub const MAX_SLICE_NS: f64 = 1e9;
+
 impl MachineFile {
     /// Cores in all.
     pub fn cores(&self) -> usize {
-        self.sockets * self.nodes_per_socket * self.cores_per_node
+        self.sockets
+            .saturating_mul(self.nodes_per_socket)
+            .saturating_mul(self.cores_per_node)
     }
 
     /// The checks the simulator makes, here first, so that a bad file is one line naming the field.
@@ -88,8 +95,20 @@ impl MachineFile {
             ));
         }
         for (k, v) in self.costs() {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("`{k}` must be a number >= 0 (got {v})"));
+            let max = if k == "slice_ns" {
+                MAX_SLICE_NS
+            } else {
+                MAX_COST_NS
+            };
+            if !v.is_finite() || !(0.0..=max).contains(&v) {
+                let got = if v.abs() >= 1e9 {
+                    format!("{v:e}")
+                } else {
+                    format!("{v}")
+                };
+                return Err(format!(
+                    "`{k}` must be a number from 0 to {max:e} (got {got})"
+                ));
             }
         }
         if self.occupancy > 1.0 {
@@ -591,8 +610,34 @@ pub const SIM_LOCKS: [&str; 10] = [
 /// The default `--locks`.
 pub const DEFAULT_LOCKS: &str = "ticket,mcs,qspinlock,mutex,rwsem";
 
-/// The most virtual ms a run may ask for.
+/// The most virtual ms a run may ask for (one thread: ~7 s of host time on a 2-CPU machine).
 pub const MAX_VIRTUAL_MS: u64 = 10_000;
+/// The most virtual ms x threads a run of two threads or more may ask for: every hand-over between
+/// virtual threads is one between host threads (~4 us each, tens of thousands a virtual ms), so a
+/// run costs about 20 ms of host time per virtual thread-ms: 2,000 is under a minute on a 2-CPU
+/// machine.
+pub const MAX_THREAD_MS: u64 = 2_000;
+
+/// Whether a run of `threads` threads (the most of the plan's) for `duration_ms` is within
+/// [`MAX_THREAD_MS`]; one usage line if not.
+///
+/// ```
+/// use locklab_bench::predict::check_budget;
+/// assert!(check_budget(10_000, 1).is_ok());
+/// assert!(check_budget(20, 48).is_ok());
+/// let e = check_budget(2_000, 8).unwrap_err().0;
+/// assert!(e.contains("at most 250 ms at 8 threads"), "{e}");
+/// ```
+pub fn check_budget(duration_ms: u64, threads: usize) -> Result<(), UsageError> {
+    let threads = threads.max(1) as u64;
+    if threads < 2 || duration_ms.saturating_mul(threads) <= MAX_THREAD_MS {
+        return Ok(());
+    }
+    usage(format!(
+        "--duration-ms: {duration_ms} ms at {threads} threads is beyond what the simulator runs in reasonable time (virtual ms x threads at most {MAX_THREAD_MS}: at most {} ms at {threads} threads)",
+        MAX_THREAD_MS / threads
+    ))
+}
 
 impl PredictPlan {
     /// Validates the flags (one line, exit 2, for each mistake).
@@ -850,6 +895,13 @@ fn write_json(target: &str, text: &str) -> anyhow::Result<()> {
 /// `locklab predict`.
 pub fn command(plan: &PredictPlan) -> anyhow::Result<()> {
     let m = machine(&plan.machine)?;
+    let most = plan
+        .threads
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or_else(|| default_threads(m.cores()).into_iter().max().unwrap_or(1));
+    check_budget(plan.duration_ms, most)?;
     let stdout_json = plan.json.as_deref() == Some("-");
     let (rows, cost) = predict(&m, plan, false)?;
     let text = render(&m, &rows);
@@ -1128,6 +1180,23 @@ mod tests {
         let huge = good.replace("cores_per_node = 6", "cores_per_node = 600");
         let e = parse_machine("f.toml", &huge).unwrap_err().0;
         assert!(e.contains("1 to 128"), "{e}");
+        // A value no machine has: one line naming the key (it once reached the simulator, whose
+        // figures became infinite and its output unreadable).
+        let absurd = good.replace("wakeup_ns = 6000.0", "wakeup_ns = 1e300");
+        let e = parse_machine("f.toml", &absurd).unwrap_err().0;
+        assert!(
+            e.starts_with("machine description f.toml: `wakeup_ns` must be a number from 0 to 1e7"),
+            "{e}"
+        );
+        let absurd = good.replace("slice_ns = 4000000.0", "slice_ns = 1e12");
+        let e = parse_machine("f.toml", &absurd).unwrap_err().0;
+        assert!(
+            e.contains("`slice_ns` must be a number from 0 to 1e9"),
+            "{e}"
+        );
+        let wraps = good.replace("sockets = 4", "sockets = 4611686018427387904");
+        let e = parse_machine("f.toml", &wraps).unwrap_err().0;
+        assert!(e.contains("1 to 128 are supported"), "{e}");
         let missing = good.replace("occupancy = 1.0\n", "");
         let e = parse_machine("f.toml", &missing).unwrap_err().0;
         assert!(e.contains("occupancy"), "{e}");

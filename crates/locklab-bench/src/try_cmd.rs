@@ -14,12 +14,12 @@
 //! the program started is left running; `SIGINT`/`SIGTERM` to the lab kill the run in progress too.
 
 use crate::apps::{AppRow, on_path, spread, verdict};
+use crate::cleanup;
 use crate::preload::{self, MUTEXES, RWLOCKS};
 use crate::usage::{UsageError, usage};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// One choice the command runs under.
@@ -72,6 +72,8 @@ pub struct TryPlan {
     pub same_output: bool,
     /// `--setup`: a shell command before each run.
     pub setup: Option<String>,
+    /// `--setup-timeout`: how long one setup may run.
+    pub setup_timeout: Duration,
     /// `--json` target.
     pub json: Option<String>,
     /// The program and its arguments.
@@ -80,6 +82,8 @@ pub struct TryPlan {
 
 /// The default mutex choices (glibc is always first).
 pub const DEFAULT_LOCKS: [&str; 4] = ["glibc-adaptive", "mutex", "mcs", "qspinlock"];
+/// How long one `--setup` may run unless `--setup-timeout` says otherwise.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// The default rwlock rows, run when the program takes an rwlock.
 pub const DEFAULT_RWLOCKS: [&str; 2] = ["rwsem", "rwspinlock"];
 
@@ -88,9 +92,9 @@ impl TryPlan {
     ///
     /// ```
     /// use locklab_bench::try_cmd::TryPlan;
-    /// let p = TryPlan::parse(Some("mcs"), Some(""), None, None, false, None, None, vec!["true".into()]).unwrap();
+    /// let p = TryPlan::parse(Some("mcs"), Some(""), None, None, false, None, None, None, vec!["true".into()]).unwrap();
     /// assert_eq!(p.choices.iter().map(|c| c.label.as_str()).collect::<Vec<_>>(), ["glibc", "mcs"]);
-    /// let e = TryPlan::parse(None, None, None, Some("ops: [0-9]+"), false, None, None, vec!["true".into()]);
+    /// let e = TryPlan::parse(None, None, None, Some("ops: [0-9]+"), false, None, None, None, vec!["true".into()]);
     /// assert!(e.unwrap_err().to_string().contains("no group"));
     /// ```
     #[allow(clippy::too_many_arguments)]
@@ -101,6 +105,7 @@ impl TryPlan {
         rate: Option<&str>,
         same_output: bool,
         setup: Option<String>,
+        setup_timeout: Option<&str>,
         json: Option<String>,
         cmd: Vec<String>,
     ) -> Result<TryPlan, UsageError> {
@@ -174,6 +179,13 @@ impl TryPlan {
         if setup.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return usage("--setup needs a command (run with sh -c before each run)");
         }
+        let setup_timeout = match setup_timeout {
+            None => DEFAULT_SETUP_TIMEOUT,
+            Some(t) => match t.parse::<u64>() {
+                Ok(n) if (1..=3600).contains(&n) => Duration::from_secs(n),
+                _ => return usage(format!("--setup-timeout: `{t}` is not 1-3600 seconds")),
+            },
+        };
         if json.as_deref() == Some("") {
             return usage("--json needs a file name (or - for standard output)");
         }
@@ -184,6 +196,7 @@ impl TryPlan {
             rate,
             same_output,
             setup,
+            setup_timeout,
             json,
             cmd,
         })
@@ -191,21 +204,6 @@ impl TryPlan {
 
     fn uses_rate(&self) -> bool {
         self.rate.is_some()
-    }
-}
-
-/// The process group of the run in progress (0: none), for the signal handler.
-static GROUP: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    let g = GROUP.load(Ordering::Relaxed);
-    // SAFETY: kill, signal and raise are async-signal-safe; the group is our own child's.
-    unsafe {
-        if g > 0 {
-            libc::kill(-g, libc::SIGKILL);
-        }
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
     }
 }
 
@@ -242,43 +240,100 @@ fn status_text(s: &ExitStatus) -> String {
     }
 }
 
+/// The last `n` non-empty lines of a program's stderr, for a one-line message: each line cut to 160
+/// characters and the whole to 400, with what was left out counted (a program's stderr can be
+/// megabytes, on one line or many).
 fn tail(text: &str, n: usize) -> String {
+    const LINE: usize = 160;
+    const ALL: usize = 400;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].join(" | ")
+    let kept = &lines[lines.len().saturating_sub(n)..];
+    let mut cut_bytes = text.len();
+    let mut parts: Vec<String> = Vec::new();
+    let mut room = ALL;
+    for l in kept.iter().rev() {
+        if room == 0 {
+            break;
+        }
+        // The end of a long line: the message a program prints last is what explains its end.
+        let want = l.len().min(LINE).min(room);
+        let mut start = l.len() - want;
+        while !l.is_char_boundary(start) {
+            start += 1;
+        }
+        let piece = &l[start..];
+        cut_bytes -= piece.len();
+        room -= piece.len();
+        parts.push(if start > 0 {
+            format!("...{piece}")
+        } else {
+            piece.to_string()
+        });
+    }
+    parts.reverse();
+    let mut s = parts.join(" | ");
+    let whole = parts.len() == lines.len() && parts.iter().all(|p| !p.starts_with("..."));
+    if !whole {
+        s += &format!(
+            " [stderr cut: {cut_bytes} of its {} bytes not shown]",
+            text.len()
+        );
+    }
+    s
 }
 
 /// Waits for `child` (the leader of its own process group, started at `start`) for at most
-/// `limit`, then kills its group either way (on time-out, or whatever it left behind): its status
-/// (`None`: killed at the limit) and its wall time in seconds. The group is in [`GROUP`] meanwhile,
-/// for the signal handler.
+/// `limit`, then kills its group either way (on time-out, or whatever it left behind) and every
+/// other descendant the lab has (a daemon that left the group: the lab is their subreaper): its
+/// status (`None`: killed at the limit) and its wall time in seconds. The group is known to the
+/// signal thread meanwhile ([`cleanup::Group`]). With `notice`, a line on stderr once the wait
+/// passes [`NOTICE_AFTER`]: what is still running, and until when.
 fn wait_group(
     child: &mut std::process::Child,
     start: Instant,
     limit: Duration,
+    notice: Option<&str>,
 ) -> std::io::Result<(Option<ExitStatus>, f64)> {
-    let pid = child.id() as i32;
-    GROUP.store(pid, Ordering::Relaxed);
+    let group = cleanup::Group::new(child.id() as i32);
+    let mut noticed = notice.is_none();
+    let notice_after = NOTICE_AFTER.min(limit / 2);
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) if start.elapsed() > limit => break None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                GROUP.store(0, Ordering::Relaxed);
-                return Err(e);
+            Ok(None) => {
+                if !noticed && start.elapsed() > notice_after {
+                    noticed = true;
+                    eprintln!(
+                        "locklab try: {} still running after {} s (stopped at {} s)",
+                        notice.unwrap_or_default(),
+                        notice_after.as_secs(),
+                        limit.as_secs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(2))
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     };
     let wall = start.elapsed().as_secs_f64();
-    // SAFETY: the child's own process group (its leftovers, or all of it at the limit).
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    cleanup::hold_if_ending();
+    group.kill();
     if status.is_none() {
         let _ = child.wait();
     }
-    GROUP.store(0, Ordering::Relaxed);
+    drop(group);
+    cleanup::reap_descendants();
     Ok((status, wall))
 }
+
+/// The bound of glibc's first run (nothing measured yet to bound it by).
+const FIRST_LIMIT: Duration = Duration::from_secs(3600);
+
+/// When a setup or glibc's first run (the ones without an earlier run to bound them) says it is
+/// still running (or at half its bound, if sooner).
+const NOTICE_AFTER: Duration = Duration::from_secs(10);
 
 struct Runner<'a> {
     plan: &'a TryPlan,
@@ -295,7 +350,8 @@ impl Runner<'_> {
         limit: Duration,
     ) -> anyhow::Result<Result<Outcome, String>> {
         if let Some(setup) = &self.plan.setup {
-            // Its own group and the same bound as a run: a setup that hangs must not hang `try`.
+            // Its own group and its own bound (`--setup-timeout`): a setup that hangs must not hang
+            // `try`.
             let err_path = self.scratch.join("setup-stderr");
             let mut child = Command::new("sh")
                 .arg("-c")
@@ -306,13 +362,19 @@ impl Runner<'_> {
                 .process_group(0)
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("--setup: cannot run sh: {e}"))?;
-            let (status, _) = wait_group(&mut child, Instant::now(), limit)?;
+            let limit = self.plan.setup_timeout;
+            let (status, _) = wait_group(
+                &mut child,
+                Instant::now(),
+                limit,
+                Some(&format!("--setup `{setup}`")),
+            )?;
             let stderr =
                 String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
             match status {
                 None => anyhow::bail!(
-                    "--setup `{setup}` did not finish in {:.0} s",
-                    limit.as_secs_f64()
+                    "--setup `{setup}` did not finish in {} s (--setup-timeout): stopped",
+                    limit.as_secs()
                 ),
                 Some(st) if !st.success() => anyhow::bail!(
                     "--setup `{setup}` failed ({}): {}",
@@ -369,7 +431,8 @@ impl Runner<'_> {
                 });
             }
         };
-        let (status, wall) = wait_group(&mut child, start, limit)?;
+        let notice = (limit >= FIRST_LIMIT).then(|| format!("`{}`", shell_words(&self.plan.cmd)));
+        let (status, wall) = wait_group(&mut child, start, limit, notice.as_deref())?;
         let stdout = std::fs::read(&out_path).unwrap_or_default();
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&err_path).unwrap_or_default()).into_owned();
@@ -482,25 +545,20 @@ pub fn command(plan: &TryPlan) -> anyhow::Result<()> {
     if let Some(f) = plan.json.as_deref().filter(|f| *f != "-") {
         std::fs::File::create(f).map_err(|e| anyhow::anyhow!("cannot write {f}: {e}"))?;
     }
+    // Before any thread: the lab reaps what the runs leave, and a signal cleans up.
+    cleanup::install();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let scratch = std::env::temp_dir().join(format!("locklab-try-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    // SAFETY: a handler that only kills the run's group and re-raises.
-    unsafe {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
+    let scratch = cleanup::Scratch::new(
+        std::env::temp_dir().join(format!("locklab-try-{}-{nanos}", std::process::id())),
+    )?;
     let r = Runner {
         plan,
         lib,
-        scratch: scratch.clone(),
+        scratch: scratch.path().to_path_buf(),
     };
-    let result = measure(&r);
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
+    measure(&r)
 }
 
 /// One choice's runs and what went wrong.
@@ -529,8 +587,7 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         };
     // First, glibc with statistics: whether the program takes rwlocks (the rwlock rows), and the
     // statistics the prediction reads.
-    let first_limit = Duration::from_secs(3600);
-    let (glibc_stat, glibc_processes) = stat_run(&plan.choices[0], first_limit)?;
+    let (glibc_stat, glibc_processes) = stat_run(&plan.choices[0], FIRST_LIMIT)?;
     let takes_rwlocks = glibc_processes
         .iter()
         .flat_map(|p| &p.records)
@@ -579,11 +636,10 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         if glibc_max > 0.0 {
             Duration::from_secs_f64((10.0 * glibc_max).max(10.0))
         } else {
-            first_limit
+            FIRST_LIMIT
         }
     };
     let mut nondeterministic: Option<String> = None;
-    let mut reference_note: Option<String> = None;
     for _ in 0..plan.repeats {
         for (i, choice) in choices.iter().enumerate() {
             bar.set_message(format!(
@@ -599,6 +655,12 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
             bar.inc(1);
             let o = match o {
                 Ok(o) => o,
+                Err(e) if i == 0 && reference.is_none() => {
+                    bar.finish_and_clear();
+                    anyhow::bail!(
+                        "the program fails under glibc itself ({e}): nothing to compare the locks with"
+                    );
+                }
                 Err(e) => {
                     arms[i].gave_up = true;
                     arms[i].failure.get_or_insert(e);
@@ -609,13 +671,14 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
                 glibc_max = glibc_max.max(o.wall);
             }
             if reference.is_none() && !o.status.success() {
-                // Every row is compared with this status: a program that fails under glibc too
-                // would otherwise "verify" everywhere while measuring its failure.
-                reference_note = Some(format!(
-                    "{} under glibc; stderr: {}",
+                // Every row is compared with glibc's run: a program that fails under glibc itself
+                // would "verify" everywhere while measuring its failure.
+                bar.finish_and_clear();
+                anyhow::bail!(
+                    "the program fails under glibc itself ({}; stderr: {}): nothing to compare the locks with",
                     status_text(&o.status),
                     tail(&o.stderr, 3)
-                ));
+                );
             }
             let (ref_status, ref_out) =
                 reference.get_or_insert_with(|| (o.status, o.stdout.clone()));
@@ -688,11 +751,6 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         );
     }
 
-    if let Some(n) = &reference_note {
-        println!(
-            "warning: the program does not succeed under glibc ({n}): every row is compared with that status and measures that run"
-        );
-    }
     // The table.
     let higher = plan.uses_rate();
     let fmt = |v: f64| {
@@ -910,6 +968,7 @@ mod tests {
             false,
             None,
             None,
+            None,
             vec!["true".into()],
         )
     }
@@ -955,7 +1014,7 @@ mod tests {
             e.contains("not a regular expression") && !e.contains('\n'),
             "{e}"
         );
-        assert!(TryPlan::parse(None, None, None, None, false, None, None, vec![]).is_err());
+        assert!(TryPlan::parse(None, None, None, None, false, None, None, None, vec![]).is_err());
         assert!(
             TryPlan::parse(
                 None,
@@ -963,6 +1022,7 @@ mod tests {
                 Some("0"),
                 None,
                 false,
+                None,
                 None,
                 None,
                 vec!["x".into()]
@@ -977,6 +1037,7 @@ mod tests {
                 None,
                 false,
                 Some(" ".into()),
+                None,
                 None,
                 vec!["x".into()]
             )

@@ -79,3 +79,35 @@ fn advise_maps_the_winner_of_every_cell() {
         "{err}"
     );
 }
+
+/// Statistics no run can write (more contentions than acquisitions: "contended 1e14%") are one
+/// line naming the record and the field, exit 2, never a figure.
+#[test]
+fn impossible_statistics_are_one_line_naming_record_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("stat.json");
+    for (record, want) in [
+        (
+            r#"{"lock": "0x10", "kind": "mutex", "site_addr": "0x1", "acquisitions": 1, "contentions": 100000000000000, "wait_ns_total": 5, "holds": 1, "hold_ns_total": 10}"#,
+            "process 42, record 1 (lock 0x10 at 0x1): `contentions` 100000000000000 is more than its `acquisitions` (1)",
+        ),
+        (
+            r#"{"lock": "0x20", "kind": "mutex", "site_addr": "0x2", "acquisitions": 10, "contentions": 1, "wait_ns_total": 5, "wait_ns_max": 9, "holds": 10, "hold_ns_total": 10}"#,
+            "`wait_ns_max` 9 is more than its `wait_ns_total` (5)",
+        ),
+        (
+            r#"{"lock": "0x30", "kind": "mutex", "site_addr": "0x3", "acquisitions": 18446744073709551615, "contentions": 1, "wait_ns_total": 18446744073709551615, "holds": 1, "hold_ns_total": 10}"#,
+            "process 42: its records' totals are beyond any run's",
+        ),
+    ] {
+        std::fs::write(
+            &f,
+            format!(r#"{{"processes": [{{"pid": 42, "records": [{record}]}}]}}"#),
+        )
+        .unwrap();
+        let (code, out, err) = run(&["advise", "--from", f.to_str().unwrap()]);
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "want {want:?} in {err}");
+    }
+}

@@ -11,7 +11,41 @@ fn bad_input_is_one_line_and_exit_2() {
     let bad_file = dir.join("m.toml");
     std::fs::write(&bad_file, "name = \"x\"\nwhat = \"y\"\nsockets = 1\n").unwrap();
     let bad = bad_file.to_str().unwrap();
+    // A value no machine has: one line naming the file and the key, before anything runs.
+    let absurd_file = dir.join("absurd.toml");
+    std::fs::write(
+        &absurd_file,
+        include_str!("../machines/opteron-48.toml")
+            .replace("wakeup_ns = 6000.0", "wakeup_ns = 1e300"),
+    )
+    .unwrap();
+    let absurd = absurd_file.to_str().unwrap();
     for (args, says) in [
+        (
+            vec![
+                "predict",
+                "--machine",
+                absurd,
+                "--threads",
+                "1",
+                "--locks",
+                "mutex",
+            ],
+            "absurd.toml: `wakeup_ns` must be a number from 0 to 1e7 (got 1e300)",
+        ),
+        // The documented limits are those that run in reasonable time (this one took minutes).
+        (
+            vec![
+                "predict",
+                "--duration-ms",
+                "2000",
+                "--threads",
+                "8",
+                "--locks",
+                "mutex",
+            ],
+            "at most 250 ms at 8 threads",
+        ),
         (vec!["predict", "--machine", "no-such"], "opteron-48"),
         (vec!["predict", "--machine", bad], "m.toml"),
         (vec!["predict", "--workload", "condvar"], "mutex, rw"),

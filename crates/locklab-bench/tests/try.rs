@@ -193,23 +193,106 @@ fn a_choice_the_program_fails_under_fails_the_command_with_its_stderr() {
     assert_eq!(rows[2]["verdict"], "failed");
     assert!(out.contains("recommendation: keep glibc"), "{out}");
     assert!(!out.contains("warning:"), "{out}");
-    // A program that fails under glibc too is compared with that status, and said to.
+    // A program that fails under glibc itself: nothing to compare with, one error, and no run
+    // after glibc's (the statistics run and the first measured one).
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let log = dir.join("try_fails_under_glibc.log");
+    let _ = std::fs::remove_file(&log);
+    let script = format!("echo run >> {}; echo nope >&2; exit 5", log.display());
+    let (code, out, err) = run(&["try", "--locks", "mutex,mcs", "--", "sh", "-c", &script]);
+    assert_eq!(code, 1, "{err}\n{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "the program fails under glibc itself (exit status 5; stderr: nope): nothing to compare the locks with"
+        ),
+        "{err}"
+    );
+    let runs = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(runs, 2, "stopped after glibc's first measured run");
+}
+
+/// A program's stderr in a message is its last lines, cut, with what was cut counted: never
+/// megabytes on one line.
+#[test]
+fn a_failures_stderr_is_cut_and_counted() {
+    let script = r#"if [ "$LOCKLAB_MUTEX" = mcs ]; then head -c 5000000 /dev/zero | tr '\0' x >&2; echo >&2; echo last words >&2; exit 3; fi"#;
     let (code, out, err) = run(&[
         "try",
         "--locks",
-        "mutex",
+        "mcs",
         "--repeats",
         "1",
         "--",
         "sh",
         "-c",
-        "echo nope >&2; exit 5",
+        script,
     ]);
-    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(code, 1, "{err}");
+    let mcs = out
+        .lines()
+        .find(|l| l.starts_with("mcs "))
+        .expect("an mcs row");
+    assert!(mcs.len() < 800, "{} bytes: {}", mcs.len(), &mcs[..200]);
+    assert!(mcs.contains("last words"), "{mcs}");
     assert!(
-        out.contains("warning: the program does not succeed under glibc (exit status 5 under glibc; stderr: nope)"),
-        "{out}"
+        mcs.contains("[stderr cut: ") && mcs.contains("of its 5000012 bytes not shown]"),
+        "{mcs}"
     );
+    assert!(out.len() < 10_000, "{} bytes of output", out.len());
+}
+
+/// lab.md: nothing a run starts outlives it, daemons included (fork, setsid, fork: out of the
+/// run's process group and session).
+#[test]
+fn a_daemon_a_run_starts_does_not_outlive_it() {
+    let s = unique_sleep(1);
+    let script = format!("setsid sh -c 'sleep {s} >/dev/null 2>&1 &' & wait");
+    let (code, out, err) = run(&[
+        "try",
+        "--locks",
+        "mutex",
+        "--repeats",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let left = processes_running(&["sleep", &s]);
+    kill_all(&left);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(left.is_empty(), "{} daemons outlived try", left.len());
+}
+
+/// A signal to the lab ends the run in progress, its scratch directory and every process it
+/// started, and the lab ends by that signal.
+#[test]
+fn a_signal_leaves_no_process_and_no_scratch_directory() {
+    use std::os::unix::process::ExitStatusExt;
+    for (n, signal) in [(2, libc::SIGTERM), (3, libc::SIGINT)] {
+        let s = unique_sleep(n);
+        let script = format!("setsid sh -c 'sleep {s} & sleep {s}' & wait");
+        let (status, pid) = signal_midway(
+            &["try", "--locks", "mutex", "--", "sh", "-c", &script],
+            |pid| processes_running(&["sleep", &s]).len() == 2 && !scratch_dirs(pid).is_empty(),
+            signal,
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let left = processes_running(&["sleep", &s]);
+        kill_all(&left);
+        let dirs = scratch_dirs(pid);
+        for d in &dirs {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        assert_eq!(status.signal(), Some(signal), "{status:?}");
+        assert!(
+            left.is_empty(),
+            "signal {signal}: {} left running",
+            left.len()
+        );
+        assert!(dirs.is_empty(), "signal {signal}: {dirs:?} left");
+    }
 }
 
 #[test]
@@ -252,6 +335,41 @@ fn setup_runs_before_each_run() {
     assert!(
         err.contains("--setup `exit 4` failed (exit status 4)"),
         "{err}"
+    );
+    // A setup that hangs is bounded (--setup-timeout), said while it runs, and killed.
+    let s = unique_sleep(4);
+    let setup = format!("sleep {s}");
+    let start = std::time::Instant::now();
+    let (code, _, err) = run(&[
+        "try",
+        "--setup-timeout",
+        "2",
+        "--setup",
+        &setup,
+        "--",
+        "true",
+    ]);
+    let left = processes_running(&["sleep", &s]);
+    kill_all(&left);
+    assert_eq!(code, 1, "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    assert!(
+        err.contains(&format!(
+            "--setup `{setup}` still running after 1 s (stopped at 2 s)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "--setup `{setup}` did not finish in 2 s (--setup-timeout): stopped"
+        )),
+        "{err}"
+    );
+    assert!(left.is_empty());
+    one_line_error(
+        &["try", "--setup-timeout", "0", "--", "true"],
+        2,
+        "--setup-timeout: `0` is not 1-3600 seconds",
     );
     let (code, out, err) = run(&[
         "try",

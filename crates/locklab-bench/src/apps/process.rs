@@ -2,6 +2,7 @@
 //! started, waited for on their port and stopped, and every run bounded in time.
 
 use super::*;
+use std::os::unix::process::CommandExt;
 
 /// Runs one app once under `lock`; the throughput (ops/s), or why it failed. With `stat`, the run
 /// keeps lock statistics in that directory (glibc's locks too: the library is then preloaded with
@@ -42,16 +43,22 @@ pub(super) fn run_once(
         let args = app.words(server_args, dir, threads, quick, port);
         let mut c = Command::new(&args[0]);
         c.args(&args[1..])
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(Stdio::null())
+            .process_group(0);
         with_lock(&mut c);
         server = Some(
             c.spawn()
                 .map_err(|e| format!("cannot start {}: {e}", args[0]))?,
         );
-        if !wait_for_port(port, Duration::from_secs(10)) {
+        if !wait_for_port(port, SERVER_READY) {
             kill(server.take());
-            return Err(format!("{} did not listen on port {port}", args[0]));
+            crate::cleanup::reap_descendants();
+            return Err(format!(
+                "the server (server.command) did not listen on port {port} in {} s",
+                SERVER_READY.as_secs()
+            ));
         }
     }
     let args = app.words(&app.args, dir, threads, quick, port);
@@ -63,15 +70,19 @@ pub(super) fn run_once(
         c.env_remove("LD_PRELOAD");
     }
     let start = Instant::now();
-    let out = run_limited(c, Duration::from_secs(600));
+    let keep: Vec<i32> = server.iter().map(|s| s.id() as i32).collect();
+    let step = format!("the run (run.timeout_s = {})", app.run_timeout.as_secs());
+    let out = run_limited(c, app.run_timeout, &keep, &step);
     let wall = start.elapsed().as_secs_f64();
-    if let Some(s) = server.as_mut() {
+    let alive = server
+        .as_mut()
+        .is_none_or(|s| matches!(s.try_wait(), Ok(None)));
+    kill(server);
+    // Whatever the run and the server left (daemons included: the lab is their subreaper).
+    crate::cleanup::reap_descendants();
+    if !alive {
         // The server must still be alive after the load (a crash under our locks is a failure).
-        let alive = matches!(s.try_wait(), Ok(None));
-        kill(server);
-        if !alive {
-            return Err("the server died under the load".into());
-        }
+        return Err("the server died under the load".into());
     }
     let (status, text) = out?;
     if !status {
@@ -92,8 +103,14 @@ pub(super) fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// How long a server has to listen on its port.
+pub(super) const SERVER_READY: Duration = Duration::from_secs(10);
+
+/// Kills a child started as the leader of its own process group, with its group.
 pub(super) fn kill(child: Option<Child>) {
     if let Some(mut c) = child {
+        // SAFETY: a signal to the process group our own (unreaped) child leads.
+        unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
         let _ = c.kill();
         let _ = c.wait();
     }
@@ -129,37 +146,56 @@ pub(super) fn wait_for_port(port: u16, limit: Duration) -> bool {
     false
 }
 
-/// Runs `cmd` (stdout and stderr together) with a time limit: `(exited 0, output)`.
-pub(super) fn run_limited(mut cmd: Command, limit: Duration) -> Result<(bool, String), String> {
+/// Runs `cmd` (stdout and stderr together) in its own process group with a time limit: `(exited
+/// 0, output)`, or, at the limit, that `step` did not finish. Then the group is killed, and every
+/// other child of the lab but `keep` (what the program left outside its group would hold its output
+/// open, and run on).
+pub(super) fn run_limited(
+    mut cmd: Command,
+    limit: Duration,
+    keep: &[i32],
+    step: &str,
+) -> Result<(bool, String), String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run: {e}"))?;
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("{step}: cannot run: {e}"))?;
+    let group = crate::cleanup::Group::new(child.id() as i32);
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
     let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
     });
     let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
     });
     let start = Instant::now();
     let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-            break st;
+        match child.try_wait() {
+            Ok(Some(st)) => break Ok(st),
+            Ok(None) if start.elapsed() > limit => {
+                break Err(format!(
+                    "{step} did not finish in {} s: stopped",
+                    limit.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => break Err(format!("{step}: {e}")),
         }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("did not finish in {limit:?} (a hang)"));
-        }
-        std::thread::sleep(Duration::from_millis(10));
     };
+    crate::cleanup::hold_if_ending();
+    group.kill();
+    let _ = child.wait();
+    drop(group);
+    crate::cleanup::reap_descendants_except(keep);
     let mut text = reader.join().unwrap_or_default();
     text.push_str(&err_reader.join().unwrap_or_default());
-    Ok((status.success(), text))
+    Ok((status?.success(), text))
 }

@@ -11,8 +11,9 @@
 //! control = false                     # optional: expected not to move with the lock
 //!
 //! [input]                             # optional: the scratch directory's `input`, made once
-//! words_bytes = 50331648              #   pseudo-random text of this size, or
+//! words_bytes = 50331648              #   pseudo-random text of this size (at most 1 GiB), or
 //! # command = "sh -c ..."             #   a command run there
+//! # timeout_s = 300                   #   optional: the command's bound (1-3600 s, default 300)
 //!
 //! [server]                            # optional: started under the lock choice first
 //! command = "memcached -p {PORT} -t {T}"
@@ -20,7 +21,8 @@
 //!
 //! [run]
 //! command = "tchmttest write -rnd {DIR}/a.tch {T} {N}"
-//! records = 100000                    # {N}, records a thread (a tenth under --quick)
+//! records = 100000                    # {N}, records a thread (a tenth under --quick; at most 10^9)
+//! # timeout_s = 600                   # optional: one run's bound (1-3600 s, default 600)
 //!
 //! [rate]
 //! kind = "records"                    # threads x records / wall; "bytes" (bytes / wall);
@@ -33,12 +35,27 @@
 //! # contains = "TPS:"                 # text that must be in the output
 //! ```
 //!
+//! Every step is bounded: the input command and each run by their `timeout_s`, a server by 10 s to
+//! listen on its port; one that does not finish is one line naming the step and its key.
+//!
 //! Placeholders in commands: `{DIR}` the scratch directory, `{T}` the threads, `{N}` the records a
 //! thread, `{S}` the seconds of load, `{PORT}` the server's port, `{_}` a space inside a word
 //! (commands are split on spaces).
 
 use super::{App, Input, Rate, Verify};
+use std::time::Duration;
 use toml::{Table, Value};
+
+/// The most `input.words_bytes` may ask for: 1 GiB.
+pub const MAX_WORDS_BYTES: i64 = 1 << 30;
+/// The most `run.records` may ask for.
+pub const MAX_RECORDS: i64 = 1_000_000_000;
+/// The most any `timeout_s` may be, seconds.
+pub const MAX_TIMEOUT_S: i64 = 3600;
+/// `input.timeout_s` unless the spec says.
+pub const DEFAULT_INPUT_TIMEOUT_S: u64 = 300;
+/// `run.timeout_s` unless the spec says.
+pub const DEFAULT_RUN_TIMEOUT_S: u64 = 600;
 
 /// The shipped specs, in lab.md's order.
 pub const BUILT_IN: [(&str, &str); 7] = [
@@ -118,18 +135,22 @@ pub fn parse(file: &str, text: &str) -> Result<App, String> {
         }
     };
     let run = section(file, &table, "run")?.ok_or_else(|| at("run", "missing section".into()))?;
-    known(file, "run.", run, &["command", "records"])?;
+    known(file, "run.", run, &["command", "records", "timeout_s"])?;
     let args = command(file, run, "run.command", "command")?;
     let records = match run.get("records") {
         None => 0,
-        Some(Value::Integer(n)) if *n > 0 => *n as usize,
+        Some(Value::Integer(n)) if (1..=MAX_RECORDS).contains(n) => *n as usize,
         Some(v) => {
             return Err(at(
                 "run.records",
-                format!("expected a positive integer, found {}", show(v)),
+                format!(
+                    "expected an integer from 1 to {MAX_RECORDS}, found {}",
+                    show(v)
+                ),
             ));
         }
     };
+    let run_timeout = timeout(file, run, "run.timeout_s", DEFAULT_RUN_TIMEOUT_S)?;
     let rate =
         section(file, &table, "rate")?.ok_or_else(|| at("rate", "missing section".into()))?;
     known(
@@ -150,11 +171,11 @@ pub fn parse(file: &str, text: &str) -> Result<App, String> {
             Rate::Records
         }
         "bytes" => match rate.get("bytes") {
-            Some(Value::Integer(n)) if *n > 0 => Rate::Bytes(*n as f64),
+            Some(Value::Integer(n)) if (1..=1i64 << 53).contains(n) => Rate::Bytes(*n as f64),
             Some(v) => {
                 return Err(at(
                     "rate.bytes",
-                    format!("expected a positive integer, found {}", show(v)),
+                    format!("expected an integer from 1 to 2^53, found {}", show(v)),
                 ));
             }
             None => {
@@ -249,16 +270,29 @@ pub fn parse(file: &str, text: &str) -> Result<App, String> {
             Some(c)
         }
     };
+    let mut input_timeout = Duration::from_secs(DEFAULT_INPUT_TIMEOUT_S);
     let input = match section(file, &table, "input")? {
         None => None,
         Some(i) => {
-            known(file, "input.", i, &["words_bytes", "command"])?;
+            known(file, "input.", i, &["words_bytes", "command", "timeout_s"])?;
+            input_timeout = timeout(file, i, "input.timeout_s", DEFAULT_INPUT_TIMEOUT_S)?;
+            if i.contains_key("timeout_s") && !i.contains_key("command") {
+                return Err(at(
+                    "input.timeout_s",
+                    "bounds the input command: there is none".into(),
+                ));
+            }
             match (i.get("words_bytes"), i.get("command")) {
-                (Some(Value::Integer(n)), None) if *n > 0 => Some(Input::Words(*n as usize)),
+                (Some(Value::Integer(n)), None) if (1..=MAX_WORDS_BYTES).contains(n) => {
+                    Some(Input::Words(*n as usize))
+                }
                 (Some(v), None) => {
                     return Err(at(
                         "input.words_bytes",
-                        format!("expected a positive integer, found {}", show(v)),
+                        format!(
+                            "expected an integer from 1 to {MAX_WORDS_BYTES} (1 GiB), found {}",
+                            show(v)
+                        ),
                     ));
                 }
                 (None, Some(_)) => Some(Input::Command(command(
@@ -289,8 +323,25 @@ pub fn parse(file: &str, text: &str) -> Result<App, String> {
         verify,
         server,
         input,
+        input_timeout,
+        run_timeout,
         source: file.to_string(),
     })
+}
+
+/// A step's bound (`key`, seconds, 1 to [`MAX_TIMEOUT_S`]), `default` if absent.
+fn timeout(file: &str, t: &Table, full: &str, default: u64) -> Result<Duration, String> {
+    let key = full.rsplit('.').next().unwrap_or(full);
+    match t.get(key) {
+        None => Ok(Duration::from_secs(default)),
+        Some(Value::Integer(n)) if (1..=MAX_TIMEOUT_S).contains(n) => {
+            Ok(Duration::from_secs(*n as u64))
+        }
+        Some(v) => Err(format!(
+            "spec {file}: `{full}`: expected seconds from 1 to {MAX_TIMEOUT_S}, found {}",
+            show(v)
+        )),
+    }
 }
 
 /// A value as it was written (strings quoted), for an error line.

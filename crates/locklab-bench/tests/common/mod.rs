@@ -74,3 +74,97 @@ pub fn compile_c(name: &str, src: &str) -> Option<std::path::PathBuf> {
     }
     Some(exe)
 }
+
+/// The processes whose command line is exactly `words` (e.g. `["sleep", "4321.5"]`).
+pub fn processes_running(words: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        // A zombie waiting for its reaper is not running.
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        })
+        .collect()
+}
+
+/// Kills what a failed test left running (so that a failure does not leave daemons behind).
+pub fn kill_all(pids: &[i32]) {
+    for &p in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &p.to_string()])
+            .status();
+    }
+}
+
+/// A `sleep` duration unique to this test process and `n`: its command line finds the sleeper.
+pub fn unique_sleep(n: u32) -> String {
+    format!("{}.{}", 100_000 + n, std::process::id())
+}
+
+/// The scratch directories of the lab process `pid` in the temporary directory (`locklab-try-PID-*`,
+/// `locklab-apps-PID`).
+pub fn scratch_dirs(pid: u32) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&format!("locklab-try-{pid}-")) || n == format!("locklab-apps-{pid}")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Starts the lab with `args` in the background (its output discarded), waits until `ready` holds
+/// (at most 30 s), sends it `signal`, and returns how it ended and its pid.
+pub fn signal_midway(
+    args: &[&str],
+    ready: impl Fn(u32) -> bool,
+    signal: i32,
+) -> (std::process::ExitStatus, u32) {
+    let _machine = shared_machine();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("locklab"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = std::time::Instant::now();
+    while !ready(pid) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the lab never got ready"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the lab ended early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return (st, pid);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the lab did not end on signal {signal}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

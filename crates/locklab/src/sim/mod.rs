@@ -1515,6 +1515,9 @@ fn finish(me: usize) {
 // ---------------------------------------------------------------------------------------------
 // The polling detector
 
+/// The most loads a polling iteration is recognised with (see [`Pattern::loaded`]).
+const MAX_POLL_LOADS: usize = 4096;
+
 /// What the calling thread did since its last spin boundary, and in the iteration before.
 #[derive(Default)]
 struct Pattern {
@@ -1551,7 +1554,15 @@ impl Pattern {
         }
     }
 
+    /// A load of this iteration. An iteration of more than [`MAX_POLL_LOADS`] loads is no polling
+    /// loop (a spin iteration reads a word or a few): it is marked impure and its loads are no
+    /// longer kept, so that a thread that never reaches a spin boundary (one alone, never
+    /// contended) keeps a bounded list, not one entry per load of the whole run.
     fn loaded(&mut self, addr: usize, value: u64) {
+        if self.cur.len() >= MAX_POLL_LOADS {
+            self.pure = false;
+            self.cur.clear();
+        }
         self.cur.push((addr, value));
     }
 
