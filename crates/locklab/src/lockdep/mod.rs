@@ -70,7 +70,7 @@
 //!
 //! # Costs
 //! Searches: the class graph and the same-class instance graph each keep a topological order of
-//! their strongly connected components, updated incrementally ([`order`]), so a new dependency that
+//! their strongly connected components, updated incrementally (`order.rs`), so a new dependency that
 //! agrees with it is not searched at all, one that does not searches only the part of the graph
 //! between its two ends, and one that closes a cycle is searched for a deadlock within the cycle's
 //! component only.
