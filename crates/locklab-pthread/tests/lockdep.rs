@@ -401,3 +401,20 @@ fn abort_mode_writes_the_report_before_aborting() {
         assert_eq!(kinds(v.as_array().unwrap()), [kind], "{v:#}");
     }
 }
+
+/// A correct C++ program whose locks live in objects and are never initialised (`std::mutex`,
+/// `std::shared_mutex`): accounts locked in index order and with `std::scoped_lock`, per-bucket
+/// locks, lock coupling down a list whose nodes are freed and reallocated, objects freed and
+/// rebuilt as another kind at the same addresses, a worker pool. No report under any choice that
+/// carries the life mark.
+#[test]
+fn a_cpp_program_of_locks_in_objects_runs_clean() {
+    let exe = compile("lockdep_objects.cpp", "lockdep_objects_cpp");
+    let plain = run_limited(command(&exe, false, &[]), Duration::from_secs(60));
+    assert_ok(&plain, "lockdep_objects under glibc alone");
+    for mutex in ["mutex", "ticket", "glibc"] {
+        let (out, reports) = run(&exe, &["500"], mutex, "objects");
+        assert_ok(&out, &format!("lockdep_objects under {mutex} with lockdep"));
+        assert!(reports.is_empty(), "under {mutex}: {reports:#?}");
+    }
+}
