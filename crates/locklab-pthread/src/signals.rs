@@ -177,82 +177,38 @@ fn signal_like(
     unwrap_old(old, before)
 }
 
-/// `signal` (glibc's: BSD semantics, `SA_RESTART` unless `siginterrupt` asked otherwise).
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn signal(sig: c_int, h: sighandler_t) -> sighandler_t {
-    if !dep::on() {
-        // SAFETY: forwarded.
-        return unsafe { real::signal(sig, h) };
-    }
-    signal_like(sig, h, real::signal)
+/// The `signal`-like calls: glibc's own, with lockdep's wrapper in place of the program's handler
+/// while lockdep is on (so each keeps its own semantics: `siginterrupt`, one-shot, `SIG_HOLD`).
+macro_rules! signal_like_exports {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(sig: c_int, h: sighandler_t) -> sighandler_t {
+            if !dep::on() {
+                // SAFETY: forwarded.
+                return unsafe { real::$name(sig, h) };
+            }
+            signal_like(sig, h, real::$name)
+        }
+    )*};
 }
 
-/// `bsd_signal`: as [`signal`].
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn bsd_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
-    if !dep::on() {
-        // SAFETY: forwarded.
-        return unsafe { real::bsd_signal(sig, h) };
-    }
-    signal_like(sig, h, real::bsd_signal)
-}
-
-/// `ssignal`: as [`signal`].
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ssignal(sig: c_int, h: sighandler_t) -> sighandler_t {
-    if !dep::on() {
-        // SAFETY: forwarded.
-        return unsafe { real::ssignal(sig, h) };
-    }
-    signal_like(sig, h, real::ssignal)
-}
-
-/// `sysv_signal`: one-shot, not blocked in its handler (glibc's).
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
-    if !dep::on() {
-        // SAFETY: forwarded.
-        return unsafe { real::sysv_signal(sig, h) };
-    }
-    signal_like(sig, h, real::sysv_signal)
-}
-
-/// `__sysv_signal`: what `signal` means in a program built for strict ISO C; as [`sysv_signal`].
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
-    if !dep::on() {
-        // SAFETY: forwarded.
-        return unsafe { real::__sysv_signal(sig, h) };
-    }
-    signal_like(sig, h, real::__sysv_signal)
-}
-
-/// `sigset` (glibc's: `SIG_HOLD` blocks, a handler unblocks; the old disposition, or `SIG_HOLD`).
-///
-/// # Safety
-/// As glibc's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn sigset(sig: c_int, h: sighandler_t) -> sighandler_t {
-    if !dep::on() {
-        // SAFETY: forwarded.
-        return unsafe { real::sigset(sig, h) };
-    }
-    signal_like(sig, h, real::sigset)
+signal_like_exports! {
+    /// `signal` (glibc's: BSD semantics, `SA_RESTART` unless `siginterrupt` asked otherwise).
+    signal;
+    /// `bsd_signal`: as [`signal`].
+    bsd_signal;
+    /// `ssignal`: as [`signal`].
+    ssignal;
+    /// `sysv_signal`: one-shot, not blocked in its handler (glibc's).
+    sysv_signal;
+    /// `__sysv_signal`: what `signal` means in a program built for strict ISO C; as [`sysv_signal`].
+    __sysv_signal;
+    /// `sigset` (glibc's: `SIG_HOLD` blocks, a handler unblocks; the old disposition, or `SIG_HOLD`).
+    sigset;
 }
 
 /// Finds glibc's async-signal-safe calls wrapped here now (the constructor): a program may call them
