@@ -572,6 +572,10 @@ impl RawMutex {
                 {
                     return true;
                 }
+                // Lost to another locker: the spin budget still bounds a waiter that keeps losing.
+                if budget.expired() {
+                    return false;
+                }
                 continue;
             }
             if s >> OWNER_SHIFT != owner {
