@@ -49,6 +49,12 @@ pub fn hold_if_ending() {
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// `waitpid`'s flag for any kind of child (Linux's `__WALL`; elsewhere every child is one kind).
+#[cfg(target_os = "linux")]
+const WAIT_ALL: libc::c_int = libc::__WALL;
+#[cfg(not(target_os = "linux"))]
+const WAIT_ALL: libc::c_int = 0;
+
 /// Makes the lab the subreaper of everything it starts and hands `SIGINT`/`SIGTERM`/`SIGHUP` to a
 /// cleaning thread. Call it first thing in a command, before it starts threads (a thread started
 /// before keeps the signals unblocked, and one delivered to it ends the lab without the cleaning).
@@ -65,6 +71,8 @@ pub fn install() {
         // calling thread (threads started later inherit it; children get an empty mask from std's
         // spawn).
         unsafe {
+            // Linux only: elsewhere the run's process group is all the lab can reach.
+            #[cfg(target_os = "linux")]
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
@@ -281,7 +289,7 @@ pub fn reap_descendants_except(keep: &[i32]) -> usize {
         for &k in &kids {
             let mut status = 0;
             // SAFETY: waits for our own child; ECHILD if something else reaped it meanwhile.
-            unsafe { libc::waitpid(k, &mut status, libc::__WALL) };
+            unsafe { libc::waitpid(k, &mut status, WAIT_ALL) };
             ended += 1;
         }
     }

@@ -468,6 +468,7 @@ fn write_json_locked(g: &Graph, fd: i32) {
 }
 
 /// The function [`set_abort_hook`] set (null: none).
+#[cfg(unix)]
 static ABORT_HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Sets the function called under [`Action::Abort`] after a report is printed and before the
