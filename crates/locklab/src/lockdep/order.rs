@@ -320,6 +320,9 @@ mod tests {
     }
 
     #[test]
+    // Miri: the scratch tables live as long as the process (mmap'd in production, never freed),
+    // which Miri reports as a leak. The test runs natively and under ThreadSanitizer.
+    #[cfg_attr(miri, ignore)]
     fn keeps_a_topological_order_of_components_and_finds_every_cycle() {
         let g = G::default();
         let s = Scratch::new().unwrap();
