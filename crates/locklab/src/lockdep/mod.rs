@@ -1716,6 +1716,19 @@ fn acquire_in(
         t.n += 1;
     } else {
         t.lost += 1;
+        say_too_deep();
+    }
+}
+
+/// Said once per process: a thread held more locks at once than the held stack has room for.
+#[cold]
+fn say_too_deep() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        report::say(format_args!(
+            "locklab lockdep: a thread holds more than {MAX_HELD} locks at once: the locks it takes \
+             beyond that are not checked\n"
+        ));
     }
 }
 
