@@ -29,17 +29,20 @@ static USER: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
 type Handler3 = unsafe extern "C-unwind" fn(c_int, *mut siginfo_t, *mut c_void);
 type Handler1 = unsafe extern "C-unwind" fn(c_int);
 
-/// The wrapper of a plain handler (installed without `SA_SIGINFO`, as the program asked).
-unsafe extern "C-unwind" fn wrapper1(sig: c_int) {
-    let i = sig as usize;
-    if i >= NSIG {
-        return;
-    }
+/// The program's own handler of `sig` for a wrapper to call; `None` if there is none to call
+/// (a signal number out of range, or the disposition changed to default or ignore meanwhile).
+fn program_handler(sig: c_int) -> Option<usize> {
+    let i = usize::try_from(sig).ok().filter(|&i| i < NSIG)?;
     // Acquire pairs with the Release stores in `install`.
     let h = USER[i].load(Ordering::Acquire);
-    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+    (h != libc::SIG_DFL && h != libc::SIG_IGN).then_some(h)
+}
+
+/// The wrapper of a plain handler (installed without `SA_SIGINFO`, as the program asked).
+unsafe extern "C-unwind" fn wrapper1(sig: c_int) {
+    let Some(h) = program_handler(sig) else {
         return;
-    }
+    };
     let saved = locklab::lockdep::signal_enter(sig);
     // SAFETY: the program's one-argument handler, called as the kernel would have.
     unsafe { core::mem::transmute::<usize, Handler1>(h)(sig) };
@@ -48,15 +51,9 @@ unsafe extern "C-unwind" fn wrapper1(sig: c_int) {
 
 /// The wrapper of an `SA_SIGINFO` handler.
 unsafe extern "C-unwind" fn wrapper3(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
-    let i = sig as usize;
-    if i >= NSIG {
+    let Some(h) = program_handler(sig) else {
         return;
-    }
-    // Acquire pairs with the Release stores in `install`.
-    let h = USER[i].load(Ordering::Acquire);
-    if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        return;
-    }
+    };
     let saved = locklab::lockdep::signal_enter(sig);
     // SAFETY: the program's three-argument handler, called as the kernel would have.
     unsafe { core::mem::transmute::<usize, Handler3>(h)(sig, info, ctx) };

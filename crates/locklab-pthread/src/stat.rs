@@ -1282,8 +1282,8 @@ fn write_dump(reason: &[u8]) {
     // middle of a dump (another thread exits during a SIGUSR1 snapshot) leaves the last complete
     // table, never a truncated one. Where no file can be created any more (privileges dropped),
     // the table is rewritten in place.
-    if let Some((tmp_fd, tmp_name)) = open_temp(fd) {
-        let mut w = Writer::new(tmp_fd);
+    let dump = |to: c_int| {
+        let mut w = Writer::new(to);
         write_json(
             &mut w,
             reason,
@@ -1293,8 +1293,11 @@ fn write_dump(reason: &[u8]) {
             locks,
         );
         w.finish();
+        w.ok
+    };
+    if let Some((tmp_fd, tmp_name)) = open_temp(fd) {
         // SAFETY: NUL-terminated names (ours).
-        let renamed = w.ok
+        let renamed = dump(tmp_fd)
             && unsafe { libc::rename(tmp_name.as_ptr().cast(), OUT_NAME.get().as_ptr().cast()) }
                 == 0;
         if renamed {
@@ -1309,16 +1312,7 @@ fn write_dump(reason: &[u8]) {
             libc::close(tmp_fd);
         }
     }
-    let mut w = Writer::new(fd);
-    write_json(
-        &mut w,
-        reason,
-        recs,
-        scale,
-        (dropped, olookups, oprobes),
-        locks,
-    );
-    w.finish();
+    dump(fd);
 }
 
 /// Creates `<our file>.tmp` for a dump: its descriptor and NUL-terminated name. Only when the name
