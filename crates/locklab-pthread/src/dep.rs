@@ -93,6 +93,10 @@ pub(crate) fn init() {
     }
     ld::set_mode(action);
     ld::set_address_formatter(name_site);
+    // Here, where allocating is safe (the validator would otherwise register them when its tables
+    // are first made, inside some lock call): a fork waits for a validator call in progress, so a
+    // child never finds the validator's lock held by a thread it does not have.
+    ld::install_fork_handlers();
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

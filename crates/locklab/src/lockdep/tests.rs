@@ -595,3 +595,37 @@ fn classes_of_their_own(n: usize, transfers: usize) -> u64 {
         search_steps() - before
     }
 }
+
+/// A fork while another thread is inside the validator (its lock held for a while): the fork waits
+/// for it (the validator's prepare handler), and the child's validator is on, with its lock free, and
+/// still finds a new inversion.
+#[test]
+#[cfg(unix)]
+fn a_fork_while_another_thread_validates_gives_the_child_a_working_validator() {
+    static A: LockClass = LockClass::new("t-fork-held-a");
+    static B: LockClass = LockClass::new("t-fork-held-b");
+    let (a, b) = (class(&A), class(&B));
+    let g = graph().expect("the validator's tables");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        assert!(g.lock());
+        tx.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        g.unlock();
+    });
+    rx.recv().unwrap();
+    let status = crate::fork_tests::status_of_child(10, || {
+        let on = enabled() && !g.lock.load(Ordering::Relaxed);
+        lock(0x4_0000, a);
+        lock(0x4_0040, b);
+        unlock(0x4_0040);
+        unlock(0x4_0000);
+        lock(0x4_0040, b);
+        lock(0x4_0000, a);
+        unlock(0x4_0000);
+        unlock(0x4_0040);
+        on && count(ReportKind::Cycle, "t-fork-held-a", "t-fork-held-b") == 1
+    });
+    holder.join().unwrap();
+    assert!(crate::fork_tests::exited_0(status), "wait status {status}");
+}
