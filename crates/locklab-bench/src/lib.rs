@@ -2,44 +2,29 @@
 //! throughput, scaling, idle CPU, fairness, acquisition-latency percentiles and the machine's physical
 //! limit. The binary is `locklab`; the README and `docs/lab.md` describe its commands and output.
 //!
-//! # Layout, top to bottom (each module imports only from the layers below it)
+//! # Layout, top to bottom (each layer imports only from the layers below it)
 //!
-//! - the command line: `main.rs` parses and dispatches, [`cli`] turns arguments into plans;
-//! - the commands, side by side: [`bench`](mod@bench), [`torture`], [`reproduce`], [`compare`], [`advise`],
-//!   [`report`] (the HTML page), [`calibrate`], [`list`], and [`story`] (the default job);
-//! - running a plan: [`suite`] (every command that measures runs its plans through it);
-//! - the plan and its output: [`plan`] (validated plans, usage errors, value parsers), [`output`]
-//!   (the run document, the table and the exporters);
-//! - the locks: [`locks`] (adapters and the registry of names);
-//! - measuring: [`metrics`] (trials to rows), [`runner`] (one trial, and the traits it drives);
-//! - the operations: [`workload`], [`work`].
+//! - `main.rs` and [`cli`]: the top-level parser; each subcommand holds its command's own arguments;
+//! - [`commands`]: one module per subcommand (folders for those of several files), each turning its
+//!   arguments into its plan and running it; no command calls into another's insides (the default
+//!   job alone runs `reproduce` and `report` whole, by their public entry points);
+//! - [`engine`]: what the commands share: plans and the suite that runs them, the machine's limits,
+//!   the simulator, the advice map, the one noise rule, the output documents, and below them the
+//!   runner of one trial with its workloads and calibrated work;
+//! - [`external`]: what drives programs outside the lab: the preload runner, the lock statistics,
+//!   the program driver and the clean-up of children and scratch files;
+//! - [`locks`]: the adapters and the registry of names, on the runner's traits;
+//! - [`usage`]: the usage error (exit status 2), a leaf every layer may use.
+//!
+//! So: commands -> engine / external -> locks -> runner (`engine::runner`, `engine::workload`,
+//! `engine::calibrated_work`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 
-pub mod advise;
-pub mod apps;
-pub mod bench;
-pub mod calibrate;
-pub mod cleanup;
 pub mod cli;
-pub mod compare;
-pub mod list;
+pub mod commands;
+pub mod engine;
+pub mod external;
 pub mod locks;
-pub mod lockstat;
-pub mod metrics;
-pub mod output;
-pub mod plan;
-pub mod predict;
-pub mod predict_validation;
-pub mod preload;
-pub mod report;
-pub mod reproduce;
-pub mod runner;
-pub mod story;
-pub mod suite;
-pub mod torture;
-pub mod try_cmd;
 pub mod usage;
-pub mod work;
-pub mod workload;

@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 fn installed(program: &str) -> bool {
-    let found = locklab_bench::apps::on_path(program);
+    let found = locklab_bench::external::programs::on_path(program);
     if !found {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -20,7 +20,7 @@ fn a_real_program_verifies_under_glibc_and_our_lock() {
         return;
     }
     let exe = assert_cmd::cargo::cargo_bin("locklab");
-    if locklab_bench::preload::find_library(&exe).is_err() {
+    if locklab_bench::external::preload::find_library(&exe).is_err() {
         assert!(std::env::var("CI").as_deref() != Ok("true"));
         return;
     }

@@ -106,7 +106,7 @@ fn bench_json_to_stdout_matches_the_schema() {
         }
     }
     // The JSON round-trips through the documented Rust type.
-    let back: locklab_bench::output::Report = serde_json::from_str(&out).unwrap();
+    let back: locklab_bench::engine::output::Report = serde_json::from_str(&out).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), v);
     // The table went to stderr, since stdout carries the JSON.
     assert!(err.contains("mutex  cs=0ns think=0ns"), "{err}");

@@ -9,7 +9,7 @@ use std::path::Path;
 /// a bare `cargo test -p locklab-bench` may not have built it, and then only the error is checked.
 fn library_built() -> bool {
     let exe = assert_cmd::cargo::cargo_bin("locklab");
-    let built = locklab_bench::preload::find_library(&exe).is_ok();
+    let built = locklab_bench::external::preload::find_library(&exe).is_ok();
     if !built {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -51,15 +51,15 @@ fn runs_the_program_on_the_library_with_its_exit_status() {
 #[test]
 fn keeps_what_was_already_preloaded_first() {
     let lib = Path::new("/x/liblocklab_pthread.so");
-    let v = locklab_bench::preload::preload_value(lib, Some("libother.so".into()));
+    let v = locklab_bench::external::preload::preload_value(lib, Some("libother.so".into()));
     assert_eq!(v, "libother.so:/x/liblocklab_pthread.so");
     assert_eq!(
-        locklab_bench::preload::preload_value(lib, Some("".into())),
+        locklab_bench::external::preload::preload_value(lib, Some("".into())),
         "/x/liblocklab_pthread.so"
     );
     // Separated by spaces or colons; the library itself (a nested `locklab run`) is not repeated.
     assert_eq!(
-        locklab_bench::preload::preload_value(
+        locklab_bench::external::preload::preload_value(
             lib,
             Some(" a.so  /x/liblocklab_pthread.so:b.so: ".into())
         ),
@@ -266,7 +266,7 @@ fn sigusr1_once_running(cmd: &[&str]) -> std::process::Output {
 /// operation; the lab prints its table while the program runs on, then the final one at its end.
 #[test]
 fn stat_prints_a_snapshot_on_sigusr1() {
-    if !library_built() || !locklab_bench::apps::on_path("python3") {
+    if !library_built() || !locklab_bench::external::programs::on_path("python3") {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "CI has python3"

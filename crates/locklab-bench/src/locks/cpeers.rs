@@ -14,7 +14,7 @@
 #[cfg(any(ck, tbb, absl))]
 use super::Kind;
 use super::{LockInfo, Unavailable, unavailable};
-use crate::workload::Workload;
+use crate::engine::workload::Workload;
 
 /// One peer: its name, the workloads it runs, and its summary.
 struct Row {
@@ -163,7 +163,7 @@ macro_rules! ffi_lock {
         /// Adapter over a shim's lock (see the registry for its summary).
         pub struct $adapter {
             l: std::ptr::NonNull<core::ffi::c_void>,
-            data: std::cell::UnsafeCell<$crate::workload::Shared>,
+            data: std::cell::UnsafeCell<$crate::engine::workload::Shared>,
         }
         // SAFETY: `data` is touched only with the C lock held (exclusively for `&mut`); the C lock
         // is made to be shared by threads.
@@ -184,7 +184,7 @@ macro_rules! ffi_lock {
                 }
             }
             #[inline(always)]
-            fn exclusive<R>(&self, f: impl FnOnce(&mut $crate::workload::Shared) -> R) -> R {
+            fn exclusive<R>(&self, f: impl FnOnce(&mut $crate::engine::workload::Shared) -> R) -> R {
                 /// Unlocks when dropped, so a panicking section cannot leave the lock held.
                 struct Held(*mut core::ffi::c_void);
                 impl Drop for Held {
@@ -202,7 +202,7 @@ macro_rules! ffi_lock {
             }
             $(
             #[inline(always)]
-            fn shared<R>(&self, f: impl FnOnce(&$crate::workload::Shared) -> R) -> R {
+            fn shared<R>(&self, f: impl FnOnce(&$crate::engine::workload::Shared) -> R) -> R {
                 /// Unlocks when dropped.
                 struct Held(*mut core::ffi::c_void);
                 impl Drop for Held {
@@ -446,9 +446,9 @@ ffi_lock!(
 #[cfg(ck)]
 pub mod epoch {
     use super::ck::{ll_ck_epoch_barrier, ll_ck_epoch_begin, ll_ck_epoch_call, ll_ck_epoch_end};
+    use crate::engine::workload::Shared;
     use crate::locks::RcuUnderTest;
     use crate::locks::rcu::object;
-    use crate::workload::Shared;
     use crossbeam_utils::CachePadded;
     use std::sync::atomic::{AtomicPtr, Ordering};
 

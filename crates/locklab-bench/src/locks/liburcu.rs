@@ -14,7 +14,7 @@
 #[cfg(not(liburcu))]
 use super::{LockInfo, Unavailable};
 #[cfg(not(liburcu))]
-use crate::workload::Workload;
+use crate::engine::workload::Workload;
 
 /// Why the liburcu rows are missing from this build, if they are.
 #[cfg(not(liburcu))]
@@ -54,8 +54,8 @@ pub use built::*;
 #[cfg(liburcu)]
 mod built {
     use super::super::{Kind, LockInfo, RcuUnderTest, Unavailable, rcu, unavailable};
+    use crate::engine::workload::{Shared, Workload};
     use crate::locks::rcu::{QS_EVERY, object};
-    use crate::workload::{Shared, Workload};
     use crossbeam_utils::CachePadded;
     use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -253,7 +253,7 @@ mod built {
         }
         vec![
             LockInfo {
-                rcu_sync: Some(crate::runner::run_rcu_sync::<Memb>),
+                rcu_sync: Some(crate::engine::runner::run_rcu_sync::<Memb>),
                 ..rcu::<Memb>(
                     "liburcu-memb",
                     Kind::Peer,

@@ -1,7 +1,7 @@
 //! Everything the lab can measure, as adapters to the traits the runner drives (`runner::under_test`),
 //! and the registry of names.
 //!
-//! - [`LockUnderTest`]: a lock around [`Shared`](crate::workload::Shared), with an exclusive mode (and a shared mode if it has
+//! - [`LockUnderTest`]: a lock around [`Shared`](crate::engine::workload::Shared), with an exclusive mode (and a shared mode if it has
 //!   one; exclusive locks run shared sections exclusively). Runs `mutex` and `rw`.
 //! - [`RefCountUnderTest`]: a reference count: `get` and `put`. Runs `refcount`.
 //!
@@ -16,13 +16,13 @@ pub mod peers;
 pub mod preload;
 pub mod rcu;
 
-use crate::runner::{
+use crate::engine::runner::{
     Clock, TrialOutcome, TrialSpec, run_call_rcu, run_condvar, run_lock, run_rcu_read,
     run_rcu_sync, run_rcu_update, run_refcount,
 };
-pub use crate::runner::{CondvarUnderTest, LockUnderTest, RcuUnderTest, RefCountUnderTest};
-pub use crate::workload::NONE;
-use crate::workload::Workload;
+pub use crate::engine::runner::{CondvarUnderTest, LockUnderTest, RcuUnderTest, RefCountUnderTest};
+pub use crate::engine::workload::NONE;
+use crate::engine::workload::Workload;
 
 /// The queue state every [`CondvarUnderTest`] adapter keeps under its mutex.
 #[derive(Default)]
@@ -272,8 +272,8 @@ pub fn none() -> LockInfo {
         name: NONE,
         kind: Kind::Baseline,
         summary: "no lock: the same loop on per-thread data (the harness's own cost; every run has it)",
-        lock: Some(crate::runner::run_unlocked),
-        refcount: Some(run_refcount::<crate::runner::NoCount>),
+        lock: Some(crate::engine::runner::run_unlocked),
+        refcount: Some(run_refcount::<crate::engine::runner::NoCount>),
         condvar: None,
         rcu_read: Some(run_rcu_read::<rcu::Unprotected>),
         call_rcu: Some(run_call_rcu::<rcu::Unprotected>),
@@ -324,7 +324,10 @@ macro_rules! mutex_adapter {
                 $adapter(<$m>::new(Default::default()))
             }
             #[inline(always)]
-            fn exclusive<R>(&self, f: impl FnOnce(&mut $crate::workload::Shared) -> R) -> R {
+            fn exclusive<R>(
+                &self,
+                f: impl FnOnce(&mut $crate::engine::workload::Shared) -> R,
+            ) -> R {
                 let mut g = self.0.lock();
                 f(&mut g)
             }
@@ -344,12 +347,15 @@ macro_rules! rwlock_adapter {
                 $adapter(<$m>::new(Default::default()))
             }
             #[inline(always)]
-            fn exclusive<R>(&self, f: impl FnOnce(&mut $crate::workload::Shared) -> R) -> R {
+            fn exclusive<R>(
+                &self,
+                f: impl FnOnce(&mut $crate::engine::workload::Shared) -> R,
+            ) -> R {
                 let mut g = self.0.write();
                 f(&mut g)
             }
             #[inline(always)]
-            fn shared<R>(&self, f: impl FnOnce(&$crate::workload::Shared) -> R) -> R {
+            fn shared<R>(&self, f: impl FnOnce(&$crate::engine::workload::Shared) -> R) -> R {
                 let g = self.0.read();
                 f(&g)
             }

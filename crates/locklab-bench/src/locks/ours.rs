@@ -1,7 +1,7 @@
 //! locklab's own primitives, as the lab runs them.
 
 use super::{Kind, LockInfo, Queue, RefCountUnderTest, condvar, lock, refcount};
-use crate::workload::Shared;
+use crate::engine::workload::Shared;
 use crate::{condvar_adapter, count_under_lock, mutex_adapter, rwlock_adapter};
 use std::sync::atomic::{AtomicI64, Ordering};
 

@@ -1,7 +1,7 @@
 //! Other crates' and the platform's locks, each in a few lines.
 
 use super::{Kind, LockInfo, LockUnderTest, Queue, condvar, lock, refcount};
-use crate::workload::Shared;
+use crate::engine::workload::Shared;
 use crate::{condvar_adapter, count_under_lock, mutex_adapter, rwlock_adapter};
 use std::cell::UnsafeCell;
 

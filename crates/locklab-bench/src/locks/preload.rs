@@ -7,8 +7,8 @@
 //! Without the library (not built), the rows are listed as unavailable.
 
 use super::{Kind, LockInfo, Unavailable, lock, unavailable};
-use crate::runner::LockUnderTest;
-use crate::workload::{Shared, Workload};
+use crate::engine::runner::LockUnderTest;
+use crate::engine::workload::{Shared, Workload};
 use core::cell::UnsafeCell;
 use libc::{c_int, pthread_mutex_t, pthread_rwlock_t};
 use std::sync::OnceLock;
@@ -29,7 +29,7 @@ struct Fns {
 fn fns() -> Option<&'static Fns> {
     static FNS: OnceLock<Option<Fns>> = OnceLock::new();
     FNS.get_or_init(|| {
-        let lib = crate::preload::find_library(&std::env::current_exe().ok()?).ok()?;
+        let lib = crate::external::preload::find_library(&std::env::current_exe().ok()?).ok()?;
         let path = std::ffi::CString::new(lib.into_os_string().into_encoded_bytes()).ok()?;
         // SAFETY: a NUL-terminated path; the library's constructor only reads the environment and
         // registers a fork handler. Never closed: the pointers below stay valid.

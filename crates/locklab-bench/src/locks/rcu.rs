@@ -7,7 +7,7 @@
 //! scheme's own mechanism.
 
 use super::{Kind, LockInfo, RcuUnderTest, rcu};
-use crate::workload::Shared;
+use crate::engine::workload::Shared;
 use crossbeam_utils::CachePadded;
 use locklab::rcu::{RcuCell, RcuDomain};
 use std::cell::{Cell, UnsafeCell};
@@ -528,7 +528,7 @@ pub fn ours() -> Vec<LockInfo> {
             )
         },
         LockInfo {
-            rcu_sync: Some(crate::runner::run_rcu_sync::<MembRcu>),
+            rcu_sync: Some(crate::engine::runner::run_rcu_sync::<MembRcu>),
             ..rcu::<MembRcu>(
                 "rcu-memb",
                 Kind::Ours,
@@ -538,7 +538,7 @@ pub fn ours() -> Vec<LockInfo> {
         LockInfo {
             call_rcu: None,
             rcu_update: None,
-            rcu_sync: Some(crate::runner::run_rcu_sync::<SrcuRcu>),
+            rcu_sync: Some(crate::engine::runner::run_rcu_sync::<SrcuRcu>),
             ..rcu::<SrcuRcu>(
                 "srcu",
                 Kind::Ours,
