@@ -13,9 +13,9 @@ use std::process::ExitCode;
 fn run(cli: Cli) -> anyhow::Result<()> {
     let cpus = allowed_cpus().len();
     match cli.command {
-        None => story::default_job("locklab-report.html", &SystemClock::default())?,
+        None => story::default_job("locklab-report.html", cli.tables, &SystemClock::default())?,
         Some(Command::Report { from, out }) if from.is_empty() => {
-            story::default_job(&out, &SystemClock::default())?
+            story::default_job(&out, cli.tables, &SystemClock::default())?
         }
         Some(Command::Report { from, out }) => report::command(&from, &out)?,
         Some(Command::List) => list::command(),
