@@ -22,6 +22,10 @@ pub struct Cli {
     /// What to do; with none, the default suite: every workload, every lock, 1, 2 and 2 x CPUs threads.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// With no command (the default job): print every table (each seed's, each workload's) before
+    /// the one-screen summary.
+    #[arg(long)]
+    pub tables: bool,
 }
 
 /// The subcommands.

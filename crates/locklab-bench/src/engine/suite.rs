@@ -22,6 +22,34 @@ fn table_out(plan: &Plan) -> Box<dyn Write> {
 
 /// Runs the plan and returns the report.
 pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
+    run_to(plan, clock, &mut table_out(plan))
+}
+
+/// The machine and its limits, two lines: `locklab V on CPU (N logical CPUs, kernel K)` and the
+/// calibrated `limits:` line.
+pub fn header(report: &Report) -> String {
+    let c = &report.calibration;
+    format!(
+        "locklab {} on {} ({} logical CPUs, kernel {})\nlimits: atomic RMW {:.1} ns, CAS {:.1} ns, line transfer {:.0} ns{}, futex wake {:.0} ns",
+        report.locklab_version,
+        report.machine.cpu_model,
+        report.machine.logical_cpus,
+        report.machine.kernel,
+        c.atomic_rmw_ns,
+        c.cas_ns,
+        c.line_transfer_ns,
+        if c.line_transfer_pinned || report.machine.logical_cpus < 2 {
+            ""
+        } else {
+            " (threads NOT pinned apart)"
+        },
+        c.futex_wake_ns
+    )
+}
+
+/// [`run`], its machine header, tables and summary written to `out` (the progress bar, on a terminal,
+/// still goes to stderr).
+pub fn run_to(plan: &Plan, clock: &dyn Clock, out: &mut dyn Write) -> anyhow::Result<Report> {
     let cpus = allowed_cpus();
     let work = WorkCalibration::measure();
     let mut report = Report {
@@ -30,26 +58,8 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
         calibration: calibrate::calibrate(),
         results: vec![],
     };
-    let mut out = table_out(plan);
     if !plan.quiet {
-        let c = &report.calibration;
-        writeln!(
-            out,
-            "locklab {} on {} ({} logical CPUs, kernel {})\nlimits: atomic RMW {:.1} ns, CAS {:.1} ns, line transfer {:.0} ns{}, futex wake {:.0} ns\n",
-            report.locklab_version,
-            report.machine.cpu_model,
-            report.machine.logical_cpus,
-            report.machine.kernel,
-            c.atomic_rmw_ns,
-            c.cas_ns,
-            c.line_transfer_ns,
-            if c.line_transfer_pinned || report.machine.logical_cpus < 2 {
-                ""
-            } else {
-                " (threads NOT pinned apart)"
-            },
-            c.futex_wake_ns
-        )?;
+        writeln!(out, "{}\n", header(&report))?;
     }
     let total: usize = plan.workloads.iter().map(|(_, l)| l.len()).sum::<usize>()
         * plan.threads.len()
@@ -153,7 +163,7 @@ pub fn run(plan: &Plan, clock: &dyn Clock) -> anyhow::Result<Report> {
     }
     if let (false, Some(w)) = (plan.quiet, busy_warning(&report)) {
         // On stderr (stdout may hold an export). With --quiet the exports still carry `noise.busy`.
-        eprintln!("{w}");
+        let _ = writeln!(std::io::stderr(), "{w}");
     }
     for e in &plan.exporters {
         e.finish(&report)?;
@@ -178,19 +188,35 @@ pub fn busy_warning(report: &Report) -> Option<String> {
     })
 }
 
-/// "Who wins where", one line per workload: at each thread count, the winner between our best lock and
-/// the best peer (median ops/s), and by how much (winner / loser). Baselines (`none`, `atomic-count`)
-/// are in the tables but never win here; the harness's own floor (`none`) is named once.
-pub fn summary(report: &Report) -> String {
-    let mut s = String::from(
-        "who wins where: at each thread count, our best lock vs the best peer (median ops/s; xR = winner / loser)\n",
-    );
+/// One cell of "who wins where": at one thread count of one workload, our best lock against the best
+/// peer (median ops/s).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Win {
+    /// The thread count.
+    pub threads: usize,
+    /// `true` when our lock won.
+    pub ours: bool,
+    /// The winning lock.
+    pub winner: String,
+    /// The other side's best lock.
+    pub loser: String,
+    /// Winner's median / loser's median (at least 1).
+    pub ratio: f64,
+    /// Either row was measured on a busy machine.
+    pub busy: bool,
+}
+
+/// "Who wins where" as data: per workload (in the order the rows ran), a [`Win`] per thread count
+/// where both one of ours and a peer ran. Baselines (`none`, `atomic-count`) never win. Workloads
+/// without such a thread count are left out.
+pub fn wins(report: &Report) -> Vec<(String, Vec<Win>)> {
     let mut workloads: Vec<&str> = vec![];
     for r in &report.results {
         if !workloads.contains(&r.workload.as_str()) {
             workloads.push(&r.workload);
         }
     }
+    let mut out = vec![];
     for w in workloads {
         let mut threads: Vec<usize> = report
             .results
@@ -212,26 +238,48 @@ pub fn summary(report: &Report) -> String {
                     .max_by(|a, b| a.ops_per_sec.median.total_cmp(&b.ops_per_sec.median))
             };
             if let (Some(o), Some(p)) = (best(Kind::Ours), best(Kind::Peer)) {
-                let (win, lose, who) = if o.ops_per_sec.median >= p.ops_per_sec.median {
-                    (o, p, "ours")
-                } else {
-                    (p, o, "peer")
-                };
-                let ratio = win.ops_per_sec.median / lose.ops_per_sec.median.max(1e-9);
-                let busy = if win.noise.busy || lose.noise.busy {
-                    " (busy)"
-                } else {
-                    ""
-                };
-                cells.push(format!(
-                    "{t} thr: {who} {} x{ratio:.2} over {}{busy}",
-                    win.lock, lose.lock
-                ));
+                let ours = o.ops_per_sec.median >= p.ops_per_sec.median;
+                let (win, lose) = if ours { (o, p) } else { (p, o) };
+                cells.push(Win {
+                    threads: t,
+                    ours,
+                    winner: win.lock.clone(),
+                    loser: lose.lock.clone(),
+                    ratio: win.ops_per_sec.median / lose.ops_per_sec.median.max(1e-9),
+                    busy: win.noise.busy || lose.noise.busy,
+                });
             }
         }
         if !cells.is_empty() {
-            s += &format!("  {w:<11}{}\n", cells.join("  |  "));
+            out.push((w.to_string(), cells));
         }
+    }
+    out
+}
+
+/// "Who wins where", one line per workload: at each thread count, the winner between our best lock and
+/// the best peer (median ops/s), and by how much (winner / loser). Baselines (`none`, `atomic-count`)
+/// are in the tables but never win here; the harness's own floor (`none`) is named once.
+pub fn summary(report: &Report) -> String {
+    let mut s = String::from(
+        "who wins where: at each thread count, our best lock vs the best peer (median ops/s; xR = winner / loser)\n",
+    );
+    for (w, cells) in wins(report) {
+        let cells: Vec<String> = cells
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} thr: {} {} x{:.2} over {}{}",
+                    c.threads,
+                    if c.ours { "ours" } else { "peer" },
+                    c.winner,
+                    c.ratio,
+                    c.loser,
+                    if c.busy { " (busy)" } else { "" }
+                )
+            })
+            .collect();
+        s += &format!("  {w:<11}{}\n", cells.join("  |  "));
     }
     s
 }
