@@ -12,7 +12,8 @@
 //!   the simulator, the advice map, the one noise rule, the output documents, and below them the
 //!   runner of one trial with its workloads and calibrated work;
 //! - [`external`]: what drives programs outside the lab: the preload runner, the lock statistics,
-//!   the program driver and the clean-up of children and scratch files;
+//!   the program driver and the clean-up of children and scratch files (it imports nothing of the
+//!   lab but [`usage`], so the locks' preload adapter finds the library through it too);
 //! - [`locks`]: the adapters and the registry of names, on the runner's traits;
 //! - [`usage`]: the usage error (exit status 2), a leaf every layer may use.
 //!

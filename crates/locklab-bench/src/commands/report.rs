@@ -9,9 +9,9 @@
 //! a non-empty box and drawn marks) and any script errors into `data-*` attributes of `<body>`: the
 //! browser check (`.ci/check-report.sh`) reads them from headless Chromium's DOM.
 
-use crate::commands::reproduce::Reproduction;
 use crate::engine::metrics::ResultRow;
 use crate::engine::output::Report;
+use crate::engine::output::reproduction::Reproduction;
 use crate::usage::UsageError;
 use clap::Args;
 use plotters::prelude::*;

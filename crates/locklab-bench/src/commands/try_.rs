@@ -628,7 +628,78 @@ struct Arm {
     top: Vec<serde_json::Value>,
 }
 
+/// What the runs gave: the choices run (the rwlock rows only if the program takes rwlocks), each
+/// one's runs, glibc's lock statistics and glibc's exit status (the reference).
+struct Measured {
+    choices: Vec<Choice>,
+    arms: Vec<Arm>,
+    glibc_processes: Vec<crate::external::lockstat::ProcessStat>,
+    takes_rwlocks: bool,
+    ref_status: Option<ExitStatus>,
+}
+
+/// The repeats' state: glibc's first run (status and output: the reference every run is checked
+/// against), glibc's slowest run (the time limit of the others), and a difference between glibc's
+/// own outputs.
+#[derive(Default)]
+struct Repeats {
+    reference: Option<(ExitStatus, Vec<u8>)>,
+    glibc_max: f64,
+    nondeterministic: Option<String>,
+}
+
+/// How long a run may take: 10 x glibc's slowest (at least 10 s), or [`FIRST_LIMIT`] before glibc
+/// has run.
+fn limit(glibc_max: f64) -> Duration {
+    if glibc_max > 0.0 {
+        Duration::from_secs_f64((10.0 * glibc_max).max(10.0))
+    } else {
+        FIRST_LIMIT
+    }
+}
+
+/// The runs, the table, the prediction, the recommendation and the JSON.
 fn measure(r: &Runner) -> anyhow::Result<()> {
+    let plan = r.plan;
+    let m = run_all(r)?;
+    let (rows, failed) = table(plan, &m);
+    // The prediction from glibc's statistics, beside the measurement.
+    let predicted = crate::engine::advice::from_processes(&m.glibc_processes, None, None, false);
+    match &predicted {
+        Ok(p) => println!(
+            "\npredicted from the lock statistics (advise --from): {}",
+            p.summary()
+        ),
+        Err(e) => println!("\npredicted from the lock statistics: none ({e})"),
+    }
+    let recommendation = recommend(r, &m.choices, &rows);
+    if let Ok(p) = &predicted {
+        check_prediction(p, &rows);
+    }
+    println!("recommendation: {recommendation}");
+    if let Some(target) = &plan.json {
+        write_json(
+            target,
+            plan,
+            &rows,
+            &predicted,
+            &recommendation,
+            m.ref_status,
+        )?;
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "the program failed under {} (not under glibc): see the row{}",
+            failed.join(", "),
+            if failed.len() == 1 { "" } else { "s" }
+        );
+    }
+    Ok(())
+}
+
+/// Every run: glibc's with statistics first, the repeats interleaved, then one run with statistics
+/// per other choice (its top call sites).
+fn run_all(r: &Runner) -> anyhow::Result<Measured> {
     let plan = r.plan;
     let stat_dir = r.scratch.join("stat");
     let stat_run = |choice: &Choice,
@@ -659,46 +730,10 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         .collect();
     let n = choices.len();
     let mut arms: Vec<Arm> = vec![Arm::default(); n];
-    let unit = if plan.uses_rate() { "rate" } else { "s" };
-    println!(
-        "locklab try: {}\n{} repeats interleaved over {} choices; {}{}",
-        shell_words(&plan.cmd),
-        plan.repeats,
-        n,
-        if plan.uses_rate() {
-            format!(
-                "rate from the output (`{}`)",
-                plan.rate.as_ref().unwrap().as_str()
-            )
-        } else {
-            "wall time".into()
-        },
-        if plan.same_output {
-            "; standard output must match glibc's"
-        } else {
-            ""
-        }
-    );
+    print_header(plan, n);
     let total = (plan.repeats * n + n - 1) as u64;
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{msg}, {eta} left").expect("a valid template"),
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let mut reference: Option<(ExitStatus, Vec<u8>)> = None;
-    let mut glibc_max = 0.0f64;
-    let limit = |glibc_max: f64| {
-        if glibc_max > 0.0 {
-            Duration::from_secs_f64((10.0 * glibc_max).max(10.0))
-        } else {
-            FIRST_LIMIT
-        }
-    };
-    let mut nondeterministic: Option<String> = None;
+    let bar = progress_bar(total);
+    let mut state = Repeats::default();
     for _ in 0..plan.repeats {
         for (i, choice) in choices.iter().enumerate() {
             bar.set_message(format!(
@@ -710,67 +745,16 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
                 bar.inc(1);
                 continue;
             }
-            let o = r.run(choice, None, limit(glibc_max))?;
+            let o = r.run(choice, None, limit(state.glibc_max))?;
             bar.inc(1);
-            let o = match o {
-                Ok(o) => o,
-                Err(e) if i == 0 && reference.is_none() => {
-                    bar.finish_and_clear();
-                    anyhow::bail!(
-                        "the program fails under glibc itself ({e}): nothing to compare the locks with"
-                    );
-                }
-                Err(e) => {
-                    arms[i].gave_up = true;
-                    arms[i].failure.get_or_insert(e);
-                    continue;
-                }
-            };
-            if i == 0 {
-                glibc_max = glibc_max.max(o.wall);
-            }
-            if reference.is_none() && !o.status.success() {
-                // Every row is compared with glibc's run: a program that fails under glibc itself
-                // would "verify" everywhere while measuring its failure.
+            if let Err(e) = state.record(r, i, o, &mut arms[i]) {
                 bar.finish_and_clear();
-                anyhow::bail!(
-                    "the program fails under glibc itself ({}; stderr: {}): nothing to compare the locks with",
-                    status_text(&o.status),
-                    tail(&o.stderr, 3)
-                );
-            }
-            let (ref_status, ref_out) =
-                reference.get_or_insert_with(|| (o.status, o.stdout.clone()));
-            if o.status != *ref_status {
-                arms[i].failure.get_or_insert(format!(
-                    "{} (glibc: {}); stderr: {}",
-                    status_text(&o.status),
-                    status_text(ref_status),
-                    tail(&o.stderr, 5)
-                ));
-                continue;
-            }
-            if plan.same_output && o.stdout != *ref_out {
-                let d = first_difference(ref_out, &o.stdout);
-                if i == 0 {
-                    nondeterministic.get_or_insert(d);
-                } else {
-                    arms[i]
-                        .failure
-                        .get_or_insert(format!("standard output differs from glibc's, {d}"));
-                }
-                continue;
-            }
-            match r.value(&o) {
-                Ok(v) => arms[i].values.push(v),
-                Err(e) => {
-                    arms[i].failure.get_or_insert(e);
-                }
+                return Err(e);
             }
         }
     }
     // One more run per choice with statistics: its top call sites (glibc's was the first run).
-    let ref_status = reference.as_ref().map(|r| r.0);
+    let ref_status = state.reference.as_ref().map(|r| r.0);
     let check_stat = |o: Result<Outcome, String>| -> Option<String> {
         match (o, ref_status) {
             (Err(e), _) => Some(format!("(run with statistics) {e}")),
@@ -797,20 +781,134 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         if arms[i].gave_up {
             continue;
         }
-        let (o, processes) = stat_run(choice, limit(glibc_max))?;
+        let (o, processes) = stat_run(choice, limit(state.glibc_max))?;
         arms[i].top = crate::external::lockstat::top_sites(&processes, 3);
         if let Some(e) = check_stat(o) {
             arms[i].failure.get_or_insert(e);
         }
     }
     bar.finish_and_clear();
-    if let Some(d) = nondeterministic {
+    if let Some(d) = state.nondeterministic {
         anyhow::bail!(
             "--same-output: the program's standard output differs between its own runs under glibc ({d}): it cannot be compared"
         );
     }
+    Ok(Measured {
+        choices,
+        arms,
+        glibc_processes,
+        takes_rwlocks,
+        ref_status,
+    })
+}
 
-    // The table.
+/// The first line: the command, the repeats and choices, what is measured.
+fn print_header(plan: &TryPlan, n: usize) {
+    println!(
+        "locklab try: {}\n{} repeats interleaved over {} choices; {}{}",
+        shell_words(&plan.cmd),
+        plan.repeats,
+        n,
+        if plan.uses_rate() {
+            format!(
+                "rate from the output (`{}`)",
+                plan.rate.as_ref().unwrap().as_str()
+            )
+        } else {
+            "wall time".into()
+        },
+        if plan.same_output {
+            "; standard output must match glibc's"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The progress bar on a terminal (hidden otherwise).
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{msg}, {eta} left").expect("a valid template"),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
+impl Repeats {
+    /// Checks one run of choice `i` against glibc's reference and keeps its value in `arm`; an
+    /// error when glibc itself fails.
+    fn record(
+        &mut self,
+        r: &Runner,
+        i: usize,
+        o: Result<Outcome, String>,
+        arm: &mut Arm,
+    ) -> anyhow::Result<()> {
+        let plan = r.plan;
+        let o = match o {
+            Ok(o) => o,
+            Err(e) if i == 0 && self.reference.is_none() => {
+                anyhow::bail!(
+                    "the program fails under glibc itself ({e}): nothing to compare the locks with"
+                );
+            }
+            Err(e) => {
+                arm.gave_up = true;
+                arm.failure.get_or_insert(e);
+                return Ok(());
+            }
+        };
+        if i == 0 {
+            self.glibc_max = self.glibc_max.max(o.wall);
+        }
+        if self.reference.is_none() && !o.status.success() {
+            // Every row is compared with glibc's run: a program that fails under glibc itself
+            // would "verify" everywhere while measuring its failure.
+            anyhow::bail!(
+                "the program fails under glibc itself ({}; stderr: {}): nothing to compare the locks with",
+                status_text(&o.status),
+                tail(&o.stderr, 3)
+            );
+        }
+        let (ref_status, ref_out) = self
+            .reference
+            .get_or_insert_with(|| (o.status, o.stdout.clone()));
+        if o.status != *ref_status {
+            arm.failure.get_or_insert(format!(
+                "{} (glibc: {}); stderr: {}",
+                status_text(&o.status),
+                status_text(ref_status),
+                tail(&o.stderr, 5)
+            ));
+            return Ok(());
+        }
+        if plan.same_output && o.stdout != *ref_out {
+            let d = first_difference(ref_out, &o.stdout);
+            if i == 0 {
+                self.nondeterministic.get_or_insert(d);
+            } else {
+                arm.failure
+                    .get_or_insert(format!("standard output differs from glibc's, {d}"));
+            }
+            return Ok(());
+        }
+        match r.value(&o) {
+            Ok(v) => arm.values.push(v),
+            Err(e) => {
+                arm.failure.get_or_insert(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prints the table (and each row's top contended site); the rows, and the choices that failed.
+fn table(plan: &TryPlan, m: &Measured) -> (Vec<AppRow>, Vec<String>) {
+    let unit = if plan.uses_rate() { "rate" } else { "s" };
     let higher = plan.uses_rate();
     let fmt = |v: f64| {
         if higher {
@@ -819,15 +917,15 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
             format!("{v:.3} s")
         }
     };
-    let g = spread(&arms[0].values);
+    let g = spread(&m.arms[0].values);
     println!(
         "\n{:<18} {:>12}  {:>25}  {:>9}  verdict",
         "lock", "median", "spread", "speed-up"
     );
     let mut rows = Vec::new();
     let mut failed = Vec::new();
-    for (i, choice) in choices.iter().enumerate() {
-        let arm = &arms[i];
+    for (i, choice) in m.choices.iter().enumerate() {
+        let arm = &m.arms[i];
         let s = spread(&arm.values);
         let ratio = match (higher, g.0 > 0.0 && s.0 > 0.0) {
             (_, false) => 0.0,
@@ -837,7 +935,7 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
         let v = if i == 0 {
             "reference".to_string()
         } else {
-            let runs = arm.values.len().min(arms[0].values.len());
+            let runs = arm.values.len().min(m.arms[0].values.len());
             // Time: lower is better, so the spreads are compared as speeds.
             let (ours, base) = if higher {
                 ((s.1, s.2), (g.1, g.2))
@@ -903,27 +1001,22 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
             top_locks: arm.top.clone(),
         });
     }
-    if !plan.rwlocks_explicit && !takes_rwlocks {
+    if !plan.rwlocks_explicit && !m.takes_rwlocks {
         println!("(no rwlock rows: the program took no pthread rwlock under glibc)");
     }
+    (rows, failed)
+}
 
-    // The prediction from glibc's statistics, beside the measurement.
-    let predicted = crate::engine::advice::from_processes(&glibc_processes, None, None, false);
-    match &predicted {
-        Ok(p) => println!(
-            "\npredicted from the lock statistics (advise --from): {}",
-            p.summary()
-        ),
-        Err(e) => println!("\npredicted from the lock statistics: none ({e})"),
-    }
-    // The recommendation: the fastest choice that is faster beyond noise.
+/// The recommendation: the fastest choice that is faster beyond noise, or why glibc stays.
+fn recommend(r: &Runner, choices: &[Choice], rows: &[AppRow]) -> String {
+    let plan = r.plan;
     let best = rows
         .iter()
         .enumerate()
         .skip(1)
         .filter(|(_, row)| row.verified && row.verdict == "faster")
         .max_by(|a, b| a.1.ratio_vs_glibc.total_cmp(&b.1.ratio_vs_glibc));
-    let recommendation = match best {
+    match best {
         Some((i, row)) => {
             let vars: Vec<String> = choices[i]
                 .env
@@ -961,51 +1054,54 @@ fn measure(r: &Runner) -> anyhow::Result<()> {
                 None => "keep glibc: no choice ran verified".into(),
             }
         }
-    };
-    if let Ok(p) = &predicted {
-        match rows.iter().find(|row| row.lock == p.process_choice) {
-            Some(m) => println!(
-                "  measured for the predicted choice {}: {:.2}x, {}{}",
-                m.lock,
-                m.ratio_vs_glibc,
-                m.verdict,
-                match m.verdict.as_str() {
-                    "slower" => " (the prediction and the measurement disagree)",
-                    _ => "",
-                }
-            ),
-            None => println!(
-                "  the predicted choice {} was not measured (add it with --locks)",
-                p.process_choice
-            ),
-        }
     }
-    println!("recommendation: {recommendation}");
-    if let Some(target) = &plan.json {
-        let doc = serde_json::json!({
-            "locklab_version": env!("CARGO_PKG_VERSION"),
-            "machine": crate::engine::limits::machine(),
-            "command": plan.cmd,
-            "measure": if higher { "rate" } else { "wall time" },
-            "apps": rows,
-            "predicted": predicted.as_ref().ok(),
-            "recommendation": recommendation,
-            "glibc_status": ref_status.map(|s| status_text(&s)),
-        });
-        let text = serde_json::to_string_pretty(&doc)? + "\n";
-        if target == "-" {
-            print!("{text}");
-        } else {
-            std::fs::write(target, text)
-                .map_err(|e| anyhow::anyhow!("cannot write {target}: {e}"))?;
-        }
+}
+
+/// The measurement of the choice the lock statistics predicted.
+fn check_prediction(p: &crate::engine::advice::Prediction, rows: &[AppRow]) {
+    match rows.iter().find(|row| row.lock == p.process_choice) {
+        Some(m) => println!(
+            "  measured for the predicted choice {}: {:.2}x, {}{}",
+            m.lock,
+            m.ratio_vs_glibc,
+            m.verdict,
+            match m.verdict.as_str() {
+                "slower" => " (the prediction and the measurement disagree)",
+                _ => "",
+            }
+        ),
+        None => println!(
+            "  the predicted choice {} was not measured (add it with --locks)",
+            p.process_choice
+        ),
     }
-    if !failed.is_empty() {
-        anyhow::bail!(
-            "the program failed under {} (not under glibc): see the row{}",
-            failed.join(", "),
-            if failed.len() == 1 { "" } else { "s" }
-        );
+}
+
+/// `--json`: one row per choice in `apps`' schema, the prediction and the recommendation.
+fn write_json(
+    target: &str,
+    plan: &TryPlan,
+    rows: &[AppRow],
+    predicted: &anyhow::Result<crate::engine::advice::Prediction>,
+    recommendation: &str,
+    ref_status: Option<ExitStatus>,
+) -> anyhow::Result<()> {
+    let higher = plan.uses_rate();
+    let doc = serde_json::json!({
+        "locklab_version": env!("CARGO_PKG_VERSION"),
+        "machine": crate::engine::limits::machine(),
+        "command": plan.cmd,
+        "measure": if higher { "rate" } else { "wall time" },
+        "apps": rows,
+        "predicted": predicted.as_ref().ok(),
+        "recommendation": recommendation,
+        "glibc_status": ref_status.map(|s| status_text(&s)),
+    });
+    let text = serde_json::to_string_pretty(&doc)? + "\n";
+    if target == "-" {
+        print!("{text}");
+    } else {
+        std::fs::write(target, text).map_err(|e| anyhow::anyhow!("cannot write {target}: {e}"))?;
     }
     Ok(())
 }

@@ -64,16 +64,7 @@ pub fn run_to(plan: &Plan, clock: &dyn Clock, out: &mut dyn Write) -> anyhow::Re
     let total: usize = plan.workloads.iter().map(|(_, l)| l.len()).sum::<usize>()
         * plan.threads.len()
         * plan.repeats;
-    let bar = if !plan.quiet && std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(total as u64);
-        b.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} trials, {eta} left  {msg}")
-                .expect("a valid template"),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(plan, total);
     // The default job (with the summary) prints the answer first and the tables after it; `bench` prints
     // each workload's table as soon as it is measured.
     let mut tables = String::new();
@@ -138,14 +129,8 @@ pub fn run_to(plan: &Plan, clock: &dyn Clock, out: &mut dyn Write) -> anyhow::Re
             let mut block = table::render_block(&report, &rows);
             if plan.summary {
                 // The default job runs every lock: say which ones this build cannot run.
-                let missing: Vec<_> = crate::locks::registry()
-                    .into_iter()
-                    .filter_map(|l| l.unavailable.map(|u| (l.name, u)))
-                    .filter(|(_, u)| u.workloads.contains(workload))
-                    .collect();
-                if let Some((_, u)) = missing.first() {
-                    let names: Vec<_> = missing.iter().map(|(n, _)| *n).collect();
-                    block += &format!("unavailable here: {} ({})\n", names.join(", "), u.why);
+                if let Some(note) = unavailable_note(*workload) {
+                    block += &note;
                 }
                 tables += &block;
                 tables.push('\n');
@@ -169,6 +154,36 @@ pub fn run_to(plan: &Plan, clock: &dyn Clock, out: &mut dyn Write) -> anyhow::Re
         e.finish(&report)?;
     }
     Ok(report)
+}
+
+/// The progress bar (on a terminal, unless `--quiet`).
+fn progress_bar(plan: &Plan, total: usize) -> ProgressBar {
+    if !plan.quiet && std::io::stderr().is_terminal() {
+        let b = ProgressBar::new(total as u64);
+        b.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} trials, {eta} left  {msg}")
+                .expect("a valid template"),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    }
+}
+
+/// The locks of `workload` this build cannot run, and why: one line, or `None`.
+fn unavailable_note(workload: crate::engine::workload::Workload) -> Option<String> {
+    let missing: Vec<_> = crate::locks::registry()
+        .into_iter()
+        .filter_map(|l| l.unavailable.map(|u| (l.name, u)))
+        .filter(|(_, u)| u.workloads.contains(&workload))
+        .collect();
+    let (_, u) = missing.first()?;
+    let names: Vec<_> = missing.iter().map(|(n, _)| *n).collect();
+    Some(format!(
+        "unavailable here: {} ({})\n",
+        names.join(", "),
+        u.why
+    ))
 }
 
 /// One line when rows were measured on a busy machine (lab.md's `noise.busy`), else `None`.

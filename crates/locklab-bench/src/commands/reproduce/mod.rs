@@ -16,31 +16,15 @@ pub mod rwlock_unlock_cost;
 pub mod rwsem_reader_spinning;
 
 use crate::engine::output::Report;
+pub use crate::engine::output::reproduction::Reproduction;
 use crate::engine::plan::UsageError;
 use crate::engine::runner::{Clock, TrialSpec};
 use clap::Args;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::io::IsTerminal;
 
 /// The seeds `reproduce` knows (`../shared/seeds/` of the repository's parent), in order.
 pub const SEEDS: [&str; 5] = ["000", "001", "002", "003", "004"];
-
-/// One reproduction's result (the `reproductions` entries of `--json`).
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Reproduction {
-    /// `004`
-    pub seed: String,
-    /// What the seed measured.
-    pub title: String,
-    /// The seed's figures and ours, in the seed's shape (see each seed's module).
-    pub figures: serde_json::Value,
-    /// The table as printed.
-    pub table: String,
-    /// `true` when every claim of the seed held here.
-    pub reproduced: bool,
-    /// One line: the seed's claims, our figures for each, and what differs.
-    pub verdict: String,
-}
 
 /// What `--json` writes.
 #[derive(Debug, Serialize)]

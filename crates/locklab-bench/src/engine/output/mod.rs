@@ -7,6 +7,7 @@
 pub mod csv;
 pub mod markdown;
 pub mod programs;
+pub mod reproduction;
 pub mod table;
 
 use crate::engine::metrics::{Calibration, Machine, ResultRow};
