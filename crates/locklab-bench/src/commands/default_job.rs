@@ -115,16 +115,21 @@ pub fn screen(report: &Report, reproductions: &[Reproduction], path: &str) -> St
     let mut s = crate::engine::suite::header(report) + "\n\n";
     s += "the seeds on this machine (quick; `locklab reproduce SEED` for one in full):\n";
     for r in reproductions {
+        // The first author and the year: `McKenney/Piggin 2009` -> `McKenney 2009`.
         let who = r.title.split(':').next().unwrap_or_default();
+        let who = match (who.split_once('/'), who.rsplit_once(' ')) {
+            (Some((first, _)), Some((_, year))) => format!("{first} {year}"),
+            _ => who.to_string(),
+        };
         let word = if r.reproduced {
             "reproduced"
         } else {
             "NOT reproduced"
         };
         s += &fit(format!(
-            "  {} {:<16} {word:<15} {}",
+            "  {} {:<13} {word:<14} {}",
             r.seed,
-            clip(who, 16),
+            clip(&who, 13),
             key_figure(r)
         ));
     }
@@ -169,7 +174,7 @@ pub fn screen(report: &Report, reproductions: &[Reproduction], path: &str) -> St
         ("locklab --tables".to_string(), "every table of this run"),
         (
             format!("locklab reproduce {seed}"),
-            "one seed in full, beside its figures",
+            "the seed's table in full",
         ),
         (
             format!("locklab bench --workload {workload} --json a.json"),
@@ -181,7 +186,7 @@ pub fn screen(report: &Report, reproductions: &[Reproduction], path: &str) -> St
         ),
         (
             "locklab compare a.json b.json".to_string(),
-            "two --json runs, row by row",
+            "two runs, row by row",
         ),
     ];
     s += "\nnext (in a checkout, `cargo run --release --` for `locklab`):\n";
@@ -198,6 +203,12 @@ pub fn screen(report: &Report, reproductions: &[Reproduction], path: &str) -> St
 /// not fit 100 columns.
 fn who_wins(report: &Report) -> String {
     let wins = crate::engine::suite::wins(report);
+    let mut workloads: Vec<&str> = vec![];
+    for r in &report.results {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
     let mut s = String::from(
         "who wins where: our best lock vs the best peer (median ops/s; xR = winner / loser)\n",
     );
@@ -210,7 +221,10 @@ fn who_wins(report: &Report) -> String {
         .collect();
     threads.sort_unstable();
     threads.dedup();
-    let any_busy = wins.iter().any(|(_, c)| c.iter().any(|c| c.busy));
+    let cells = || wins.iter().flat_map(|(_, c)| c.iter());
+    let any_busy = cells().any(|c| c.busy);
+    // Every cell busy: said once below, not in every cell.
+    let all_busy = cells().all(|c| c.busy);
     let render = |named: bool| {
         let cell = |c: &crate::engine::suite::Win| {
             format!(
@@ -222,7 +236,7 @@ fn who_wins(report: &Report) -> String {
                     String::new()
                 },
                 c.ratio,
-                if c.busy { "*" } else { "" }
+                if c.busy && !all_busy { "*" } else { "" }
             )
         };
         let grid: Vec<Vec<String>> = wins
@@ -260,8 +274,15 @@ fn who_wins(report: &Report) -> String {
             l.trim_end().to_string() + "\n"
         };
         let mut t = line("workload", &heads);
-        for ((w, _), row) in wins.iter().zip(&grid) {
-            t += &line(w, row);
+        let mut rows = wins.iter().zip(&grid).peekable();
+        for w in &workloads {
+            match rows.peek() {
+                Some(((name, _), row)) if name == w => {
+                    t += &line(w, row);
+                    rows.next();
+                }
+                _ => t += &line(w, &["(no peer ran here)".to_string()]),
+            }
         }
         t
     };
@@ -272,7 +293,9 @@ fn who_wins(report: &Report) -> String {
         s += &render(false);
         s += "  (the winners' names: locklab --tables, or the report)\n";
     }
-    if any_busy {
+    if all_busy {
+        s += "  (every row measured on a busy machine: the figures are not trustworthy)\n";
+    } else if any_busy {
         s += "  * measured on a busy machine: not trustworthy\n";
     }
     s
@@ -303,7 +326,7 @@ fn key_figure(r: &Reproduction) -> String {
         )
         .map(|c| {
             format!(
-                "lockref {}% -> {}% at 2 thr (seed {}% -> {}%)",
+                "lockref share {}% -> {}% (seed {}% -> {}%)",
                 c[0], c[1], c[2], c[3]
             )
         }),
@@ -487,5 +510,32 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("locklab reproduce 000"), "{s}");
+    }
+
+    /// A workload where no peer ran keeps its row, saying so; a busy run is said once.
+    #[test]
+    fn a_workload_without_peers_keeps_its_row() {
+        let mut rep = Report {
+            results: vec![
+                row("mutex", "ticket", 1, 2e6),
+                row("mutex", "std-mutex", 1, 1e6),
+                row("rcu-sync", "rcu-memb", 1, 1e6),
+            ],
+            ..Default::default()
+        };
+        for r in &mut rep.results {
+            r.noise.busy = true;
+        }
+        let s = who_wins(&rep);
+        assert!(s.contains("ours ticket x2.00\n"), "{s}");
+        assert!(s.contains("rcu-sync     (no peer ran here)"), "{s}");
+        assert!(s.contains("every row measured on a busy machine"), "{s}");
+        let r = repro(
+            "004",
+            "McKenney/Piggin 2009: x",
+            (true, "reproduced: y".into()),
+        );
+        let s = screen(&rep, &[r], "/r.html");
+        assert!(s.contains("  004 McKenney 2009 reproduced     y\n"), "{s}");
     }
 }
