@@ -28,7 +28,7 @@ pub(crate) enum M {
 #[cfg(all(feature = "lockdep", not(loom)))]
 mod on {
     use super::{K, M};
-    use crate::lockdep::{self as ld, Flags, Kind, Mode, Origin, Site};
+    use crate::lockdep::hooks::{self as ld, Flags, Kind, Mode, Origin, Site};
     use core::sync::atomic::{AtomicU32, Ordering};
 
     /// A lock's lockdep class (0 until its first acquisition).
@@ -88,7 +88,7 @@ mod on {
         #[track_caller]
         #[inline]
         pub(crate) fn lock(&self, obj: *const (), k: K, m: M) {
-            if ld::enabled() {
+            if crate::lockdep::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -104,7 +104,7 @@ mod on {
         #[track_caller]
         #[inline]
         fn lock_timed(&self, obj: *const (), k: K, m: M) {
-            if ld::enabled() {
+            if crate::lockdep::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -119,7 +119,7 @@ mod on {
         #[track_caller]
         #[inline]
         pub(crate) fn tried<G>(&self, obj: *const (), k: K, m: M, r: Option<G>) -> Option<G> {
-            if r.is_some() && ld::enabled() {
+            if r.is_some() && crate::lockdep::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -153,13 +153,13 @@ mod on {
         #[track_caller]
         #[inline]
         pub(crate) fn unlock(&self, obj: *const ()) {
-            if ld::enabled() {
+            if crate::lockdep::enabled() {
                 ld::release(obj as usize, Site::caller());
             }
         }
 
         /// Gives the lock a named class.
-        pub(crate) fn set(&self, c: &'static ld::LockClass) {
+        pub(crate) fn set(&self, c: &'static crate::lockdep::LockClass) {
             self.class.store(c.id(), Ordering::Relaxed);
         }
     }
@@ -168,7 +168,7 @@ mod on {
     /// domain's class, `synchronize` and `barrier` take it for writing (and release it at once).
     #[track_caller]
     pub(crate) fn rcu(obj: *const (), m: M, release_now: bool) {
-        if !ld::enabled() {
+        if !crate::lockdep::enabled() {
             return;
         }
         let obj = rcu_id(obj);
@@ -182,7 +182,7 @@ mod on {
     /// The end of an RCU read section of the domain at `obj`.
     #[track_caller]
     pub(crate) fn rcu_end(obj: *const ()) {
-        if ld::enabled() {
+        if crate::lockdep::enabled() {
             ld::release(rcu_id(obj), Site::caller());
         }
     }
@@ -196,7 +196,7 @@ mod on {
     /// A condvar wait on `cond` that releases the mutex at `mutex` for its duration.
     #[track_caller]
     pub(crate) fn cond_wait(cond: *const (), mutex: *const ()) {
-        if ld::enabled() {
+        if crate::lockdep::enabled() {
             ld::cond_wait(cond as usize, mutex as usize, Site::caller());
         }
     }
