@@ -95,6 +95,9 @@ pub(crate) mod rcu_protocol;
 mod rw;
 mod sleep;
 pub mod spin;
+// The platform layer: public for the workspace's other crates (the preload library, the lab, the
+// simulator), not part of the library's interface.
+#[doc(hidden)]
 pub mod sys;
 #[cfg(not(loom))]
 mod thread_slot;
@@ -108,7 +111,7 @@ pub use spin::lockref;
 
 /// Sets up, now, what a thread's first contended lock would otherwise set up: the process-wide
 /// thread-exit hook of the queued locks' per-thread nodes, and the fork handler of the sleeping
-/// locks' wait lists ([`sys::fork_epoch`]). Never needed for correctness; a library
+/// locks' wait lists. Never needed for correctness; a library
 /// constructor that may run before its process creates many thread-specific keys calls it so that the
 /// lock paths never allocate (`liblocklab_pthread.so` does).
 ///

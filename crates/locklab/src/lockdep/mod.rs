@@ -55,8 +55,8 @@
 //! - the site that created the lock (the preload library: the `pthread_*_init` call site), or
 //! - the lock object itself, for a lock with neither (the library's locks without a [`LockClass`],
 //!   which `lock_api` constructs in a `const` without a call site; the preload library's statically
-//!   initialised and zeroed objects): [`instance_class`](hooks::instance_class), a class per object and per life, named by
-//!   its first acquisition's site. So orders between such objects are checked object by object,
+//!   initialised and zeroed objects): [`hooks::instance_class`], a class per object and per
+//!   life, named by its first acquisition's site. So orders between such objects are checked object by object,
 //!   as the kernel checks its static locks: a consistent order is never a cycle, whichever code
 //!   happened to lock each object first.
 //!

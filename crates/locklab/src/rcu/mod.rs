@@ -177,7 +177,7 @@ pub struct RcuDomain {
 
 /// Whether `membarrier` carries the readers' fences: one decision per process, shared with
 /// `PercpuRwSem` (the first to decide wins; `LOCKLAB_NO_MEMBARRIER` forces the fallback).
-use crate::percpu_rwsem::mode;
+use crate::sys::membarrier_mode as mode;
 
 /// The readers' side of the asymmetric fence.
 #[inline(always)]
@@ -199,7 +199,7 @@ fn heavy_fence() {
             return;
         }
         // Refused (seccomp on this thread): readers switch to fences, and the CPU walk fences those
-        // still on the fast path (`percpu_rwsem::mode::degrade`).
+        // still on the fast path (`sys::membarrier_mode::degrade`).
         if !mode::degrade() {
             protocol::warn(format_args!(
                 "locklab::rcu: membarrier failed and this thread cannot run on every CPU to fence \

@@ -330,6 +330,8 @@ impl RawMutex {
     ///
     /// # Safety
     /// The mutex is held (or free), and the token of that acquisition is never used again.
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub unsafe fn unlock_on_behalf(&self) {
         // The owner tag stays in the word for the whole acquisition (only flags change meanwhile), so
@@ -378,6 +380,8 @@ impl RawMutex {
     /// assert!(m.try_lock_fast().is_none());
     /// unsafe { m.unlock(t) };
     /// ```
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub fn try_lock_fast(&self) -> Option<MutexToken> {
         let tag = current_tag();
@@ -406,6 +410,8 @@ impl RawMutex {
     /// # Safety
     /// No other thread accesses the mutex until the matching unlock (a process with one thread; a
     /// signal handler of this thread is fine: it runs between our instructions, not during them).
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub unsafe fn try_lock_unshared(&self) -> Option<MutexToken> {
         let tag = current_tag();
@@ -421,6 +427,8 @@ impl RawMutex {
     ///
     /// # Safety
     /// As [`try_lock_unshared`](Self::try_lock_unshared); the acquisition's token is never used again.
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub unsafe fn unlock_unshared(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
