@@ -2,7 +2,7 @@
 //! spinlock per CPU shard. A reader locks its current CPU's shard; a writer locks every shard, in
 //! order. Reads scale (each reader touches only its own shard's line) but every read still pays a
 //! locked RMW: seed 002 measured exactly that `lock` instruction at 6.4% of a single-threaded profile,
-//! which is why the kernel replaced it with the percpu rwsem ([`crate::percpu_rwsem`]). It is here as the
+//! which is why the kernel replaced it with the percpu rwsem ([`crate::rw::percpu_rwsem`]). It is here as the
 //! contrast.
 //!
 //! # Algorithm
@@ -30,7 +30,7 @@
 //! 3. Reader counts are bounded per shard by [`RawRwSpinLock`]'s check (forgotten guards panic at the
 //!    bound instead of wrapping).
 
-use crate::rwspinlock::RawRwSpinLock;
+use crate::rw::rwspinlock::RawRwSpinLock;
 
 /// Shards: enough for the CPUs of most machines; CPUs beyond wrap around (correct, less scalable).
 pub const SHARDS: usize = 64;

@@ -93,7 +93,7 @@
 
 use crate::clock::{Deadline, time_left};
 use crate::primitive::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, SpinWait, fence};
-use crate::rwsem::{RawRwSem, RwSemToken};
+use crate::rw::rwsem::{RawRwSem, RwSemToken};
 use crate::sys::membarrier_mode as mode;
 use core::marker::PhantomData;
 use core::ptr;
@@ -168,7 +168,7 @@ impl Chunk {
 ///
 /// ```
 /// // Either way the lock is correct; the answer says what a read costs here.
-/// println!("percpu readers fence-free: {}", locklab::percpu_rwsem::fast_readers());
+/// println!("percpu readers fence-free: {}", locklab::rw::percpu_rwsem::fast_readers());
 /// ```
 pub fn fast_readers() -> bool {
     mode::fast()

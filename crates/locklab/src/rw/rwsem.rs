@@ -103,11 +103,11 @@
 //! `wait_lock`). The owner field is a Relaxed hint: it decides only whether to spin.
 
 use crate::clock::{Deadline, SpinBudget};
-use crate::mutex::current_tag;
-use crate::osq::Osq;
 use crate::primitive::{AtomicU32, AtomicU64, Backoff, Ordering};
+use crate::sleep::mutex::current_tag;
+use crate::sleep::osq::Osq;
+use crate::sleep::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
@@ -849,10 +849,10 @@ impl RawRwSem {
         {
             return false;
         }
-        let Some(claim) = crate::mutex::osq_node() else {
+        let Some(claim) = crate::sleep::mutex::osq_node() else {
             return false;
         };
-        let node: &crate::osq::OsqNode = &claim;
+        let node: &crate::sleep::osq::OsqNode = &claim;
         let mut budget = SpinBudget::new(SPIN_MAX_NS);
         // SAFETY: OSQ nodes are type-stable (thread slots / leaked under loom); the claim keeps ours out
         // of any other queue until it drops, after `osq.unlock`.

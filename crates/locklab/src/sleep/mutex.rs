@@ -6,7 +6,7 @@
 //!    no waiter sleeps (WAITERS clear), joins
 //!    the lock's `Osq`, so only the OSQ head spins on the lock word; the head takes the lock the moment
 //!    it is free. It stops when a hand-off is pending or its budget runs out (then it unqueues; see
-//!    `crate::osq`). While another spinner holds the OSQ, a contender does not queue behind it: it
+//!    `crate::sleep::osq`). While another spinner holds the OSQ, a contender does not queue behind it: it
 //!    waits outside, unordered, looking at the word (and taking it if free) with a `pause` or two and
 //!    then a yield between looks, within the same budget. The kernel queues its spinners because it
 //!    knows they are running; in userspace a queued spinner may be preempted, and everyone behind it
@@ -89,7 +89,7 @@
 //!    repeats the argument. A pending HANDOFF's waiter is woken even then (it is >= [`HANDOFF_NS`]
 //!    old), and only it can take the lock.
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
-//!    waker whose last access to it is the WOKEN or HANDED store (see `crate::wait_list`).
+//!    waker whose last access to it is the WOKEN or HANDED store (see `crate::sleep::wait_list`).
 //! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word but a woken
 //!    waiter's WAKING update, so a direct hand-off may use a plain store (dropping a WAKING: a hint).
 //! 7. WAKING is a hint and never decides who owns the lock: it only fails the fast path, whose callers
@@ -110,10 +110,10 @@
 //!   `wait_lock` (Acquire/Release) ordering the waiter's and the waker's sections.
 
 use crate::clock::{Deadline, SpinBudget};
-use crate::osq::Osq;
 use crate::primitive::{AtomicU32, Backoff, Ordering};
+use crate::sleep::osq::Osq;
+use crate::sleep::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::ptr;
@@ -626,7 +626,7 @@ impl RawMutex {
         let Some(claim) = osq_node() else {
             return false;
         };
-        let node: &crate::osq::OsqNode = &claim;
+        let node: &crate::sleep::osq::OsqNode = &claim;
         // SAFETY: OSQ nodes live in never-freed thread slots (or leaked boxes under loom), and the claim
         // keeps ours out of any other queue until it drops, after `osq.unlock` below.
         if !unsafe { self.osq.lock(node, &mut budget) } {
@@ -922,8 +922,8 @@ pub(crate) struct OsqClaim {
 
 #[cfg(not(loom))]
 impl core::ops::Deref for OsqClaim {
-    type Target = crate::osq::OsqNode;
-    fn deref(&self) -> &crate::osq::OsqNode {
+    type Target = crate::sleep::osq::OsqNode;
+    fn deref(&self) -> &crate::sleep::osq::OsqNode {
         &self.slot.osq
     }
 }
@@ -939,9 +939,9 @@ impl Drop for OsqClaim {
 
 /// This thread's OSQ node: leaked per model thread, since nodes must be type-stable.
 #[cfg(loom)]
-pub(crate) fn osq_node() -> Option<&'static crate::osq::OsqNode> {
-    loom::thread_local!(static NODE: &'static crate::osq::OsqNode = {
-        let node: &'static crate::osq::OsqNode = Box::leak(Box::new(crate::osq::OsqNode::new()));
+pub(crate) fn osq_node() -> Option<&'static crate::sleep::osq::OsqNode> {
+    loom::thread_local!(static NODE: &'static crate::sleep::osq::OsqNode = {
+        let node: &'static crate::sleep::osq::OsqNode = Box::leak(Box::new(crate::sleep::osq::OsqNode::new()));
         node.register();
         node
     });
