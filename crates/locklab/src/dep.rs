@@ -246,16 +246,73 @@ mod on {
 
 pub(crate) use on::*;
 
-/// `Classed` for the raw lock types and for `lock_api`'s wrappers of them.
+/// The lockdep calls of a `lock_api` impl, one line each: the lock's [`Dep`] and [`K`]ind come from
+/// [`lockdep_hooks!`], the object is the lock's address, and the site is the caller's (through
+/// `#[track_caller]`, with the `lockdep` feature). Without the feature each call is empty.
 #[cfg(not(loom))]
-macro_rules! classed {
-    ($($raw:ty),* $(,)?) => {$(
-        impl crate::lockdep::Classed for $raw {
-            fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
-                self.dep.set(class);
+pub(crate) trait LockdepHooks: Sized {
+    /// The kind of lock the validator names in its reports.
+    const KIND: K;
+
+    /// The lock's class.
+    fn lockdep(&self) -> &Dep;
+
+    /// Before a blocking acquisition in mode `m`: checked (and reported) before it can deadlock.
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_before_lock(&self, m: M) {
+        self.lockdep()
+            .lock(self as *const Self as *const (), Self::KIND, m);
+    }
+
+    /// After a trylock in mode `m` whose result is `r`: recorded if it took the lock.
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_after_trylock<G>(&self, m: M, r: Option<G>) -> Option<G> {
+        self.lockdep()
+            .tried(self as *const Self as *const (), Self::KIND, m, r)
+    }
+
+    /// Around a timed acquisition `f` in mode `m`: checked before it waits, forgotten if it times
+    /// out.
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_timed<G>(&self, m: M, f: impl FnOnce() -> Option<G>) -> Option<G> {
+        self.lockdep()
+            .timed(self as *const Self as *const (), Self::KIND, m, f)
+    }
+
+    /// Before any unlock (shared or exclusive, fair or not).
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_before_unlock(&self) {
+        self.lockdep().unlock(self as *const Self as *const ());
+    }
+}
+
+/// [`LockdepHooks`] and [`Classed`](crate::lockdep::Classed) (so `lock_api`'s wrappers take a
+/// [`LockClass`](crate::lockdep::LockClass)) for a raw lock of kind `$kind` whose [`Dep`] is its
+/// `dep` field (or the one `$dep` returns).
+#[cfg(not(loom))]
+macro_rules! lockdep_hooks {
+    ($raw:ty, $kind:ident) => {
+        crate::dep::lockdep_hooks!($raw, $kind, |l| &l.dep);
+    };
+    ($raw:ty, $kind:ident, |$l:ident| $dep:expr) => {
+        impl crate::dep::LockdepHooks for $raw {
+            const KIND: crate::dep::K = crate::dep::K::$kind;
+            #[inline(always)]
+            fn lockdep(&self) -> &crate::dep::Dep {
+                let $l = self;
+                $dep
             }
         }
-    )*};
+        impl crate::lockdep::Classed for $raw {
+            fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
+                crate::dep::LockdepHooks::lockdep(self).set(class);
+            }
+        }
+    };
 }
 #[cfg(not(loom))]
-pub(crate) use classed;
+pub(crate) use lockdep_hooks;

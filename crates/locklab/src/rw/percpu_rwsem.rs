@@ -92,6 +92,8 @@
 //! writer), as in the kernel and as with std's and parking_lot's RwLock.
 
 use crate::clock::{Deadline, time_left};
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, SpinWait, fence};
 use crate::rw::rwsem::{RawRwSem, RwSemToken};
 use crate::sys::membarrier_mode as mode;
@@ -748,54 +750,36 @@ unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
     #[inline(always)]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> PercpuReadToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-        );
+        self.lockdep_before_lock(M::Read);
         self.read()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<PercpuReadToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            self.try_read(),
-        )
+        self.lockdep_after_trylock(M::Read, self.try_read())
     }
     #[inline(always)]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, g: PercpuReadToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves a shared hold by this thread.
         unsafe { self.read_unlock(g) }
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> PercpuWriteToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.write()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<PercpuWriteToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_write(),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_write())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, g: PercpuWriteToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock(g) }
     }
@@ -824,50 +808,34 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Read, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_at(my_index(), Some(&d)),
                 None => Some(self.read()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || self.read_at(my_index(), Some(&timeout)),
-        )
+        self.lockdep_timed(M::Read, || self.read_at(my_index(), Some(&timeout)))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Write, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.write_until(&d),
                 None => Some(self.write()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || self.write_until(&timeout),
-        )
+        self.lockdep_timed(M::Write, || self.write_until(&timeout))
     }
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawPercpuRwSem);
+crate::dep::lockdep_hooks!(RawPercpuRwSem, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

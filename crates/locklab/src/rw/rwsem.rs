@@ -103,6 +103,8 @@
 //! `wait_lock`). The owner field is a Relaxed hint: it decides only whether to spin.
 
 use crate::clock::{Deadline, SpinBudget};
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU32, AtomicU64, Backoff, Ordering};
 use crate::sleep::mutex::current_tag;
 use crate::sleep::osq::Osq;
@@ -1169,54 +1171,36 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> RwSemToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-        );
+        self.lockdep_before_lock(M::Read);
         self.read()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<RwSemToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            self.try_read(),
-        )
+        self.lockdep_after_trylock(M::Read, self.try_read())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, _g: RwSemToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves a shared hold.
         unsafe { self.read_unlock() }
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> RwSemToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.write()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<RwSemToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_write(),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_write())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: RwSemToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock() }
     }
@@ -1237,13 +1221,13 @@ unsafe impl lock_api::RawRwLockFair for RawRwSem {
     /// [`HANDOFF_NS`]): the fair shared unlock is the ordinary one.
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared_fair(&self, _g: RwSemToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves a shared hold.
         unsafe { self.read_unlock() }
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive_fair(&self, g: RwSemToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock_fair(&g) }
     }
@@ -1267,45 +1251,29 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Read, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_until(&d),
                 None => Some(self.read()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || self.read_until(&timeout),
-        )
+        self.lockdep_timed(M::Read, || self.read_until(&timeout))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Write, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.write_until(&d),
                 None => Some(self.write()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || self.write_until(&timeout),
-        )
+        self.lockdep_timed(M::Write, || self.write_until(&timeout))
     }
 }
 
@@ -1318,25 +1286,16 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_upgradable(&self) -> RwSemToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.read_upgradable()
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable(&self) -> Option<RwSemToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_read_upgradable(),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_read_upgradable())
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_upgradable(&self, _g: RwSemToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves an upgradable hold.
         unsafe { self.upgradable_unlock() }
     }
@@ -1359,7 +1318,7 @@ unsafe impl lock_api::RawRwLockUpgrade for RawRwSem {
 unsafe impl lock_api::RawRwLockUpgradeFair for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_upgradable_fair(&self, _g: RwSemToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves an upgradable hold.
         unsafe { self.upgradable_unlock() }
     }
@@ -1385,24 +1344,16 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwSem {
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: std::time::Duration) -> Option<RwSemToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Write, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_upgradable_until(Some(&d)),
                 None => Some(self.read_upgradable()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_until(&self, timeout: std::time::Instant) -> Option<RwSemToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || self.read_upgradable_until(Some(&timeout)),
-        )
+        self.lockdep_timed(M::Write, || self.read_upgradable_until(Some(&timeout)))
     }
     unsafe fn try_upgrade_for(
         &self,
@@ -1429,7 +1380,7 @@ unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawRwSem);
+crate::dep::lockdep_hooks!(RawRwSem, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -110,6 +110,8 @@
 //!   `wait_lock` (Acquire/Release) ordering the waiter's and the waker's sections.
 
 use crate::clock::{Deadline, SpinBudget};
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU32, Backoff, Ordering};
 use crate::sleep::osq::Osq;
 use crate::sleep::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
@@ -961,29 +963,20 @@ unsafe impl lock_api::RawMutex for RawMutex {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> MutexToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         RawMutex::lock(self)
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<MutexToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            RawMutex::try_lock(self),
-        )
+        self.lockdep_after_trylock(M::Write, RawMutex::try_lock(self))
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, guard: MutexToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: forwarded from the caller.
         unsafe { RawMutex::unlock(self, guard) }
     }
@@ -1000,7 +993,7 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: MutexToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: forwarded from the caller.
         unsafe { RawMutex::unlock_fair(self, guard) }
     }
@@ -1015,30 +1008,22 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Write, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(deadline) => self.lock_until(&deadline),
                 None => Some(self.lock()),
-            },
-        )
+            }
+        })
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            || self.lock_until(&deadline),
-        )
+        self.lockdep_timed(M::Write, || self.lock_until(&deadline))
     }
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawMutex);
+crate::dep::lockdep_hooks!(RawMutex, Mutex);
 
 #[cfg(all(test, not(loom)))]
 mod tests {
