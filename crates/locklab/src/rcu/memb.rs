@@ -1,33 +1,6 @@
-//! Userspace RCU, memb flavour: read-side critical sections that cost two plain stores and no fence,
-//! and grace periods that wait for every reader that might still see an old version.
-//!
-//! The flavours' protocol steps are in `protocol.rs`, shared by the domains and the loom models.
-//!
-//! Three flavours: memb ([`RcuDomain`], [`RcuReadGuard`]), QSBR ([`QsbrDomain`], whose read side is
-//! free and whose quiescent states the borrow checker keeps out of read sections) and SRCU
-//! ([`SrcuDomain`]: sleepable readers, two-index counters). Each has batched `synchronize` (concurrent
-//! callers share grace periods), polled grace periods ([`GpCookie`]), `call_rcu` with per-thread
-//! segmented callback lists, flood control and a barrier (the `callback` module's docs), and survives
-//! `fork()` (the `fork` module's docs). [`RcuCell`] is the safe published value.
-//!
-//! # The API against the kernel's and liburcu's
-//!
-//! | locklab (memb / global)                  | kernel                          | liburcu                   |
-//! |------------------------------------------|---------------------------------|---------------------------|
-//! | [`RcuDomain::read_lock`], [`read_lock`]  | `rcu_read_lock`/`unlock`        | `rcu_read_lock`/`unlock`  |
-//! | [`RcuDomain::synchronize`]               | `synchronize_rcu`               | `synchronize_rcu`         |
-//! | [`RcuDomain::call_rcu`], [`call_rcu`]    | `call_rcu`                      | `call_rcu`                |
-//! | [`RcuDomain::defer_drop`]                | `kfree_rcu`                     | `defer_rcu` (roughly)     |
-//! | [`RcuDomain::rcu_barrier`]               | `rcu_barrier`                   | `rcu_barrier`             |
-//! | [`RcuDomain::get_state_synchronize`]     | `get_state_synchronize_rcu`     | -                         |
-//! | [`RcuDomain::start_poll_synchronize`]    | `start_poll_synchronize_rcu`    | `start_poll_synchronize_rcu` |
-//! | [`RcuDomain::poll_state_synchronize`]    | `poll_state_synchronize_rcu`    | `poll_state_synchronize_rcu` |
-//! | [`RcuDomain::cond_synchronize`]          | `cond_synchronize_rcu`          | -                         |
-//! | [`QsbrThread::quiescent_state`]          | (a context switch)              | `rcu_quiescent_state`     |
-//! | [`QsbrThread::offline`], `online`        | -                               | `rcu_thread_offline`/`online` |
-//! | [`SrcuDomain::call_srcu`], [`SrcuDomain::srcu_barrier`] | `call_srcu`, `srcu_barrier` | -          |
-//!
-//! QSBR and SRCU domains have the same polled and callback calls as methods.
+//! The memb flavour: a domain ([`RcuDomain`]) whose readers store a snapshot of the grace-period
+//! counter in their own record, fenced by the writers' `membarrier`, and the global domain's
+//! functions ([`read_lock`], [`synchronize_rcu`], ...).
 //!
 //! # Algorithm
 //! A domain has a global grace-period counter `gp` and a registry of per-thread reader records. A
@@ -97,44 +70,20 @@
 //!   forks at the same time, or waits for a lock the forking thread holds); a batch still running
 //!   then runs in the parent only.
 
-mod api;
-mod callback;
-mod cell;
-mod fork;
-mod gp;
-pub(crate) mod protocol;
-mod qsbr;
-mod registry;
-mod srcu;
-
-use callback::{Engine, Host};
-pub use callback::{HIGH_WATER, LIMIT};
-pub use cell::RcuCell;
-use gp::GpSeq;
-pub use qsbr::{QsbrDomain, QsbrOffline, QsbrReadGuard, QsbrThread};
-use registry::{Pooled, Registry, Wait, wait_for_records};
-pub use srcu::{SrcuDomain, SrcuDownGuard, SrcuReadGuard};
-
-use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
-use std::cell::RefCell;
-use std::time::Duration;
-
-pub use protocol::NEST_BITS;
-use protocol::NEST_MASK;
+use super::*;
 
 /// One thread's reader record. Cache-line sized so that readers never share a line.
 #[repr(align(128))]
-struct Record {
+pub(super) struct Record {
     /// gp snapshot | nesting (module docs). Written only by the holding thread (invariant 1).
-    ctr: AtomicU64,
+    pub(super) ctr: AtomicU64,
     /// Whether a thread holds the record (free records are in the pool, `ctr` nesting 0).
-    in_use: AtomicBool,
+    pub(super) in_use: AtomicBool,
     /// The kernel thread id of the holder, for stall warnings.
-    tid: AtomicU32,
+    pub(super) tid: AtomicU32,
     /// The holder's thread-local storage is gone while a section is open (invariant 2): the outermost
     /// unlock returns the record. Written by the holder only.
-    orphan: AtomicBool,
+    pub(super) orphan: AtomicBool,
 }
 
 impl Pooled for Record {
@@ -158,21 +107,21 @@ impl Pooled for Record {
 /// ```
 pub struct RcuDomain {
     /// The grace-period counter: `counter << NEST_BITS | 1` (module docs).
-    gp: AtomicU64,
+    pub(super) gp: AtomicU64,
     /// Every record ever created for this domain (type-stable: leaked boxes).
-    records: Registry<Record>,
+    pub(super) records: Registry<Record>,
     /// Grace-period sequence, lock and completed count (`gp.rs`).
-    gps: GpSeq,
+    pub(super) gps: GpSeq,
     /// `synchronize` calls (statistics: grace periods are shared between concurrent callers).
-    calls: AtomicU64,
+    pub(super) calls: AtomicU64,
     /// 1 while a writer sleeps waiting for readers; the outermost read unlock wakes it.
-    waiting: AtomicU32,
+    pub(super) waiting: AtomicU32,
     /// Stall warning threshold, ms (0: never).
-    stall_ms: AtomicU64,
+    pub(super) stall_ms: AtomicU64,
     /// `call_rcu`'s lists and grace-period thread.
-    engine: Engine,
+    pub(super) engine: Engine,
     /// The `fork()` handlers know this domain.
-    fork_registered: AtomicBool,
+    pub(super) fork_registered: AtomicBool,
 }
 
 /// Whether `membarrier` carries the readers' fences: one decision per process, shared with
@@ -181,7 +130,7 @@ use crate::sys::membarrier_mode as mode;
 
 /// The readers' side of the asymmetric fence.
 #[inline(always)]
-fn light_fence() {
+pub(super) fn light_fence() {
     if mode::fast() {
         // Pairs with the writer's membarrier, which makes this a full fence on every CPU.
         compiler_fence(Ordering::SeqCst);
@@ -192,7 +141,7 @@ fn light_fence() {
 }
 
 /// The writer's side.
-fn heavy_fence() {
+pub(super) fn heavy_fence() {
     if mode::writers_heavy() {
         // Pairs with every reader's compiler fence.
         if crate::sys::membarrier() {
@@ -213,7 +162,7 @@ fn heavy_fence() {
 }
 
 /// Per-thread: the records this thread holds, one per domain it has read in.
-struct Held(RefCell<Vec<(*const RcuDomain, &'static Record)>>);
+pub(super) struct Held(RefCell<Vec<(*const RcuDomain, &'static Record)>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
@@ -247,7 +196,7 @@ std::thread_local! {
     static LAST: core::cell::Cell<(usize, usize)> = const { core::cell::Cell::new((0, 0)) };
 }
 
-static GLOBAL: RcuDomain = RcuDomain::new();
+pub(super) static GLOBAL: RcuDomain = RcuDomain::new();
 
 impl Default for RcuDomain {
     fn default() -> Self {
@@ -287,7 +236,7 @@ impl RcuDomain {
     }
 
     /// A free record of this domain, claimed for the calling thread (a pooled one if any).
-    fn claim(&'static self) -> &'static Record {
+    pub(super) fn claim(&'static self) -> &'static Record {
         self.fork_hooks();
         let tid = crate::sys::thread_id();
         let r = self.records.claim(|| Record {
@@ -302,7 +251,7 @@ impl RcuDomain {
 
     /// This thread's record in this domain.
     #[inline(always)]
-    fn record(&'static self) -> &'static Record {
+    pub(super) fn record(&'static self) -> &'static Record {
         let (d, r) = LAST.get();
         if d == self as *const RcuDomain as usize {
             // SAFETY: `r` was stored below from a `&'static Record` this thread holds (records are
@@ -315,7 +264,7 @@ impl RcuDomain {
 
     #[cold]
     #[inline(never)]
-    fn record_slow(&'static self) -> &'static Record {
+    pub(super) fn record_slow(&'static self) -> &'static Record {
         let me: *const RcuDomain = self;
         let found = HELD.try_with(|h| {
             if let Some(&(_, r)) = h.0.borrow().iter().find(|(d, _)| *d == me) {
@@ -338,7 +287,7 @@ impl RcuDomain {
 
     /// Returns an orphaned record whose sections have all ended (invariant 2).
     #[cold]
-    fn release_orphan(rec: &'static Record) {
+    pub(super) fn release_orphan(rec: &'static Record) {
         rec.orphan.store(false, Ordering::Relaxed);
         if LAST.get().1 == rec as *const Record as usize {
             LAST.set((0, 0));
@@ -349,7 +298,7 @@ impl RcuDomain {
 
     /// Registers this domain's `fork()` handlers (once).
     #[inline]
-    fn fork_hooks(&'static self) {
+    pub(super) fn fork_hooks(&'static self) {
         fork::register(&self.fork_registered, self);
     }
 
@@ -428,7 +377,7 @@ impl RcuDomain {
 
     /// Panics if the calling thread is inside a read-side section of this domain (`what` would wait
     /// for itself).
-    fn refuse_inside(&'static self, what: &str) {
+    pub(super) fn refuse_inside(&'static self, what: &str) {
         assert!(
             !self.in_read_section(),
             "locklab::rcu: {what} inside a read-side section of the same domain would wait for itself"
@@ -484,13 +433,13 @@ impl RcuDomain {
     }
 
     /// Whether `r` might still be in a section that began before grace period `gp`.
-    fn blocks(r: &Record, gp: u64) -> bool {
+    pub(super) fn blocks(r: &Record, gp: u64) -> bool {
         protocol::memb_blocks(&r.ctr, gp)
     }
 
     /// Waits until no record blocks `gp`: spins, then sleeps on `waiting` (woken by an outermost
     /// read unlock), warning once per stall period about the readers that hold it up.
-    fn wait_for_readers(&self, gp: u64) {
+    pub(super) fn wait_for_readers(&self, gp: u64) {
         wait_for_records(
             self.records.snapshot(),
             Wait {
@@ -572,9 +521,9 @@ impl fork::ForkAware for RcuDomain {
 /// ```
 #[must_use = "the read-side section ends when the guard drops"]
 pub struct RcuReadGuard {
-    domain: &'static RcuDomain,
-    rec: &'static Record,
-    _not_send: PhantomData<*const ()>,
+    pub(super) domain: &'static RcuDomain,
+    pub(super) rec: &'static Record,
+    pub(super) _not_send: PhantomData<*const ()>,
 }
 
 impl RcuReadGuard {
@@ -710,7 +659,7 @@ pub fn rcu_barrier() {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GpCookie {
     pub(super) seq: u64,
-    domain: usize,
+    pub(super) domain: usize,
 }
 
 impl GpCookie {
@@ -727,10 +676,3 @@ impl GpCookie {
         self.seq
     }
 }
-
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tests_polled;
-#[cfg(test)]
-mod tests_regressions;
