@@ -1,10 +1,11 @@
 //! The lock paths' calls into the lockdep validator ([`crate::lockdep`]): with the `lockdep` feature
-//! each lock type carries a [`Dep`] (its class: given with [`crate::lockdep::set_class`], else a class
-//! of the lock's own made at its first acquisition and named by that source location) and calls it from its `lock_api`
-//! lock, trylock and unlock; without the feature [`Dep`] is a zero-sized type whose methods are
-//! empty, so the lock paths contain no code for it.
+//! each lock type carries a [`Dep`] (its class: given with [`crate::lockdep::set_class`], else a
+//! class of the lock's own made at its first acquisition and named by that source location) and
+//! calls it from its `lock_api` lock, trylock and unlock through [`LockdepHooks`] (one line each,
+//! the kind given once by [`lockdep_hooks!`]); without the feature [`Dep`] is a zero-sized type
+//! whose methods are empty, so the lock paths contain no code for it.
 
-/// The kind of lock (the validator's [`crate::lockdep::Kind`], available under loom too).
+/// The kind of lock (the validator's [`crate::lockdep::hooks::Kind`], available under loom too).
 #[derive(Clone, Copy)]
 #[allow(dead_code)]
 pub(crate) enum K {
@@ -14,7 +15,7 @@ pub(crate) enum K {
     Rcu,
 }
 
-/// How a lock is taken (the validator's [`crate::lockdep::Mode`]).
+/// How a lock is taken (the validator's [`crate::lockdep::hooks::Mode`]).
 #[derive(Clone, Copy)]
 #[allow(dead_code)]
 pub(crate) enum M {
