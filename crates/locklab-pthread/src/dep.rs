@@ -47,7 +47,8 @@
 use crate::config;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use libc::c_int;
-use locklab::lockdep::{self as ld, Flags, Kind, Mode, Site};
+use locklab::lockdep;
+use locklab::lockdep::hooks::{self as ld, Flags, Kind, Mode, Site};
 
 static ON: AtomicBool = AtomicBool::new(false);
 
@@ -73,7 +74,7 @@ pub(crate) fn init() {
     let mut buf = [0u8; 32];
     let action = match config::lookup(c"LOCKLAB_LOCKDEP", &mut buf) {
         None => return,
-        Some(v) => match ld::parse_action(v) {
+        Some(v) => match lockdep::parse_action(v) {
             Some(a) => a,
             None => {
                 crate::sys::write_stderr(
@@ -83,7 +84,7 @@ pub(crate) fn init() {
             }
         },
     };
-    if action == ld::Action::Off {
+    if action == lockdep::Action::Off {
         return;
     }
     // SAFETY: written only here, before ON is set (the constructor runs once).
@@ -91,7 +92,7 @@ pub(crate) fn init() {
     if let Some(p) = config::lookup(c"LOCKLAB_LOCKDEP_OUT", &mut out[..OUT_MAX]) {
         OUT_LEN.store(p.len(), Ordering::Relaxed);
     }
-    ld::set_mode(action);
+    lockdep::set_mode(action);
     ld::set_address_formatter(name_site);
     // Here, where allocating is safe (the validator would otherwise register them when its tables
     // are first made, inside some lock call): a fork waits for a validator call in progress, so a

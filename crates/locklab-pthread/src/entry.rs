@@ -23,7 +23,7 @@ use crate::{cond, dep, real, spin};
 use libc::{c_char, c_int, clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t};
 use libc::{pthread_mutexattr_t, pthread_rwlockattr_t};
 use libc::{pthread_spinlock_t, timespec};
-use locklab::lockdep::Kind;
+use locklab::lockdep::hooks::Kind;
 
 /// Defines exported functions that pass their caller's return address to `$imp` as one more
 /// argument (in `$x86` on x86-64, `$arm` on aarch64: the register after the last argument).

@@ -52,7 +52,7 @@ const PREFER_WRITER_NONRECURSIVE: u8 = 2;
 const READ_LIMIT_MARGIN: u32 = 1 << 16;
 /// `rwsem`: read holds refused (`EAGAIN`) from this count on; the fast path's add refuses there too,
 /// so the margin above stays free for the slow path's readers.
-const RWSEM_READ_LIMIT: u32 = locklab::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN;
+const RWSEM_READ_LIMIT: u32 = locklab::rw::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN;
 
 #[derive(Clone, Copy)]
 pub(crate) struct L(pub(crate) *mut pthread_rwlock_t);
@@ -121,8 +121,8 @@ impl L {
     fn readers_full(self) -> bool {
         let w = self.at::<AtomicU32>(0).load(Ordering::Relaxed);
         match config::rwlock() {
-            RwAlgo::RwSem => w & locklab::recursive_rwsem::COUNT_MASK >= RWSEM_READ_LIMIT,
-            _ => (w >> 9) >= locklab::rwspinlock::MAX_READERS - READ_LIMIT_MARGIN,
+            RwAlgo::RwSem => w & locklab::rw::recursive_rwsem::COUNT_MASK >= RWSEM_READ_LIMIT,
+            _ => (w >> 9) >= locklab::rw::rwspinlock::MAX_READERS - READ_LIMIT_MARGIN,
         }
     }
 
@@ -428,7 +428,7 @@ entry! {
         } else {
             let w = l.at::<AtomicU32>(0).load(Ordering::Relaxed);
             let readers = match config::rwlock() {
-                RwAlgo::RwSem => w & locklab::recursive_rwsem::COUNT_MASK,
+                RwAlgo::RwSem => w & locklab::rw::recursive_rwsem::COUNT_MASK,
                 _ => w >> 9,
             };
             if readers == 0 {

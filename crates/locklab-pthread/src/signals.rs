@@ -1,6 +1,6 @@
 //! `sigaction`, `signal` and the other handler-installing calls with lockdep on: the program's
 //! handlers run behind a wrapper that tells the validator a handler of that signal is running
-//! ([`locklab::lockdep::signal_enter`]), so a lock taken in a handler is checked against the places
+//! ([`locklab::lockdep::hooks::signal_enter`]), so a lock taken in a handler is checked against the places
 //! its class is held with the signal unblocked. With lockdep off, each call is glibc's, unchanged.
 //!
 //! Nothing else changes: the wrapper replaces only the handler's address. `sigaction` installs it
@@ -13,7 +13,7 @@
 //! `siginterrupt` needs no wrapper (glibc's keeps whatever handler is installed).
 //!
 //! `pthread_sigmask` and `sigprocmask` are glibc's, and then tell the validator the thread's mask
-//! changed ([`locklab::lockdep::signal_mask_changed`]): it reads a thread's mask once per change,
+//! changed ([`locklab::lockdep::hooks::signal_mask_changed`]): it reads a thread's mask once per change,
 //! not at every hold it needs it for.
 
 use crate::{dep, real};
@@ -43,10 +43,10 @@ unsafe extern "C-unwind" fn wrapper1(sig: c_int) {
     let Some(h) = program_handler(sig) else {
         return;
     };
-    let saved = locklab::lockdep::signal_enter(sig);
+    let saved = locklab::lockdep::hooks::signal_enter(sig);
     // SAFETY: the program's one-argument handler, called as the kernel would have.
     unsafe { core::mem::transmute::<usize, Handler1>(h)(sig) };
-    locklab::lockdep::signal_leave(saved);
+    locklab::lockdep::hooks::signal_leave(saved);
 }
 
 /// The wrapper of an `SA_SIGINFO` handler.
@@ -54,10 +54,10 @@ unsafe extern "C-unwind" fn wrapper3(sig: c_int, info: *mut siginfo_t, ctx: *mut
     let Some(h) = program_handler(sig) else {
         return;
     };
-    let saved = locklab::lockdep::signal_enter(sig);
+    let saved = locklab::lockdep::hooks::signal_enter(sig);
     // SAFETY: the program's three-argument handler, called as the kernel would have.
     unsafe { core::mem::transmute::<usize, Handler3>(h)(sig, info, ctx) };
-    locklab::lockdep::signal_leave(saved);
+    locklab::lockdep::hooks::signal_leave(saved);
 }
 
 fn w1() -> usize {
@@ -89,7 +89,7 @@ fn wraps(sig: c_int, h: usize) -> bool {
 fn install<R>(sig: c_int, h: usize, call: impl FnOnce() -> R, failed: impl Fn(&R) -> bool) -> R {
     let i = sig as usize;
     // The validator watches the signal's unblocked holds from now on.
-    locklab::lockdep::watch_signal(sig);
+    locklab::lockdep::hooks::watch_signal(sig);
     let prev = USER[i].load(Ordering::Relaxed);
     // Release pairs with the wrappers' Acquire: a delivery that finds a wrapper installed finds
     // its handler (stored before the wrapper is).
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn pthread_sigmask(
     // SAFETY: forwarded.
     let r = unsafe { real::pthread_sigmask(how, set, old) };
     if dep::on() && !set.is_null() {
-        locklab::lockdep::signal_mask_changed();
+        locklab::lockdep::hooks::signal_mask_changed();
     }
     r
 }
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn sigprocmask(
     // SAFETY: forwarded.
     let r = unsafe { real::sigprocmask(how, set, old) };
     if dep::on() && !set.is_null() {
-        locklab::lockdep::signal_mask_changed();
+        locklab::lockdep::hooks::signal_mask_changed();
     }
     r
 }

@@ -1,10 +1,11 @@
 //! The lock paths' calls into the lockdep validator ([`crate::lockdep`]): with the `lockdep` feature
-//! each lock type carries a [`Dep`] (its class: given with [`crate::lockdep::set_class`], else a class
-//! of the lock's own made at its first acquisition and named by that source location) and calls it from its `lock_api`
-//! lock, trylock and unlock; without the feature [`Dep`] is a zero-sized type whose methods are
-//! empty, so the lock paths contain no code for it.
+//! each lock type carries a [`Dep`] (its class: given with [`crate::lockdep::set_class`], else a
+//! class of the lock's own made at its first acquisition and named by that source location) and
+//! calls it from its `lock_api` lock, trylock and unlock through [`LockdepHooks`] (one line each,
+//! the kind given once by [`lockdep_hooks!`]); without the feature [`Dep`] is a zero-sized type
+//! whose methods are empty, so the lock paths contain no code for it.
 
-/// The kind of lock (the validator's [`crate::lockdep::Kind`], available under loom too).
+/// The kind of lock (the validator's [`crate::lockdep::hooks::Kind`], available under loom too).
 #[derive(Clone, Copy)]
 #[allow(dead_code)]
 pub(crate) enum K {
@@ -14,7 +15,7 @@ pub(crate) enum K {
     Rcu,
 }
 
-/// How a lock is taken (the validator's [`crate::lockdep::Mode`]).
+/// How a lock is taken (the validator's [`crate::lockdep::hooks::Mode`]).
 #[derive(Clone, Copy)]
 #[allow(dead_code)]
 pub(crate) enum M {
@@ -28,7 +29,7 @@ pub(crate) enum M {
 #[cfg(all(feature = "lockdep", not(loom)))]
 mod on {
     use super::{K, M};
-    use crate::lockdep::{self as ld, Flags, Kind, Mode, Origin, Site};
+    use crate::lockdep::hooks::{self as ld, Flags, Kind, Mode, Origin, Site};
     use core::sync::atomic::{AtomicU32, Ordering};
 
     /// A lock's lockdep class (0 until its first acquisition).
@@ -88,7 +89,7 @@ mod on {
         #[track_caller]
         #[inline]
         pub(crate) fn lock(&self, obj: *const (), k: K, m: M) {
-            if ld::enabled() {
+            if crate::lockdep::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -104,7 +105,7 @@ mod on {
         #[track_caller]
         #[inline]
         fn lock_timed(&self, obj: *const (), k: K, m: M) {
-            if ld::enabled() {
+            if crate::lockdep::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -119,7 +120,7 @@ mod on {
         #[track_caller]
         #[inline]
         pub(crate) fn tried<G>(&self, obj: *const (), k: K, m: M, r: Option<G>) -> Option<G> {
-            if r.is_some() && ld::enabled() {
+            if r.is_some() && crate::lockdep::enabled() {
                 ld::acquire(
                     obj as usize,
                     self.class(k),
@@ -153,13 +154,13 @@ mod on {
         #[track_caller]
         #[inline]
         pub(crate) fn unlock(&self, obj: *const ()) {
-            if ld::enabled() {
+            if crate::lockdep::enabled() {
                 ld::release(obj as usize, Site::caller());
             }
         }
 
         /// Gives the lock a named class.
-        pub(crate) fn set(&self, c: &'static ld::LockClass) {
+        pub(crate) fn set(&self, c: &'static crate::lockdep::LockClass) {
             self.class.store(c.id(), Ordering::Relaxed);
         }
     }
@@ -168,7 +169,7 @@ mod on {
     /// domain's class, `synchronize` and `barrier` take it for writing (and release it at once).
     #[track_caller]
     pub(crate) fn rcu(obj: *const (), m: M, release_now: bool) {
-        if !ld::enabled() {
+        if !crate::lockdep::enabled() {
             return;
         }
         let obj = rcu_id(obj);
@@ -182,7 +183,7 @@ mod on {
     /// The end of an RCU read section of the domain at `obj`.
     #[track_caller]
     pub(crate) fn rcu_end(obj: *const ()) {
-        if ld::enabled() {
+        if crate::lockdep::enabled() {
             ld::release(rcu_id(obj), Site::caller());
         }
     }
@@ -196,7 +197,7 @@ mod on {
     /// A condvar wait on `cond` that releases the mutex at `mutex` for its duration.
     #[track_caller]
     pub(crate) fn cond_wait(cond: *const (), mutex: *const ()) {
-        if ld::enabled() {
+        if crate::lockdep::enabled() {
             ld::cond_wait(cond as usize, mutex as usize, Site::caller());
         }
     }
@@ -246,16 +247,73 @@ mod on {
 
 pub(crate) use on::*;
 
-/// `Classed` for the raw lock types and for `lock_api`'s wrappers of them.
+/// The lockdep calls of a `lock_api` impl, one line each: the lock's [`Dep`] and [`K`]ind come from
+/// [`lockdep_hooks!`], the object is the lock's address, and the site is the caller's (through
+/// `#[track_caller]`, with the `lockdep` feature). Without the feature each call is empty.
 #[cfg(not(loom))]
-macro_rules! classed {
-    ($($raw:ty),* $(,)?) => {$(
-        impl crate::lockdep::Classed for $raw {
-            fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
-                self.dep.set(class);
+pub(crate) trait LockdepHooks: Sized {
+    /// The kind of lock the validator names in its reports.
+    const KIND: K;
+
+    /// The lock's class.
+    fn lockdep(&self) -> &Dep;
+
+    /// Before a blocking acquisition in mode `m`: checked (and reported) before it can deadlock.
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_before_lock(&self, m: M) {
+        self.lockdep()
+            .lock(self as *const Self as *const (), Self::KIND, m);
+    }
+
+    /// After a trylock in mode `m` whose result is `r`: recorded if it took the lock.
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_after_trylock<G>(&self, m: M, r: Option<G>) -> Option<G> {
+        self.lockdep()
+            .tried(self as *const Self as *const (), Self::KIND, m, r)
+    }
+
+    /// Around a timed acquisition `f` in mode `m`: checked before it waits, forgotten if it times
+    /// out.
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_timed<G>(&self, m: M, f: impl FnOnce() -> Option<G>) -> Option<G> {
+        self.lockdep()
+            .timed(self as *const Self as *const (), Self::KIND, m, f)
+    }
+
+    /// Before any unlock (shared or exclusive, fair or not).
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_before_unlock(&self) {
+        self.lockdep().unlock(self as *const Self as *const ());
+    }
+}
+
+/// [`LockdepHooks`] and [`Classed`](crate::lockdep::Classed) (so `lock_api`'s wrappers take a
+/// [`LockClass`](crate::lockdep::LockClass)) for a raw lock of kind `$kind` whose [`Dep`] is its
+/// `dep` field (or the one `$dep` returns).
+#[cfg(not(loom))]
+macro_rules! lockdep_hooks {
+    ($raw:ty, $kind:ident) => {
+        crate::dep::lockdep_hooks!($raw, $kind, |l| &l.dep);
+    };
+    ($raw:ty, $kind:ident, |$l:ident| $dep:expr) => {
+        impl crate::dep::LockdepHooks for $raw {
+            const KIND: crate::dep::K = crate::dep::K::$kind;
+            #[inline(always)]
+            fn lockdep(&self) -> &crate::dep::Dep {
+                let $l = self;
+                $dep
             }
         }
-    )*};
+        impl crate::lockdep::Classed for $raw {
+            fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
+                crate::dep::LockdepHooks::lockdep(self).set(class);
+            }
+        }
+    };
 }
 #[cfg(not(loom))]
-pub(crate) use classed;
+pub(crate) use lockdep_hooks;

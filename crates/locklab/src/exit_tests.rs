@@ -170,10 +170,13 @@ pub(crate) fn install_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_i
 /// skips spinning instead of linking the node into a second queue.
 #[test]
 fn osq_node_is_claimed_once_per_thread() {
-    let first = crate::mutex::osq_node().expect("a slot");
-    assert!(crate::mutex::osq_node().is_none(), "the node is in use");
+    let first = crate::sleep::mutex::osq_node().expect("a slot");
+    assert!(
+        crate::sleep::mutex::osq_node().is_none(),
+        "the node is in use"
+    );
     drop(first);
-    assert!(crate::mutex::osq_node().is_some(), "given back");
+    assert!(crate::sleep::mutex::osq_node().is_some(), "given back");
 }
 
 /// With real signals: a handler takes a contended `Mutex` while the interrupted

@@ -17,10 +17,11 @@
 //! | a pointer readers follow without any lock | [`rcu::RcuCell`], [`rcu::QsbrDomain`], [`rcu::SrcuDomain`] |
 //! | freeing after readers are done | [`rcu::RcuDomain::call_rcu`], [`rcu::RcuDomain::defer_drop`] |
 //!
-//! The families: spinlocks ([`spin`], [`lockref`]), sleeping locks ([`mutex`], [`condvar`]), the
-//! reader-writer locks ([`rwspinlock`], [`rwsem`], [`percpu_rwsem`], [`recursive_rwsem`], [`brlock`],
-//! [`seqlock`]), and
-//! [`rcu`]. `locklab bench` (the lab) shows what each costs on your machine.
+//! The families, one module each: spinlocks ([`spin`]: TAS, ticket, MCS, qspinlock, lockref),
+//! sleeping locks ([`sleep`]: the mutex and its condvar), the reader-writer locks ([`rw`]:
+//! rwspinlock, rwsem, percpu rwsem, recursive rwsem, brlock, seqlock), and [`rcu`]. Each module
+//! path names its file (`locklab::sleep::mutex`, in `src/sleep/mutex.rs`); the types are also
+//! here at the root (the tables below), and their raw locks in [`raw`]. `locklab bench` (the lab) shows what each costs on your machine.
 //!
 //! ## Every type
 //!
@@ -32,13 +33,18 @@
 //! | [`QueuedSpinLock`] | [`raw::RawQueuedSpinLock`]  | the kernel's qspinlock; 4 bytes; unlock is a store |
 //! | [`SpinLock`]       | = `QueuedSpinLock`          | the spinlock to pick                               |
 //! | [`Mutex`]          | [`raw::RawMutex`]           | adaptive futex mutex: OSQ spinning, FIFO sleepers, hand-off |
+//! | [`FairMutex`]      | [`raw::RawFairMutex`]       | `Mutex` whose every unlock hands over to the first sleeper |
+//! | [`ReentrantMutex`] | [`raw::RawMutex`] + [`raw::RawThreadId`] | `Mutex` its owner may lock again; gives `&T` |
 //! | [`Condvar`]        | [`raw::RawCondvar`]         | condvar for `Mutex`; requeues instead of waking a herd |
 //! | [`RwSpinLock`]     | [`raw::RawRwSpinLock`]      | the kernel's queued rwlock (reader count + writer byte) |
 //! | [`RwSem`]          | [`raw::RawRwSem`]           | rw-semaphore: writer spinning, hand-off, batched reader wake-ups |
+//! | [`RecursiveRwSem`] | [`raw::RawRecursiveRwSem`]  | reader-preferring rw-semaphore: a read never waits behind a writer |
 //! | [`PercpuRwSem`]    | [`raw::RawPercpuRwSem`]     | per-thread reader counters + membarrier: reads with no locked op |
 //! | [`BrLock`]         | [`raw::RawBrLock`]          | big-reader lock, one spinlock per CPU (the contrast) |
 //! | [`LockRef`]        | -                           | spinlock + count in one word, updated by one cmpxchg |
+//! | [`LockRefArc`]     | -                           | `Arc` whose count is a `LockRef`; the last drop decides under the lock |
 //! | [`SeqLock`]        | -                           | sequence lock: readers retry, writers never wait for them |
+//! | [`SeqCount`]       | -                           | the bare sequence counter, for data the caller keeps |
 //!
 //! ```
 //! use locklab::{Mutex, Condvar, SpinLock};
@@ -73,8 +79,9 @@
 #![deny(missing_docs)]
 
 // Families, as std's `sys/sync` groups them: `spin` (spinlocks and lockref), `sleep` (the mutex, its
-// condvar, and their OSQ and wait list), `rw` (the reader-writer locks and seqlock), `rcu`. The public
-// module paths stay flat (`locklab::mutex`, `locklab::rwsem`, ...): re-exported below.
+// condvar, and their OSQ and wait list), `rw` (the reader-writer locks and seqlock), `rcu`. Each
+// public module path names its file (`locklab::sleep::mutex` is `src/sleep/mutex.rs`); the lock types
+// are also re-exported at the root (`locklab::Mutex`) and their raw locks in `raw`.
 mod clock;
 mod dep;
 #[cfg(not(loom))]
@@ -92,23 +99,19 @@ pub mod rcu;
 #[cfg(loom)]
 #[path = "rcu/protocol.rs"]
 pub(crate) mod rcu_protocol;
-mod rw;
-mod sleep;
+pub mod rw;
+pub mod sleep;
 pub mod spin;
+// The platform layer: public for the workspace's other crates (the preload library, the lab, the
+// simulator), not part of the library's interface.
+#[doc(hidden)]
 pub mod sys;
 #[cfg(not(loom))]
 mod thread_slot;
 
-#[cfg(not(loom))]
-pub use rw::brlock;
-pub use rw::{percpu_rwsem, recursive_rwsem, rwsem, rwspinlock, seqlock};
-pub use sleep::{condvar, mutex};
-use sleep::{osq, wait_list};
-pub use spin::lockref;
-
 /// Sets up, now, what a thread's first contended lock would otherwise set up: the process-wide
 /// thread-exit hook of the queued locks' per-thread nodes, and the fork handler of the sleeping
-/// locks' wait lists ([`sys::fork_epoch`]). Never needed for correctness; a library
+/// locks' wait lists. Never needed for correctness; a library
 /// constructor that may run before its process creates many thread-specific keys calls it so that the
 /// lock paths never allocate (`liblocklab_pthread.so` does).
 ///
@@ -147,16 +150,17 @@ mod fork_tests;
 #[cfg(all(test, loom))]
 mod loom_models;
 
-/// The raw lock types, for use with [`lock_api`] directly or for building other primitives.
+/// The raw lock types, for use with [`lock_api`] directly or for building other primitives: a
+/// re-export of each family module's raw lock, in one place.
 pub mod raw {
     #[cfg(not(loom))]
-    pub use crate::brlock::{BrReadGuard, RawBrLock};
-    pub use crate::condvar::RawCondvar;
-    pub use crate::mutex::{MutexToken, RawMutex};
-    pub use crate::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
-    pub use crate::recursive_rwsem::RawRecursiveRwSem;
-    pub use crate::rwsem::{RawRwSem, RwSemToken};
-    pub use crate::rwspinlock::RawRwSpinLock;
+    pub use crate::rw::brlock::{BrReadGuard, RawBrLock};
+    pub use crate::rw::percpu_rwsem::{PercpuReadToken, PercpuWriteToken, RawPercpuRwSem};
+    pub use crate::rw::recursive_rwsem::RawRecursiveRwSem;
+    pub use crate::rw::rwsem::{RawRwSem, RwSemToken};
+    pub use crate::rw::rwspinlock::RawRwSpinLock;
+    pub use crate::sleep::condvar::RawCondvar;
+    pub use crate::sleep::mutex::{MutexToken, RawMutex};
     #[cfg(not(loom))]
     pub use crate::sleep::variants::{RawFairMutex, RawThreadId};
     pub use crate::spin::mcs::{McsGuard, RawMcsLock};
@@ -428,8 +432,8 @@ mod aliases {
     /// *l.write() += 1; // every shard, exclusively
     /// ```
     pub type BrLock<T> = lock_api::RwLock<raw::RawBrLock, T>;
-    pub use crate::lockref::{LockRef, LockRefArc};
-    pub use crate::seqlock::{SeqCount, SeqLock, SeqLockWriteGuard};
+    pub use crate::rw::seqlock::{SeqCount, SeqLock, SeqLockWriteGuard};
+    pub use crate::spin::lockref::{LockRef, LockRefArc};
     /// Whether a timed condvar wait timed out.
     pub use lock_api::WaitTimeoutResult;
 }

@@ -18,8 +18,8 @@
 //! Memory is bounded by the largest number of threads alive at once (at most [`MAX_SLOTS`]); past that,
 //! [`current`] returns `None` and the locks fall back to paths that need no node (documented on each).
 
-use crate::osq::OsqNode;
 use crate::primitive::{AtomicBool, AtomicPtr, Ordering};
+use crate::sleep::osq::OsqNode;
 use crate::spin::node::McsNode;
 use core::cell::Cell;
 use core::ptr;

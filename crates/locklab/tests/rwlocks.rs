@@ -228,11 +228,11 @@ fn rwsem_writer_not_starved_by_readers() {
 fn percpu_fallback_is_honoured() {
     // The mode is per process: `.ci/run` runs these tests once more with LOCKLAB_NO_MEMBARRIER=1.
     if std::env::var_os("LOCKLAB_NO_MEMBARRIER").is_some() {
-        assert!(!locklab::percpu_rwsem::fast_readers());
+        assert!(!locklab::rw::percpu_rwsem::fast_readers());
     } else {
         eprintln!(
             "percpu-rwsem readers: {}",
-            if locklab::percpu_rwsem::fast_readers() {
+            if locklab::rw::percpu_rwsem::fast_readers() {
                 "fence-free (membarrier)"
             } else {
                 "full-fence fallback"
@@ -372,7 +372,7 @@ fn percpu_read_lock_during_thread_exit() {
 #[cfg(not(miri))]
 fn rwspinlock_forgotten_read_guards_never_let_a_writer_in() {
     let l = locklab::RwSpinLock::new(0u32);
-    for _ in 0..locklab::rwspinlock::MAX_READERS {
+    for _ in 0..locklab::rw::rwspinlock::MAX_READERS {
         std::mem::forget(l.read());
     }
     assert!(l.try_read().is_none());

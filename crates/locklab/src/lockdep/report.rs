@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 ///
 /// ```
 /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
-/// use locklab::lockdep::Site;
+/// use locklab::lockdep::hooks::Site;
 /// let s = Site::caller();
 /// assert_ne!(s, Site::UNKNOWN);
 /// assert_eq!(Site::address(0), Site::UNKNOWN);
@@ -32,7 +32,7 @@ impl Site {
     ///
     /// ```
     /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
-    /// let _ = locklab::lockdep::Site::location(std::panic::Location::caller());
+    /// let _ = locklab::lockdep::hooks::Site::location(std::panic::Location::caller());
     /// ```
     pub fn location(l: &'static core::panic::Location<'static>) -> Site {
         // Even: a Location is at least 4-aligned (it holds a reference). Exposed: `site` turns the
@@ -44,7 +44,7 @@ impl Site {
     ///
     /// ```
     /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
-    /// let _ = locklab::lockdep::Site::caller();
+    /// let _ = locklab::lockdep::hooks::Site::caller();
     /// ```
     #[track_caller]
     #[inline]
@@ -56,7 +56,7 @@ impl Site {
     ///
     /// ```
     /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
-    /// assert_ne!(locklab::lockdep::Site::address(0x401000), locklab::lockdep::Site::UNKNOWN);
+    /// assert_ne!(locklab::lockdep::hooks::Site::address(0x401000), locklab::lockdep::hooks::Site::UNKNOWN);
     /// ```
     pub fn address(a: usize) -> Site {
         if a == 0 {
@@ -78,7 +78,7 @@ static ADDR_FMT: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 /// fn name(a: usize, w: &mut dyn core::fmt::Write) -> core::fmt::Result {
 ///     write!(w, "code@{a:#x}")
 /// }
-/// locklab::lockdep::set_address_formatter(name);
+/// locklab::lockdep::hooks::set_address_formatter(name);
 /// ```
 pub fn set_address_formatter(f: fn(usize, &mut dyn Write) -> fmt::Result) {
     ADDR_FMT.store(f as *mut (), Ordering::Release);
@@ -424,7 +424,7 @@ pub fn reports_json() -> String {
 /// ```
 /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
 /// # #[cfg(unix)]
-/// locklab::lockdep::write_json_fd(-1); // a bad descriptor: nothing written, no error
+/// locklab::lockdep::hooks::write_json_fd(-1); // a bad descriptor: nothing written, no error
 /// ```
 #[cfg(unix)]
 pub fn write_json_fd(fd: i32) {
@@ -482,7 +482,7 @@ static ABORT_HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 /// fn before_abort(write: &dyn Fn(i32)) {
 ///     write(-1); // a bad descriptor: nothing written, no error
 /// }
-/// locklab::lockdep::set_abort_hook(before_abort);
+/// locklab::lockdep::hooks::set_abort_hook(before_abort);
 /// ```
 #[cfg(unix)]
 pub fn set_abort_hook(f: fn(&dyn Fn(i32))) {

@@ -17,9 +17,9 @@
 //! hand-off request, timeout removal) are explored, not just the happy path.
 
 use crate::clock::Deadline;
-use crate::condvar::RawCondvar;
-use crate::mutex::RawMutex;
-use crate::osq::{Osq, OsqNode};
+use crate::sleep::condvar::RawCondvar;
+use crate::sleep::mutex::RawMutex;
+use crate::sleep::osq::{Osq, OsqNode};
 use crate::spin::mcs::{McsNode, RawMcsLock};
 use crate::spin::qspinlock::{RawQueuedSpinLock, encode_tail};
 use crate::spin::ticket::RawTicketLock;

@@ -8,7 +8,7 @@ use super::*;
 #[test]
 fn rwsem_reader_writer_exclusion() {
     model(|| {
-        let s = Arc::new((crate::rwsem::RawRwSem::new(), Guarded::new()));
+        let s = Arc::new((crate::rw::rwsem::RawRwSem::new(), Guarded::new()));
         let s2 = s.clone();
         let w = thread::spawn(move || {
             let _t = s2.0.write();
@@ -35,7 +35,7 @@ fn rwsem_reader_writer_exclusion() {
 #[test]
 fn rwspinlock_reader_writer_exclusion() {
     model(|| {
-        let s = Arc::new((crate::rwspinlock::RawRwSpinLock::new(), Guarded::new()));
+        let s = Arc::new((crate::rw::rwspinlock::RawRwSpinLock::new(), Guarded::new()));
         let s2 = s.clone();
         let r = thread::spawn(move || {
             s2.0.read();
@@ -57,7 +57,7 @@ fn rwspinlock_reader_writer_exclusion() {
 #[test]
 fn rwspinlock_recursive_read_with_a_waiting_writer() {
     model(|| {
-        let s = Arc::new((crate::rwspinlock::RawRwSpinLock::new(), Guarded::new()));
+        let s = Arc::new((crate::rw::rwspinlock::RawRwSpinLock::new(), Guarded::new()));
         s.0.read();
         let s2 = s.clone();
         let w = thread::spawn(move || {
@@ -84,7 +84,7 @@ fn rwspinlock_recursive_read_with_a_waiting_writer() {
 #[test]
 fn lockref_frozen_under_lock_no_lost_update() {
     model(|| {
-        let l = Arc::new(crate::lockref::LockRef::new(1));
+        let l = Arc::new(crate::spin::lockref::LockRef::new(1));
         let l2 = l.clone();
         let h = thread::spawn(move || {
             l2.get();
@@ -106,7 +106,7 @@ fn seqcount_reader_never_torn() {
     use loom::sync::atomic::AtomicU64;
     model(|| {
         let s = Arc::new((
-            crate::seqlock::SeqCount::new(),
+            crate::rw::seqlock::SeqCount::new(),
             AtomicU64::new(0),
             AtomicU64::new(0),
         ));
@@ -134,7 +134,7 @@ fn seqcount_reader_never_torn() {
 /// before the write, and the lock ends free.
 #[test]
 fn percpu_rwsem_reader_writer_exclusion() {
-    use crate::percpu_rwsem::RawPercpuRwSem;
+    use crate::rw::percpu_rwsem::RawPercpuRwSem;
     model(|| {
         let s = Arc::new((RawPercpuRwSem::new(), Guarded::new()));
         let s2 = s.clone();
@@ -163,7 +163,7 @@ fn percpu_rwsem_reader_writer_exclusion() {
 /// in before it unlocks, and a reader sees the write.
 #[test]
 fn percpu_rwsem_downgrade() {
-    use crate::percpu_rwsem::RawPercpuRwSem;
+    use crate::rw::percpu_rwsem::RawPercpuRwSem;
     model(|| {
         let s = Arc::new((RawPercpuRwSem::new(), Guarded::new()));
         let s2 = s.clone();
@@ -188,7 +188,7 @@ fn percpu_rwsem_downgrade() {
 /// second read gets in), and a reader that gives up behind a writer holds nothing.
 #[test]
 fn percpu_rwsem_timeouts() {
-    use crate::percpu_rwsem::RawPercpuRwSem;
+    use crate::rw::percpu_rwsem::RawPercpuRwSem;
     model(|| {
         let s = Arc::new((RawPercpuRwSem::new(), Guarded::new()));
         let s2 = s.clone();
@@ -229,7 +229,7 @@ fn rwsem_fair_unlock_grants_reader() {
 }
 
 fn rwsem_fair_unlock_with(reader: bool) {
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(move || {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let t = s.0.write();
@@ -264,7 +264,7 @@ fn rwsem_fair_unlock_with(reader: bool) {
 /// read hold ends, a queued reader may be granted alongside; the rwsem ends free.
 #[test]
 fn rwsem_downgrade() {
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(|| {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let s2 = s.clone();
@@ -297,7 +297,7 @@ fn rwsem_downgrade() {
 /// comes between its read and its write (the value it read is still there); the rwsem ends free.
 #[test]
 fn rwsem_upgrade_against_a_reader_and_a_writer() {
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(|| {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let s2 = s.clone();
@@ -334,7 +334,7 @@ fn rwsem_upgrade_against_a_reader_and_a_writer() {
 /// unlock (nothing else would wake it: a lost wake-up is a deadlock loom reports).
 #[test]
 fn rwsem_upgrade_is_woken_by_the_last_reader() {
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(|| {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let _r = s.0.read();
@@ -358,7 +358,7 @@ fn rwsem_upgrade_is_woken_by_the_last_reader() {
 /// upgraded, written and unlocked; each upgrade writes alone; the rwsem ends free.
 #[test]
 fn rwsem_two_upgraders() {
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(|| {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let s2 = s.clone();
@@ -385,7 +385,7 @@ fn rwsem_two_upgraders() {
 #[test]
 fn rwsem_upgrade_holds_back_new_readers_and_gives_up_cleanly() {
     use crate::clock::Deadline;
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(|| {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let first = s.0.read();
@@ -418,7 +418,7 @@ fn rwsem_upgrade_holds_back_new_readers_and_gives_up_cleanly() {
 /// got the lock first); the rwsem ends free and usable.
 #[test]
 fn rwsem_timeout_removal() {
-    use crate::rwsem::RawRwSem;
+    use crate::rw::rwsem::RawRwSem;
     model(|| {
         let s = Arc::new((RawRwSem::new(), Guarded::new()));
         let s2 = s.clone();

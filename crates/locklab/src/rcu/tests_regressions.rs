@@ -217,7 +217,7 @@ fn a_refused_membarrier_falls_back_to_fences() {
     const NAME: &str = "a_refused_membarrier_falls_back_to_fences";
     static D: RcuDomain = RcuDomain::new();
     if in_child(NAME) {
-        if !crate::percpu_rwsem::fast_readers() {
+        if !crate::rw::percpu_rwsem::fast_readers() {
             println!("membarrier unavailable here: the fallback is the only mode");
             return;
         }
@@ -263,7 +263,7 @@ fn a_refused_membarrier_falls_back_to_fences() {
             r.join().unwrap();
         }
         assert!(
-            !crate::percpu_rwsem::fast_readers(),
+            !crate::rw::percpu_rwsem::fast_readers(),
             "readers switched to fences"
         );
         return;

@@ -2,7 +2,7 @@
 //! spinlock per CPU shard. A reader locks its current CPU's shard; a writer locks every shard, in
 //! order. Reads scale (each reader touches only its own shard's line) but every read still pays a
 //! locked RMW: seed 002 measured exactly that `lock` instruction at 6.4% of a single-threaded profile,
-//! which is why the kernel replaced it with the percpu rwsem ([`crate::percpu_rwsem`]). It is here as the
+//! which is why the kernel replaced it with the percpu rwsem ([`crate::rw::percpu_rwsem`]). It is here as the
 //! contrast.
 //!
 //! # Algorithm
@@ -30,7 +30,9 @@
 //! 3. Reader counts are bounded per shard by [`RawRwSpinLock`]'s check (forgotten guards panic at the
 //!    bound instead of wrapping).
 
-use crate::rwspinlock::RawRwSpinLock;
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
+use crate::rw::rwspinlock::RawRwSpinLock;
 
 /// Shards: enough for the CPUs of most machines; CPUs beyond wrap around (correct, less scalable).
 pub const SHARDS: usize = 64;
@@ -186,51 +188,33 @@ unsafe impl lock_api::RawRwLock for RawBrLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> BrReadGuard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-        );
+        self.lockdep_before_lock(M::Read);
         self.read()
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<BrReadGuard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            self.try_read(),
-        )
+        self.lockdep_after_trylock(M::Read, self.try_read())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, g: BrReadGuard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: forwarded.
         unsafe { self.read_unlock(g) }
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> lock_api::GuardSend {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.write();
         lock_api::GuardSend::new()
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_write().then(lock_api::GuardSend::new),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_write().then(lock_api::GuardSend::new))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: forwarded.
         unsafe { self.write_unlock() }
     }
@@ -251,24 +235,16 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<BrReadGuard> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || match crate::primitive::deadline_after(timeout) {
+        self.lockdep_timed(M::Read, || {
+            match crate::primitive::deadline_after(timeout) {
                 Some(d) => self.try_read_until(d),
                 None => Some(self.read()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || self.try_read_until(deadline),
-        )
+        self.lockdep_timed(M::Read, || self.try_read_until(deadline))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
@@ -280,20 +256,15 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || {
-                self.try_write_until(deadline)
-                    .then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::Write, || {
+            self.try_write_until(deadline)
+                .then(lock_api::GuardSend::new)
+        })
     }
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawBrLock);
+crate::dep::lockdep_hooks!(RawBrLock, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -92,8 +92,11 @@
 //! writer), as in the kernel and as with std's and parking_lot's RwLock.
 
 use crate::clock::{Deadline, time_left};
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, SpinWait, fence};
-use crate::rwsem::{RawRwSem, RwSemToken};
+use crate::rw::rwsem::{RawRwSem, RwSemToken};
+use crate::sys::membarrier_mode as mode;
 use core::marker::PhantomData;
 use core::ptr;
 
@@ -167,103 +170,10 @@ impl Chunk {
 ///
 /// ```
 /// // Either way the lock is correct; the answer says what a read costs here.
-/// println!("percpu readers fence-free: {}", locklab::percpu_rwsem::fast_readers());
+/// println!("percpu readers fence-free: {}", locklab::rw::percpu_rwsem::fast_readers());
 /// ```
 pub fn fast_readers() -> bool {
     mode::fast()
-}
-
-/// Whether `membarrier` carries the readers' fences, decided once per process (shared with `rcu`).
-#[cfg(not(loom))]
-pub(crate) mod mode {
-    use core::sync::atomic::{AtomicU8, Ordering};
-
-    const UNKNOWN: u8 = 0;
-    const FAST: u8 = 1;
-    const FALLBACK: u8 = 2;
-    /// `membarrier` failed after readers ran on the fast path: new readers fence themselves, but
-    /// writers must still fence the fast-path readers that may be running (`degrade`).
-    const DEGRADING: u8 = 3;
-    static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
-
-    /// Whether readers may use the compiler-only fence (the writers' `membarrier` fences them).
-    #[inline(always)]
-    pub(crate) fn fast() -> bool {
-        // Relaxed: the value is a fact about the kernel, and each thread that finds it unknown derives
-        // it itself (registering first) before relying on it. A reader that still sees FAST after a
-        // switch to DEGRADING is fenced by the switch's CPU walk (`degrade`).
-        match MODE.load(Ordering::Relaxed) {
-            FAST => true,
-            FALLBACK | DEGRADING => false,
-            _ => detect(),
-        }
-    }
-
-    /// Whether writers must fence readers from outside (`membarrier`, or the CPU walk): some reader
-    /// may run with compiler fences only.
-    #[inline]
-    pub(crate) fn writers_heavy() -> bool {
-        // Relaxed: as in `fast`; DEGRADING stays heavy until the walk is done.
-        match MODE.load(Ordering::Relaxed) {
-            FAST | DEGRADING => true,
-            FALLBACK => false,
-            _ => detect(),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn detect() -> bool {
-        let fast = std::env::var_os("LOCKLAB_NO_MEMBARRIER").is_none()
-            && crate::sys::membarrier_register();
-        decide(&MODE, fast)
-    }
-
-    /// Records the mode once: the first thread to decide wins, and everyone, including a later thread
-    /// whose own probe disagreed (a per-thread seccomp filter can forbid `membarrier` in one thread
-    /// only), uses the winner's mode. A last-store-wins update could switch readers from the fence-free
-    /// path to the fallback while a writer relied on the other.
-    pub(super) fn decide(mode: &AtomicU8, fast: bool) -> bool {
-        let mine = if fast { FAST } else { FALLBACK };
-        // Relaxed: see `fast`.
-        match mode.compare_exchange(UNKNOWN, mine, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => fast,
-            Err(decided) => decided == FAST,
-        }
-    }
-
-    /// `membarrier` failed on this thread after the process chose the fast mode: switches every
-    /// reader to full fences for good, and fences the readers that may still be on the fast path by
-    /// running this thread once on every CPU (each switch to it is a full barrier on that CPU, and
-    /// readers load the mode after their first store, so a reader whose load came before the switch
-    /// has its store visible after it). Returns `false` if the walk could not be done (then nothing
-    /// fences those readers, and the caller must not go on).
-    #[cold]
-    pub(crate) fn degrade() -> bool {
-        // SeqCst: the switch happens-before the walk's barriers.
-        let _ = MODE.compare_exchange(FAST, DEGRADING, Ordering::SeqCst, Ordering::Relaxed);
-        if !crate::sys::cpu_walk_barrier() {
-            return false;
-        }
-        // After the walk every CPU has passed a full barrier since the switch: no reader runs on the
-        // fast path any more, so writers may use plain fences (pairs with `writers_heavy`).
-        let _ = MODE.compare_exchange(DEGRADING, FALLBACK, Ordering::SeqCst, Ordering::Relaxed);
-        true
-    }
-}
-
-#[cfg(loom)]
-mod mode {
-    /// Under loom the asymmetric fence is modelled by SeqCst fences on both sides.
-    pub(super) fn fast() -> bool {
-        false
-    }
-    pub(super) fn writers_heavy() -> bool {
-        false
-    }
-    pub(super) fn degrade() -> bool {
-        true
-    }
 }
 
 /// The reader's side of the asymmetric fence.
@@ -840,54 +750,36 @@ unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
     #[inline(always)]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> PercpuReadToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-        );
+        self.lockdep_before_lock(M::Read);
         self.read()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<PercpuReadToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            self.try_read(),
-        )
+        self.lockdep_after_trylock(M::Read, self.try_read())
     }
     #[inline(always)]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, g: PercpuReadToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves a shared hold by this thread.
         unsafe { self.read_unlock(g) }
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> PercpuWriteToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.write()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<PercpuWriteToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_write(),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_write())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, g: PercpuWriteToken) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the token proves an exclusive hold.
         unsafe { self.write_unlock(g) }
     }
@@ -916,50 +808,34 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Read, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.read_at(my_index(), Some(&d)),
                 None => Some(self.read()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || self.read_at(my_index(), Some(&timeout)),
-        )
+        self.lockdep_timed(M::Read, || self.read_at(my_index(), Some(&timeout)))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || match std::time::Instant::now().checked_add(timeout) {
+        self.lockdep_timed(M::Write, || {
+            match std::time::Instant::now().checked_add(timeout) {
                 Some(d) => self.write_until(&d),
                 None => Some(self.write()),
-            },
-        )
+            }
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || self.write_until(&timeout),
-        )
+        self.lockdep_timed(M::Write, || self.write_until(&timeout))
     }
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawPercpuRwSem);
+crate::dep::lockdep_hooks!(RawPercpuRwSem, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -50,6 +50,8 @@
 //! nothing, and the futex wait re-reads the word itself.
 
 use crate::clock::{Deadline, time_left};
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU32, Ordering};
 
 const WRITER: u32 = 1 << 31;
@@ -296,11 +298,7 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> lock_api::GuardSend {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::RecRead,
-        );
+        self.lockdep_before_lock(M::RecRead);
         self.read_until(None);
         lock_api::GuardSend::new()
     }
@@ -308,29 +306,20 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<lock_api::GuardSend> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::RecRead,
-            self.try_read().then(lock_api::GuardSend::new),
-        )
+        self.lockdep_after_trylock(M::RecRead, self.try_read().then(lock_api::GuardSend::new))
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, _g: lock_api::GuardSend) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         self.read_unlock();
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> lock_api::GuardSend {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.write_until(None);
         lock_api::GuardSend::new()
     }
@@ -338,18 +327,13 @@ unsafe impl lock_api::RawRwLock for RawRecursiveRwSem {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<lock_api::GuardSend> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_write().then(lock_api::GuardSend::new),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_write().then(lock_api::GuardSend::new))
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: lock_api::GuardSend) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         self.write_unlock();
     }
 
@@ -371,65 +355,45 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::RecRead,
-            || {
-                let ok = match std::time::Instant::now().checked_add(timeout) {
-                    Some(d) => self.read_until(Some(&d)),
-                    None => self.read_until(None),
-                };
-                ok.then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::RecRead, || {
+            let ok = match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.read_until(Some(&d)),
+                None => self.read_until(None),
+            };
+            ok.then(lock_api::GuardSend::new)
+        })
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::RecRead,
-            || {
-                self.read_until(Some(&deadline))
-                    .then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::RecRead, || {
+            self.read_until(Some(&deadline))
+                .then(lock_api::GuardSend::new)
+        })
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || {
-                let ok = match std::time::Instant::now().checked_add(timeout) {
-                    Some(d) => self.write_until(Some(&d)),
-                    None => self.write_until(None),
-                };
-                ok.then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::Write, || {
+            let ok = match std::time::Instant::now().checked_add(timeout) {
+                Some(d) => self.write_until(Some(&d)),
+                None => self.write_until(None),
+            };
+            ok.then(lock_api::GuardSend::new)
+        })
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<lock_api::GuardSend> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || {
-                self.write_until(Some(&deadline))
-                    .then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::Write, || {
+            self.write_until(Some(&deadline))
+                .then(lock_api::GuardSend::new)
+        })
     }
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawRecursiveRwSem);
+crate::dep::lockdep_hooks!(RawRecursiveRwSem, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -42,6 +42,8 @@
 //! Successful read and write acquisitions are Acquire and pair with the Release of `read_unlock` /
 //! `write_unlock`. The backed-out bias and WAITING are Relaxed: they are ordered by `wait_lock`.
 
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU32, Ordering, SpinWait};
 use crate::spin::qspinlock::RawQueuedSpinLock;
 
@@ -342,56 +344,38 @@ unsafe impl lock_api::RawRwLock for RawRwSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> Self::SharedGuard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-        );
+        self.lockdep_before_lock(M::Read);
         self.read();
         lock_api::GuardSend::new()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            self.try_read().then(lock_api::GuardSend::new),
-        )
+        self.lockdep_after_trylock(M::Read, self.try_read().then(lock_api::GuardSend::new))
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_shared(&self, _g: Self::SharedGuard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the guard proves a shared hold.
         unsafe { self.read_unlock() }
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_exclusive(&self) -> Self::ExclusiveGuard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.write();
         lock_api::GuardSend::new()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive(&self) -> Option<Self::ExclusiveGuard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            self.try_write().then(lock_api::GuardSend::new),
-        )
+        self.lockdep_after_trylock(M::Write, self.try_write().then(lock_api::GuardSend::new))
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive(&self, _g: Self::ExclusiveGuard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the guard proves an exclusive hold.
         unsafe { self.write_unlock() }
     }
@@ -423,15 +407,10 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<Self::SharedGuard> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Read,
-            || {
-                crate::primitive::spin_until(deadline, || self.try_read())
-                    .then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::Read, || {
+            crate::primitive::spin_until(deadline, || self.try_read())
+                .then(lock_api::GuardSend::new)
+        })
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<Self::ExclusiveGuard> {
@@ -443,20 +422,15 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSpinLock {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, deadline: Self::Instant) -> Option<Self::ExclusiveGuard> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::RwLock,
-            crate::dep::M::Write,
-            || {
-                crate::primitive::spin_until(deadline, || self.try_write())
-                    .then(lock_api::GuardSend::new)
-            },
-        )
+        self.lockdep_timed(M::Write, || {
+            crate::primitive::spin_until(deadline, || self.try_write())
+                .then(lock_api::GuardSend::new)
+        })
     }
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawRwSpinLock);
+crate::dep::lockdep_hooks!(RawRwSpinLock, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

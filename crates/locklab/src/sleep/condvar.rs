@@ -46,11 +46,11 @@
 //! so a notifier that holds the mutex afterwards sees the registration through the mutex's own
 //! Acquire/Release; a notifier that does not hold it has no ordering to expect (as with every condvar).
 
-use crate::mutex::{MutexToken, RawMutex, current_tag};
 use crate::primitive::{AtomicPtr, AtomicU32, Ordering};
+use crate::sleep::mutex::{MutexToken, RawMutex, current_tag};
+use crate::sleep::wait_list::{NOTIFIED, SLEEPING, WaitList, Waiter};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wait;
-use crate::wait_list::{NOTIFIED, SLEEPING, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::ptr;
 
@@ -256,7 +256,7 @@ impl RawCondvar {
         });
         if !wake.is_null() {
             // After the condvar's lock is released: the woken thread may need it. `futex_wake` never
-            // dereferences the address (the lifetime rule of `crate::wait_list`).
+            // dereferences the address (the lifetime rule of `crate::sleep::wait_list`).
             crate::sys::futex_wake(wake, 1);
         }
         count

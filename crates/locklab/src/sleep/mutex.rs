@@ -6,7 +6,7 @@
 //!    no waiter sleeps (WAITERS clear), joins
 //!    the lock's `Osq`, so only the OSQ head spins on the lock word; the head takes the lock the moment
 //!    it is free. It stops when a hand-off is pending or its budget runs out (then it unqueues; see
-//!    `crate::osq`). While another spinner holds the OSQ, a contender does not queue behind it: it
+//!    `crate::sleep::osq`). While another spinner holds the OSQ, a contender does not queue behind it: it
 //!    waits outside, unordered, looking at the word (and taking it if free) with a `pause` or two and
 //!    then a yield between looks, within the same budget. The kernel queues its spinners because it
 //!    knows they are running; in userspace a queued spinner may be preempted, and everyone behind it
@@ -89,7 +89,7 @@
 //!    repeats the argument. A pending HANDOFF's waiter is woken even then (it is >= [`HANDOFF_NS`]
 //!    old), and only it can take the lock.
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
-//!    waker whose last access to it is the WOKEN or HANDED store (see `crate::wait_list`).
+//!    waker whose last access to it is the WOKEN or HANDED store (see `crate::sleep::wait_list`).
 //! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word but a woken
 //!    waiter's WAKING update, so a direct hand-off may use a plain store (dropping a WAKING: a hint).
 //! 7. WAKING is a hint and never decides who owns the lock: it only fails the fast path, whose callers
@@ -109,11 +109,15 @@
 //!   operations above. Invariant 4 relies on the single modification order of the word, and on
 //!   `wait_lock` (Acquire/Release) ordering the waiter's and the waker's sections.
 
+#[cfg(not(loom))]
+mod api;
+mod slow;
+
 use crate::clock::{Deadline, SpinBudget};
-use crate::osq::Osq;
 use crate::primitive::{AtomicU32, Backoff, Ordering};
+use crate::sleep::osq::Osq;
+use crate::sleep::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use crate::sys::futex_wake;
-use crate::wait_list::{HANDED, ListLock, LockedList, SLEEPING, WOKEN, WaitList, Waiter};
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::ptr;
@@ -330,6 +334,8 @@ impl RawMutex {
     ///
     /// # Safety
     /// The mutex is held (or free), and the token of that acquisition is never used again.
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub unsafe fn unlock_on_behalf(&self) {
         // The owner tag stays in the word for the whole acquisition (only flags change meanwhile), so
@@ -378,6 +384,8 @@ impl RawMutex {
     /// assert!(m.try_lock_fast().is_none());
     /// unsafe { m.unlock(t) };
     /// ```
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub fn try_lock_fast(&self) -> Option<MutexToken> {
         let tag = current_tag();
@@ -406,6 +414,8 @@ impl RawMutex {
     /// # Safety
     /// No other thread accesses the mutex until the matching unlock (a process with one thread; a
     /// signal handler of this thread is fine: it runs between our instructions, not during them).
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub unsafe fn try_lock_unshared(&self) -> Option<MutexToken> {
         let tag = current_tag();
@@ -421,6 +431,8 @@ impl RawMutex {
     ///
     /// # Safety
     /// As [`try_lock_unshared`](Self::try_lock_unshared); the acquisition's token is never used again.
+    // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
+    #[doc(hidden)]
     #[inline]
     pub unsafe fn unlock_unshared(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
@@ -521,366 +533,6 @@ impl RawMutex {
         }
         false
     }
-
-    /// Spin, then sleep. Returns `false` only if `deadline` passed first.
-    #[cold]
-    #[inline(never)]
-    fn lock_slow(&self, tag: u32, deadline: Option<&Deadline>) -> bool {
-        // Spin only while nobody sleeps: a locker that arrives behind sleepers queues behind them.
-        // Spinning then would only keep a CPU from the holder and from the woken waiter when threads
-        // outnumber CPUs (the condvar herd), and barge past waiters that have waited longer.
-        // Relaxed: a hint; the take and the last look in `wait_queued` decide.
-        if self.state.load(Ordering::Relaxed) & WAITERS == 0 && self.spin(tag) {
-            return true;
-        }
-        let waiter = Waiter::new(tag);
-        // SAFETY: `waiter` is in no list, and lives on this frame until `wait_queued` returns, which it
-        // does only once the waiter is out of the list (invariant 5).
-        unsafe { self.wait_queued(&waiter, deadline, false) }
-    }
-
-    /// A woken waiter's spin, on the word itself (no OSQ: it goes first); its take clears WAKING.
-    /// `true` with the lock held.
-    fn spin_woken(&self, tag: u32) -> bool {
-        self.spin_on_word(tag, WAKING, &mut SpinBudget::new(SPIN_MAX_NS))
-    }
-
-    /// The spin on the lock word (the OSQ head's, or a woken waiter's): loads while the same owner
-    /// holds the lock, for up to [`OWNER_SPIN_NS`] per owner, until `budget` runs out or a hand-off is
-    /// pending; takes the lock the moment it is free, `(0,0,k,w,0) -> (me,0,k & !clear,w,1)`.
-    /// `true` with the lock held.
-    fn spin_on_word(&self, tag: u32, clear: u32, budget: &mut SpinBudget) -> bool {
-        let mut owner = u32::MAX;
-        let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
-        let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
-        loop {
-            let s = self.state.load(Ordering::Relaxed);
-            if s & HANDOFF != 0 {
-                return false;
-            }
-            if s & LOCKED == 0 {
-                // Acquire pairs with the Release of the unlock that freed the lock.
-                if self
-                    .state
-                    .compare_exchange(
-                        s,
-                        (s & !clear) | held_by(tag),
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return true;
-                }
-                // Lost to another locker: the spin budget still bounds a waiter that keeps losing.
-                if budget.expired() {
-                    return false;
-                }
-                continue;
-            }
-            if s >> OWNER_SHIFT != owner {
-                owner = s >> OWNER_SHIFT;
-                owner_budget = SpinBudget::new(OWNER_SPIN_NS);
-            }
-            if owner_budget.expired() || budget.expired() {
-                return false;
-            }
-            backoff.wait();
-        }
-    }
-
-    /// Optimistic spinning through the OSQ. Returns `true` with the lock held.
-    fn spin(&self, tag: u32) -> bool {
-        if self.state.load(Ordering::Relaxed) & HANDOFF != 0 {
-            return false;
-        }
-        let mut budget = SpinBudget::new(SPIN_MAX_NS);
-        // While another spinner is queued, wait outside the queue (unordered: a queue of spinners
-        // convoys behind a preempted member when threads outnumber CPUs), taking the lock if it is
-        // seen free, pausing then yielding between looks.
-        let mut wait = crate::primitive::SpinWait::with_spins(OSQ_WAIT_SPINS);
-        while self.osq.is_busy() {
-            let s = self.state.load(Ordering::Relaxed);
-            if s & (HANDOFF | WAITERS) != 0 || budget.expired() {
-                return false;
-            }
-            // Acquire pairs with the Release of the unlock that freed the lock.
-            if s & LOCKED == 0
-                && self
-                    .state
-                    .compare_exchange(s, s | held_by(tag), Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return true;
-            }
-            wait.wait();
-        }
-        let Some(claim) = osq_node() else {
-            return false;
-        };
-        let node: &crate::osq::OsqNode = &claim;
-        // SAFETY: OSQ nodes live in never-freed thread slots (or leaked boxes under loom), and the claim
-        // keeps ours out of any other queue until it drops, after `osq.unlock` below.
-        if !unsafe { self.osq.lock(node, &mut budget) } {
-            return false;
-        }
-        // K stays: the spinner's next lock goes the slow way too while a woken waiter competes.
-        let got = self.spin_on_word(tag, 0, &mut budget);
-        // SAFETY: we are the OSQ head (lock returned true) with this node.
-        unsafe { self.osq.unlock(node) };
-        got
-    }
-
-    /// Sleeps on the wait list, competing for the word after each wake-up, until the lock is ours
-    /// (`true`) or `deadline` passes (`false`).
-    ///
-    /// The list holds only sleepers: a waiter queues (under `wait_lock`) only to sleep, and whoever
-    /// wakes it dequeues it first. A woken waiter competes on the word like any locker, without
-    /// `wait_lock`: it tries the word, spins (as a fresh locker does), and queues again only to sleep,
-    /// at the front (it keeps its place, so the list stays FIFO), unless another waiter's hand-off
-    /// is pending, which must stay first. A front waiter older than [`HANDOFF_NS`] requests hand-off
-    /// as it queues; from then on only it may take the lock (`handoff` below).
-    ///
-    /// # Safety
-    /// - `w` stays alive and unmoved until this returns;
-    /// - `queued`: `w` was moved into this mutex's list by a condvar (it may since have been woken or
-    ///   handed the lock), made by this thread for this mutex; else `w` is in no list.
-    pub(crate) unsafe fn wait_queued(
-        &self,
-        w: &Waiter,
-        deadline: Option<&Deadline>,
-        mut queued: bool,
-    ) -> bool {
-        // HANDOFF is ours: we set it as the front waiter; our take clears it (or `leave`).
-        let mut handoff = false;
-        // Been through the list already: spin again before re-queueing, and re-queue at the front.
-        let mut woken = queued;
-        // We set WAKING and have not withdrawn it (our take, re-queue or time-out does).
-        let mut waking = false;
-        loop {
-            if queued {
-                let timed_out = w.sleep(deadline);
-                // Acquire pairs with the Release store of HANDED in `hand_off`.
-                let word = w.futex.load(Ordering::Acquire);
-                if word == HANDED {
-                    return true;
-                }
-                if timed_out && word == SLEEPING {
-                    let mut list = self.waiters();
-                    // Relaxed: wakers store under wait_lock, which we hold: still SLEEPING means
-                    // still queued.
-                    if w.futex.load(Ordering::Relaxed) == SLEEPING {
-                        // SAFETY: `w` is in this list (SLEEPING under wait_lock).
-                        unsafe { self.leave(w, handoff, &mut list) };
-                        return false;
-                    }
-                    drop(list);
-                    // Acquire, as above: a hand-off may have come in between.
-                    if w.futex.load(Ordering::Acquire) == HANDED {
-                        return true;
-                    }
-                }
-                // WOKEN: dequeued by the waker; compete like any locker.
-                queued = false;
-                woken = true;
-                // Running again: close the fast path until we take the lock or queue again, so the
-                // thread that just unlocked cannot re-lock at once before we get a look (it goes the
-                // slow way). `(o,h,k,w,l) -> (o,h,1,w,l)`. Relaxed: a hint; see "Memory orderings".
-                self.state.fetch_or(WAKING, Ordering::Relaxed);
-                waking = true;
-            }
-            // `take` and `spin_woken` clear WAKING with their take.
-            if self.take(w.tag, handoff) {
-                return true;
-            }
-            // A waiter whose hand-off is pending does not give up here: it queues, and its sleep
-            // (already timed out) takes it out through `leave`, which passes the hand-off on.
-            if !handoff && crate::clock::time_left(deadline).is_none() {
-                if waking {
-                    // Relaxed: a hint, as where it was set.
-                    self.state.fetch_and(!WAKING, Ordering::Relaxed);
-                }
-                return false;
-            }
-            if woken && !handoff && self.spin_woken(w.tag) {
-                return true;
-            }
-            let mut list = self.waiters();
-            // Under wait_lock: no waker can store between this and our decision below.
-            w.futex.store(SLEEPING, Ordering::Relaxed);
-            // Relaxed: HANDOFF changes under wait_lock (set) or by its owner's take (cleared), and a
-            // stale "set" only sends us to the back.
-            let pending = self.state.load(Ordering::Relaxed) & HANDOFF != 0;
-            if woken && (handoff || !pending) {
-                // SAFETY: `w` is in no list (dequeued by its waker, or never queued) and outlives its
-                // stay (caller's contract).
-                unsafe { list.push_front(w) };
-            } else {
-                // SAFETY: as above.
-                unsafe { list.push_back(w) };
-            }
-            if !handoff
-                && list.front().is_some_and(|f| ptr::eq(f, w))
-                && w.since.older_than(HANDOFF_NS)
-            {
-                handoff = self.request_handoff();
-            }
-            // The last look (invariant 4): a fetch_or, so that the unlock that frees the lock after it
-            // sees WAITERS. `(o,h,k,w,l) -> (o,h,k,1,l)`. Relaxed: a flag; see "Memory orderings".
-            // A woken waiter withdraws its WAKING in the same RMW: `(o,h,k,w,l) -> (o,h,0,1,l)`.
-            let s = if waking {
-                waking = false;
-                match self
-                    .state
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
-                        Some((s & !WAKING) | WAITERS)
-                    }) {
-                    Ok(s) | Err(s) => s,
-                }
-            } else {
-                self.state.fetch_or(WAITERS, Ordering::Relaxed)
-            };
-            if s & LOCKED == 0 && (s & HANDOFF == 0 || handoff) {
-                // Takable: leave the list again and compete.
-                // SAFETY: pushed above, under this same wait_lock section.
-                unsafe { list.remove(w) };
-                if list.is_empty() {
-                    // Relaxed: a flag, under wait_lock (invariant 2).
-                    self.state.fetch_and(!WAITERS, Ordering::Relaxed);
-                }
-                continue;
-            }
-            drop(list);
-            queued = true;
-        }
-    }
-
-    /// `(o,0,k,1,1) -> (o,1,k,1,1)`: asks for the lock to be kept for us. `true` if we set HANDOFF;
-    /// `false` if the lock is free (the caller retries) or another hand-off is pending. Called by the
-    /// front waiter under `wait_lock`.
-    fn request_handoff(&self) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
-        while s & LOCKED != 0 && s & HANDOFF == 0 {
-            // Relaxed: a flag; see "Memory orderings".
-            match self.state.compare_exchange_weak(
-                s,
-                s | HANDOFF,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
-        }
-        false
-    }
-
-    /// A timed-out waiter leaves the list: clears WAITERS if it was the last; if its hand-off was
-    /// pending, clears HANDOFF and, if the lock is free, wakes the front waiter (which may have gone
-    /// to sleep on seeing our HANDOFF over a free lock).
-    ///
-    /// # Safety
-    /// `w` is in `list`.
-    unsafe fn leave(&self, w: &Waiter, handoff: bool, list: &mut Waiters<'_>) {
-        // SAFETY: forwarded contract.
-        unsafe { list.remove(w) };
-        let clear = if list.is_empty() { WAITERS } else { 0 } | if handoff { HANDOFF } else { 0 };
-        // Relaxed: flags; see "Memory orderings".
-        let s = self.state.fetch_and(!clear, Ordering::Relaxed);
-        if handoff && s & LOCKED == 0 {
-            self.wake_front(list);
-        }
-    }
-
-    /// After an unlock that saw WAITERS: wake the front waiter.
-    #[cold]
-    #[inline(never)]
-    fn unlock_slow(&self) {
-        self.wake_front(&mut self.waiters());
-    }
-
-    /// Direct hand-off (`unlock_fair`): `(me,h,k,1,1) -> (first,0,0,w',1)`, giving the lock to the first
-    /// waiter without ever freeing it. Frees it normally if nobody waits.
-    fn hand_off(&self, expected: u32) {
-        let mut list = self.waiters();
-        let Some(first) = list.front() else {
-            drop(list);
-            // Nobody waits: a plain unlock. Release pairs with the next taker's Acquire.
-            let old = self.state.fetch_sub(expected, Ordering::Release);
-            if old & WAITERS != 0 {
-                self.unlock_slow();
-            }
-            return;
-        };
-        let first = first as *const Waiter;
-        // SAFETY: `first` is queued, hence alive until we store HANDED (invariant 5).
-        let first = unsafe { &*first };
-        // SAFETY: `first` is in this list.
-        unsafe { list.remove(first) };
-        // HANDOFF and WAKING, if set, are cleared. HANDOFF was set by `first` (the front waiter) or by a
-        // waiter woken since, which keeps its `handoff` and takes a free lock like any waiter: only
-        // the order of service is at stake. Invariant 6: a plain store is enough.
-        let rest = if list.is_empty() { 0 } else { WAITERS };
-        // Release: publishes our critical section to `first`.
-        self.state
-            .store(held_by(first.tag) | rest, Ordering::Release);
-        let word = &first.futex as *const AtomicU32;
-        // Release pairs with the waiter's Acquire load of HANDED. Last access to `first`.
-        first.futex.store(HANDED, Ordering::Release);
-        drop(list);
-        futex_wake(word, 1);
-    }
-
-    /// Dequeues and wakes the front waiter (its word SLEEPING -> WOKEN), clearing WAITERS if the list
-    /// empties, unless the lock has been taken again in the meantime: its holder's unlock will see
-    /// WAITERS (invariant 4) and wake then, so a wake-up now would only find the lock held. A front
-    /// waiter old enough for hand-off is woken anyway, so that it can ask for it (else spinners that
-    /// keep the lock busy could starve it). Called with `wait_lock` held (the guard); the futex wake
-    /// is made after the guard releases `wait_lock` ([`LockedList::wake_after_unlock`]), since the
-    /// woken thread may need it.
-    fn wake_front(&self, list: &mut Waiters<'_>) {
-        let Some(first) = list.front() else {
-            return;
-        };
-        // Relaxed: a hint; correctness rests on WAITERS being seen by the holder's unlock.
-        if self.state.load(Ordering::Relaxed) & LOCKED != 0 && !first.since.older_than(HANDOFF_NS) {
-            return;
-        }
-        let first = first as *const Waiter;
-        // SAFETY: `first` is queued, hence alive until our WOKEN store (invariant 5).
-        let first = unsafe { &*first };
-        // SAFETY: `first` is in this list.
-        unsafe { list.remove(first) };
-        if list.is_empty() {
-            // Relaxed: a flag, under wait_lock (invariant 2).
-            self.state.fetch_and(!WAITERS, Ordering::Relaxed);
-        }
-        let word = &first.futex as *const AtomicU32;
-        // Release pairs with the Acquire load in `sleep` (it orders nothing the waiter needs, since
-        // it competes on the word afresh, but keeps every waker store uniform). Last access to `first`.
-        first.futex.store(WOKEN, Ordering::Release);
-        list.wake_after_unlock(word);
-    }
-
-    /// Moves condvar waiters to the back of this mutex's wait list; wakes the front one if the mutex is
-    /// free (else its unlock will, having seen WAITERS).
-    ///
-    /// # Safety
-    /// Every waiter in `moved` stays alive until it leaves this mutex's list, and was made by its thread
-    /// for waiting on this mutex.
-    pub(crate) unsafe fn requeue(&self, moved: &mut WaitList) {
-        if moved.is_empty() {
-            return;
-        }
-        moved.for_each(|w| w.since.reset());
-        let mut list = self.waiters();
-        list.append(moved);
-        // Relaxed: flag; see "Memory orderings". The moved waiters are asleep on their words.
-        let s = self.state.fetch_or(WAITERS, Ordering::Relaxed);
-        if s & LOCKED == 0 {
-            self.wake_front(&mut list);
-        }
-    }
 }
 
 #[cfg(not(loom))]
@@ -914,8 +566,8 @@ pub(crate) struct OsqClaim {
 
 #[cfg(not(loom))]
 impl core::ops::Deref for OsqClaim {
-    type Target = crate::osq::OsqNode;
-    fn deref(&self) -> &crate::osq::OsqNode {
+    type Target = crate::sleep::osq::OsqNode;
+    fn deref(&self) -> &crate::sleep::osq::OsqNode {
         &self.slot.osq
     }
 }
@@ -931,106 +583,14 @@ impl Drop for OsqClaim {
 
 /// This thread's OSQ node: leaked per model thread, since nodes must be type-stable.
 #[cfg(loom)]
-pub(crate) fn osq_node() -> Option<&'static crate::osq::OsqNode> {
-    loom::thread_local!(static NODE: &'static crate::osq::OsqNode = {
-        let node: &'static crate::osq::OsqNode = Box::leak(Box::new(crate::osq::OsqNode::new()));
+pub(crate) fn osq_node() -> Option<&'static crate::sleep::osq::OsqNode> {
+    loom::thread_local!(static NODE: &'static crate::sleep::osq::OsqNode = {
+        let node: &'static crate::sleep::osq::OsqNode = Box::leak(Box::new(crate::sleep::osq::OsqNode::new()));
         node.register();
         node
     });
     Some(NODE.with(|n| *n))
 }
-
-#[cfg(not(loom))]
-// SAFETY: mutual exclusion: the lock is taken only by a CAS from a state without LOCKED, or given by a
-// hand-off while held (invariant 3). Acquire/Release as documented. The token is this acquisition's
-// state; a forgotten token leaves the mutex locked, which is safe. No operation unwinds while holding
-// internal state (`wait_lock` is released by a drop guard).
-unsafe impl lock_api::RawMutex for RawMutex {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type Guard = MutexToken;
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn lock(&self) -> MutexToken {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-        );
-        RawMutex::lock(self)
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock(&self) -> Option<MutexToken> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            RawMutex::try_lock(self),
-        )
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock(&self, guard: MutexToken) {
-        self.dep.unlock(self as *const Self as *const ());
-        // SAFETY: forwarded from the caller.
-        unsafe { RawMutex::unlock(self, guard) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        RawMutex::is_locked(self)
-    }
-}
-
-#[cfg(not(loom))]
-// SAFETY: `unlock_fair` hands the lock to the first waiter without freeing it (same exclusion argument).
-unsafe impl lock_api::RawMutexFair for RawMutex {
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_fair(&self, guard: MutexToken) {
-        self.dep.unlock(self as *const Self as *const ());
-        // SAFETY: forwarded from the caller.
-        unsafe { RawMutex::unlock_fair(self, guard) }
-    }
-}
-
-#[cfg(not(loom))]
-// SAFETY: a timed-out attempt leaves the wait list and returns `None` holding nothing (or returns the
-// lock if a hand-off reached it first).
-unsafe impl lock_api::RawMutexTimed for RawMutex {
-    type Duration = std::time::Duration;
-    type Instant = std::time::Instant;
-
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            || match std::time::Instant::now().checked_add(timeout) {
-                Some(deadline) => self.lock_until(&deadline),
-                None => Some(self.lock()),
-            },
-        )
-    }
-
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            || self.lock_until(&deadline),
-        )
-    }
-}
-
-#[cfg(not(loom))]
-crate::dep::classed!(RawMutex);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

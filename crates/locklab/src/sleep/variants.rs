@@ -16,6 +16,8 @@
 //! unique among live threads, and never 0.
 
 use super::mutex::{MutexToken, RawMutex};
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use core::num::NonZeroUsize;
 
 /// A [`RawMutex`] whose every unlock hands the lock to a waiter, if one sleeps (module docs).
@@ -56,29 +58,20 @@ unsafe impl lock_api::RawMutex for RawFairMutex {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> MutexToken {
-        self.0.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         self.0.lock()
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<MutexToken> {
-        self.0.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            self.0.try_lock(),
-        )
+        self.lockdep_after_trylock(M::Write, self.0.try_lock())
     }
 
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, guard: MutexToken) {
-        self.0.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: forwarded from the caller (the lock is held, `guard` is its token).
         unsafe { self.0.unlock_fair(guard) }
     }
@@ -94,7 +87,7 @@ unsafe impl lock_api::RawMutexFair for RawFairMutex {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_fair(&self, guard: MutexToken) {
-        self.0.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: forwarded from the caller.
         unsafe { self.0.unlock_fair(guard) }
     }
@@ -107,22 +100,16 @@ unsafe impl lock_api::RawMutexTimed for RawFairMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.0.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            || lock_api::RawMutexTimed::try_lock_for(&self.0, timeout),
-        )
+        self.lockdep_timed(M::Write, || {
+            lock_api::RawMutexTimed::try_lock_for(&self.0, timeout)
+        })
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_until(&self, deadline: std::time::Instant) -> Option<MutexToken> {
-        self.0.dep.timed(
-            self as *const Self as *const (),
-            crate::dep::K::Mutex,
-            crate::dep::M::Write,
-            || lock_api::RawMutexTimed::try_lock_until(&self.0, deadline),
-        )
+        self.lockdep_timed(M::Write, || {
+            lock_api::RawMutexTimed::try_lock_until(&self.0, deadline)
+        })
     }
 }
 
@@ -156,8 +143,4 @@ unsafe impl lock_api::GetThreadId for RawThreadId {
 }
 
 #[cfg(not(loom))]
-impl crate::lockdep::Classed for RawFairMutex {
-    fn set_lockdep_class(&self, class: &'static crate::lockdep::LockClass) {
-        self.0.dep.set(class);
-    }
-}
+crate::dep::lockdep_hooks!(RawFairMutex, Mutex, |l| &l.0.dep);

@@ -64,6 +64,8 @@
 
 pub(crate) use super::node::McsNode;
 use super::node::wait_link;
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicPtr, Ordering, SpinWait};
 use core::ptr;
 
@@ -432,11 +434,7 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         if self.try_lock_held() {
             McsGuard { node: None }
         } else {
@@ -447,10 +445,8 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
+        self.lockdep_after_trylock(
+            M::Write,
             self.try_lock_held().then_some(McsGuard { node: None }),
         )
     }
@@ -458,7 +454,7 @@ unsafe impl lock_api::RawMutex for RawMcsLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, guard: Self::Guard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         match guard.node {
             // SAFETY: the guard proves we hold the lock as HELD.
             None => unsafe { self.unlock_held() },
@@ -488,7 +484,7 @@ unsafe impl lock_api::RawMutexFair for RawMcsLock {
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawMcsLock);
+crate::dep::lockdep_hooks!(RawMcsLock, Spin);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

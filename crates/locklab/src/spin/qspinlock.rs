@@ -56,6 +56,8 @@
 //!   `locked` CAS itself (invariant 2), which always reads the latest value.
 
 use super::node::McsNode;
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU8, AtomicU16, Ordering, SpinWait};
 
 #[cfg(not(loom))]
@@ -353,11 +355,7 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         RawQueuedSpinLock::lock(self);
         lock_api::GuardSend::new()
     }
@@ -365,10 +363,8 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
+        self.lockdep_after_trylock(
+            M::Write,
             RawQueuedSpinLock::try_lock(self).then(lock_api::GuardSend::new),
         )
     }
@@ -376,7 +372,7 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, _guard: Self::Guard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the guard proves the caller holds the lock.
         unsafe { RawQueuedSpinLock::unlock(self) }
     }
@@ -388,7 +384,7 @@ unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawQueuedSpinLock);
+crate::dep::lockdep_hooks!(RawQueuedSpinLock, Spin);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -20,6 +20,8 @@
 //! The winning `swap` is Acquire and pairs with the Release store in `unlock`: the critical section of
 //! the previous holder happens-before ours.
 
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicBool, Ordering, SpinWait, spin_loop};
 
 /// Largest number of `pause`s between two looks at the lock word (1 under loom, where every `pause` is
@@ -171,11 +173,7 @@ unsafe impl lock_api::RawMutex for RawTasLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         RawTasLock::lock(self);
         lock_api::GuardSend::new()
     }
@@ -183,10 +181,8 @@ unsafe impl lock_api::RawMutex for RawTasLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
+        self.lockdep_after_trylock(
+            M::Write,
             RawTasLock::try_lock(self).then(lock_api::GuardSend::new),
         )
     }
@@ -194,7 +190,7 @@ unsafe impl lock_api::RawMutex for RawTasLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, _guard: Self::Guard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the guard proves the caller holds the lock.
         unsafe { RawTasLock::unlock(self) }
     }
@@ -206,4 +202,4 @@ unsafe impl lock_api::RawMutex for RawTasLock {
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawTasLock);
+crate::dep::lockdep_hooks!(RawTasLock, Spin);

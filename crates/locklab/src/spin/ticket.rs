@@ -41,6 +41,8 @@
 //! # Memory orderings
 //! The waiter's Acquire load of `served` that sees its ticket pairs with the Release store in `unlock`.
 
+#[cfg(not(loom))]
+use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU32, Ordering, SpinWait};
 
 /// A ticket spinlock. See the [module documentation](self).
@@ -183,11 +185,7 @@ unsafe impl lock_api::RawMutex for RawTicketLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock(&self) -> Self::Guard {
-        self.dep.lock(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
-        );
+        self.lockdep_before_lock(M::Write);
         RawTicketLock::lock(self);
         lock_api::GuardSend::new()
     }
@@ -195,10 +193,8 @@ unsafe impl lock_api::RawMutex for RawTicketLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock(&self) -> Option<Self::Guard> {
-        self.dep.tried(
-            self as *const Self as *const (),
-            crate::dep::K::Spin,
-            crate::dep::M::Write,
+        self.lockdep_after_trylock(
+            M::Write,
             RawTicketLock::try_lock(self).then(lock_api::GuardSend::new),
         )
     }
@@ -206,7 +202,7 @@ unsafe impl lock_api::RawMutex for RawTicketLock {
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock(&self, _guard: Self::Guard) {
-        self.dep.unlock(self as *const Self as *const ());
+        self.lockdep_before_unlock();
         // SAFETY: the guard proves the caller holds the lock.
         unsafe { RawTicketLock::unlock(self) }
     }
@@ -229,7 +225,7 @@ unsafe impl lock_api::RawMutexFair for RawTicketLock {
 }
 
 #[cfg(not(loom))]
-crate::dep::classed!(RawTicketLock);
+crate::dep::lockdep_hooks!(RawTicketLock, Spin);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -77,7 +77,23 @@ mod generic;
 use generic as os;
 
 #[cfg(not(loom))]
+pub(crate) mod membarrier_mode;
+#[cfg(not(loom))]
 pub mod parking;
+/// Under loom the asymmetric fence is modelled by SeqCst fences on both sides (see the real
+/// `membarrier_mode`).
+#[cfg(loom)]
+pub(crate) mod membarrier_mode {
+    pub(crate) fn fast() -> bool {
+        false
+    }
+    pub(crate) fn writers_heavy() -> bool {
+        false
+    }
+    pub(crate) fn degrade() -> bool {
+        true
+    }
+}
 
 /// What a platform without a process-wide barrier or thread affinity answers (macOS, FreeBSD, the
 /// generic layer): PercpuRwSem and memb RCU then fence their readers.

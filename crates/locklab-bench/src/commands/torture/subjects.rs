@@ -24,7 +24,7 @@ pub(super) fn exclusive_subject(name: &'static str, write: OpFn, forget: CheckFn
 /// lock at that address is a new lock, not a relock.
 fn gone_while_held(raw: usize) {
     #[cfg(feature = "lockdep")]
-    locklab::lockdep::destroy_done(raw);
+    locklab::lockdep::hooks::destroy_done(raw);
     #[cfg(not(feature = "lockdep"))]
     let _ = raw;
 }
