@@ -197,7 +197,7 @@ fn describe(info: u32) -> (&'static str, &'static str) {
             let algo = if glibc && code != config::MutexAlgo::GlibcAdaptive as u8 {
                 "glibc"
             } else {
-                config::name_of(&config::MUTEX_NAMES, code)
+                config::name_of(&config::MUTEX_STAT_NAMES, code)
             };
             (kind, algo)
         }
@@ -205,7 +205,7 @@ fn describe(info: u32) -> (&'static str, &'static str) {
             let algo = if glibc {
                 "glibc"
             } else {
-                config::name_of(&config::RWLOCK_NAMES, code)
+                config::name_of(&config::RWLOCK_STAT_NAMES, code)
             };
             ("rwlock", algo)
         }
@@ -1590,12 +1590,12 @@ fn write_json(
     for (key, names, code) in [
         (
             &b",\"mutex\":"[..],
-            &config::MUTEX_NAMES[..],
+            &config::MUTEX_STAT_NAMES[..],
             config::mutex() as u8,
         ),
         (
             b",\"rwlock\":",
-            &config::RWLOCK_NAMES[..],
+            &config::RWLOCK_STAT_NAMES[..],
             config::rwlock() as u8,
         ),
         (b",\"spin\":", &config::SPIN_NAMES[..], config::spin() as u8),
