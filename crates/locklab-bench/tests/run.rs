@@ -135,7 +135,7 @@ fn bad_input_gets_one_line() {
     let (code, _, err) = run(&["run", "--mutex", "mcss", "--", "true"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("unknown --mutex `mcss` (valid: mutex, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive)"),
+        err.contains("unknown --mutex `mcss` (valid: adaptive, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive; mutex for adaptive)"),
         "{err}"
     );
     let (code, _, err) = run(&["run", "--spin", "x", "--", "true"]);

@@ -13,8 +13,11 @@
 //!     "hold_ns_total": 100, "holds": 10}]}"#).unwrap();
 //! assert_eq!(p.locks().len(), 1);
 //! assert!(locklab_bench::external::lockstat::table(&p, 20).contains("f+0x4 (x)"));
+//! // The file's `mutex` is the adaptive mutex (`LOCKLAB_MUTEX=adaptive`, alias `mutex`).
+//! assert!(locklab_bench::external::lockstat::table(&p, 20).contains("(mutex/adaptive)"));
 //! ```
 
+use crate::external::preload::choices;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -440,6 +443,22 @@ fn div(a: u64, b: u64) -> u64 {
     a.checked_div(b).unwrap_or(0)
 }
 
+/// The choice name the tables show for a record's `algorithm` (the file keeps the names it has
+/// always written: `mutex` for the adaptive mutex, `rwsem` for the recursive rwsem).
+fn display_algorithm<'a>(kind: &str, algorithm: &'a str) -> &'a str {
+    match kind {
+        "rwlock" => choices::from_stat(
+            &choices::RWLOCK_NAMES,
+            &choices::RWLOCK_STAT_NAMES,
+            algorithm,
+        ),
+        k if k.starts_with("mutex") => {
+            choices::from_stat(&choices::MUTEX_NAMES, &choices::MUTEX_STAT_NAMES, algorithm)
+        }
+        _ => algorithm,
+    }
+}
+
 /// A process's table, lock_stat's columns: the `top` locks by total wait, each with its call sites
 /// (up to three), then the condvars, then the count of locks used and contended.
 pub fn table(p: &ProcessStat, top: usize) -> String {
@@ -457,8 +476,12 @@ pub fn table(p: &ProcessStat, top: usize) -> String {
             "signal" => ", snapshot",
             _ => "",
         },
-        p.mutex,
-        p.rwlock,
+        choices::from_stat(&choices::MUTEX_NAMES, &choices::MUTEX_STAT_NAMES, &p.mutex),
+        choices::from_stat(
+            &choices::RWLOCK_NAMES,
+            &choices::RWLOCK_STAT_NAMES,
+            &p.rwlock
+        ),
         p.spin
     );
     let locks = p.locks();
@@ -484,7 +507,7 @@ pub fn table(p: &ProcessStat, top: usize) -> String {
             "{} ({}/{})",
             l.name.clone().unwrap_or_else(|| l.lock.clone()),
             l.kind,
-            l.algorithm
+            display_algorithm(&l.kind, &l.algorithm)
         );
         let _ = writeln!(
             s,
