@@ -41,6 +41,8 @@
 //! earlier process with the same id), `-1`, `-2`, ... is appended to the id. A path without `%p` is
 //! overwritten by every process that writes it.
 
+pub mod schema;
+
 use crate::config;
 use crate::sys;
 use core::cell::Cell;
@@ -136,6 +138,27 @@ mod c {
     pub const SIGNALS: usize = 16;
     pub const BROADCASTS: usize = 17;
     pub const N: usize = 18;
+    /// The counters in the order the file writes them (`schema::RECORD_COUNTERS`' order).
+    pub const WRITTEN: [usize; N] = [
+        ACQ,
+        CONT,
+        WAIT_TOTAL,
+        WAIT_MAX,
+        WAIT_MIN1,
+        HOLDS,
+        HOLD_TOTAL,
+        HOLD_MAX,
+        HOLD_MIN1,
+        RD_ACQ,
+        RD_CONT,
+        RD_WAIT_TOTAL,
+        RD_WAIT_MAX,
+        COND_WAITS,
+        COND_WAIT_TOTAL,
+        COND_TIMEOUTS,
+        SIGNALS,
+        BROADCASTS,
+    ];
     /// Counters that are times (converted to ns at the dump).
     pub const TIMES: [usize; 9] = [
         WAIT_TOTAL,
@@ -1463,6 +1486,14 @@ impl Writer {
         }
         self.s(b"\"")
     }
+    /// `,"name":`, a field's key after the first.
+    fn key(&mut self, name: &str) -> &mut Self {
+        self.s(b",\"").s(name.as_bytes()).s(b"\":")
+    }
+    /// `{"name":`, an object's first key.
+    fn first_key(&mut self, name: &str) -> &mut Self {
+        self.s(b"{\"").s(name.as_bytes()).s(b"\":")
+    }
     fn finish(&mut self) {
         self.flush();
     }
@@ -1580,29 +1611,29 @@ fn write_json(
     let exe = exe_path();
     // SAFETY: no arguments.
     let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
-    w.s(b"{\"pid\":")
+    w.first_key(schema::PID)
         .u(pid as u64)
-        .s(b",\"ppid\":")
+        .key(schema::PPID)
         .u(ppid as u64)
-        .s(b",\"exe\":")
+        .key(schema::EXE)
         .q(exe);
-    w.s(b",\"reason\":").q(reason);
+    w.key(schema::REASON).q(reason);
     for (key, names, code) in [
         (
-            &b",\"mutex\":"[..],
+            schema::MUTEX,
             &config::MUTEX_STAT_NAMES[..],
             config::mutex() as u8,
         ),
         (
-            b",\"rwlock\":",
+            schema::RWLOCK,
             &config::RWLOCK_STAT_NAMES[..],
             config::rwlock() as u8,
         ),
-        (b",\"spin\":", &config::SPIN_NAMES[..], config::spin() as u8),
+        (schema::SPIN, &config::SPIN_NAMES[..], config::spin() as u8),
     ] {
-        w.s(key).q(config::name_of(names, code).as_bytes());
+        w.key(key).q(config::name_of(names, code).as_bytes());
     }
-    w.s(b",\"ns_per_tick\":");
+    w.key(schema::NS_PER_TICK);
     // Six decimals, without float formatting machinery that might allocate.
     let micro = (scale * 1e6).round() as u64;
     w.u(micro / 1_000_000).s(b".");
@@ -1614,30 +1645,34 @@ fn write_json(
         f /= 10;
     }
     w.s(&tmp);
-    w.s(b",\"locks_used\":")
+    w.key(schema::LOCKS_USED)
         .u(locks_used)
-        .s(b",\"locks_contended\":")
+        .key(schema::LOCKS_CONTENDED)
         .u(locks_contended);
     // Shards are reused when their thread exits, so their count is the most threads that had
     // taken a lock and were alive at once (the advice's thread count).
-    w.s(b",\"threads_peak\":")
+    w.key(schema::THREADS_PEAK)
         .u(SHARD_COUNT.load(Ordering::Relaxed).min(MAX_SHARDS) as u64);
-    w.s(b",\"dropped\":")
+    w.key(schema::DROPPED)
         .u(dropped)
-        .s(b",\"uncounted\":")
+        .key(schema::UNCOUNTED)
         .u(UNCOUNTED.load(Ordering::Relaxed));
-    w.s(b",\"overflow_lookups\":")
+    w.key(schema::OVERFLOW_LOOKUPS)
         .u(olookups)
-        .s(b",\"overflow_probes\":")
+        .key(schema::OVERFLOW_PROBES)
         .u(oprobes);
-    w.s(b",\"records\":[");
+    w.key(schema::RECORDS).s(b"[");
     for (i, r) in recs.iter().enumerate() {
         if i > 0 {
             w.s(b",");
         }
         let (kind, algo) = describe(r.info);
-        w.s(b"\n{\"lock\":").s(b"\"").hex(r.lock).s(b"\"");
-        w.s(b",\"lock_name\":");
+        w.s(b"\n")
+            .first_key(schema::LOCK)
+            .s(b"\"")
+            .hex(r.lock)
+            .s(b"\"");
+        w.key(schema::LOCK_NAME);
         match symbolise(r.lock) {
             Some((_, _, Some((name, at, size)))) if r.lock >= at && r.lock < at + size.max(1) => {
                 w.s(b"\"");
@@ -1651,11 +1686,12 @@ fn write_json(
                 w.s(b"null");
             }
         }
-        w.s(b",\"kind\":")
+        w.key(schema::KIND)
             .q(kind.as_bytes())
-            .s(b",\"algorithm\":")
+            .key(schema::ALGORITHM)
             .q(algo.as_bytes());
-        w.s(b",\"site_addr\":\"").hex(r.site).s(b"\",\"site\":");
+        w.key(schema::SITE_ADDR).s(b"\"").hex(r.site).s(b"\"");
+        w.key(schema::SITE);
         match symbolise(r.site) {
             Some((obj, base, sym)) => {
                 w.s(b"\"");
@@ -1671,36 +1707,20 @@ fn write_json(
                             .s(b"\"");
                     }
                 }
-                w.s(b",\"object\":")
+                w.key(schema::OBJECT)
                     .q(obj)
-                    .s(b",\"object_offset\":")
+                    .key(schema::OBJECT_OFFSET)
                     .u((r.site - base) as u64);
             }
             None => {
-                w.s(b"null,\"object\":null,\"object_offset\":null");
+                w.s(b"null")
+                    .key(schema::OBJECT)
+                    .s(b"null")
+                    .key(schema::OBJECT_OFFSET)
+                    .s(b"null");
             }
         }
-        let fields: [(&[u8], usize); c::N] = [
-            (b"acquisitions", c::ACQ),
-            (b"contentions", c::CONT),
-            (b"wait_ns_total", c::WAIT_TOTAL),
-            (b"wait_ns_max", c::WAIT_MAX),
-            (b"wait_ns_min", c::WAIT_MIN1),
-            (b"holds", c::HOLDS),
-            (b"hold_ns_total", c::HOLD_TOTAL),
-            (b"hold_ns_max", c::HOLD_MAX),
-            (b"hold_ns_min", c::HOLD_MIN1),
-            (b"read_acquisitions", c::RD_ACQ),
-            (b"read_contentions", c::RD_CONT),
-            (b"read_wait_ns_total", c::RD_WAIT_TOTAL),
-            (b"read_wait_ns_max", c::RD_WAIT_MAX),
-            (b"cond_waits", c::COND_WAITS),
-            (b"cond_wait_ns_total", c::COND_WAIT_TOTAL),
-            (b"cond_timeouts", c::COND_TIMEOUTS),
-            (b"signals", c::SIGNALS),
-            (b"broadcasts", c::BROADCASTS),
-        ];
-        for (name, k) in fields {
+        for (name, k) in schema::RECORD_COUNTERS.into_iter().zip(c::WRITTEN) {
             let mut v = r.c[k];
             if c::MINS.contains(&k) {
                 v = v.saturating_sub(1);
@@ -1708,7 +1728,7 @@ fn write_json(
             if c::TIMES.contains(&k) {
                 v = ns(v);
             }
-            w.s(b",\"").s(name).s(b"\":").u(v);
+            w.key(name).u(v);
         }
         w.s(b"}");
     }

@@ -603,3 +603,49 @@ pub fn top_sites(processes: &[ProcessStat], n: usize) -> Vec<serde_json::Value> 
 pub fn env_value(dir: &Path) -> std::ffi::OsString {
     dir.join("%p.json").into_os_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ProcessStat, Record};
+    use crate::preload::stat_schema as schema;
+    use std::collections::BTreeSet;
+
+    fn keys(v: serde_json::Value) -> BTreeSet<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The reader's fields are the library's (`stat/schema.rs`): a field renamed or added on either
+    /// side fails here.
+    #[test]
+    fn the_reader_has_the_files_fields() {
+        let record = keys(serde_json::to_value(Record::default()).unwrap());
+        let written: BTreeSet<String> = schema::RECORD_FIELDS
+            .iter()
+            .chain(&schema::RECORD_COUNTERS)
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(record, written);
+        let process = keys(serde_json::to_value(ProcessStat::default()).unwrap());
+        let written: BTreeSet<String> = schema::PROCESS_FIELDS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let unread: BTreeSet<String> = written.difference(&process).cloned().collect();
+        assert!(
+            process.is_subset(&written),
+            "{:?}",
+            process.difference(&written)
+        );
+        // What the lab does not read (the library's own diagnostics).
+        assert_eq!(
+            unread,
+            [
+                schema::NS_PER_TICK,
+                schema::OVERFLOW_LOOKUPS,
+                schema::OVERFLOW_PROBES
+            ]
+            .map(String::from)
+            .into()
+        );
+    }
+}

@@ -14,6 +14,10 @@ pub const LIBRARY: &str = "liblocklab_pthread.so";
 /// it would bring its exported `pthread_mutex_lock` and the rest into the lab, in place of glibc's.
 #[path = "../../../locklab-pthread/src/choices.rs"]
 pub mod choices;
+/// The library's statistics file's field names ([`crate::lockstat`] reads that file), compiled here
+/// the same way.
+#[path = "../../locklab-pthread/src/stat/schema.rs"]
+pub mod stat_schema;
 
 /// `LOCKLAB_MUTEX` values (besides the aliases of [`MUTEX`]).
 pub const MUTEXES: [&str; 7] = choices::MUTEX_NAMES;
