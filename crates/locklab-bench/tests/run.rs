@@ -225,8 +225,8 @@ fn stat_prints_lock_stat_tables_and_writes_json() {
 /// (`stat/schema.rs`) and nothing else, and the lab's reader parses it to consistent figures.
 #[test]
 fn the_librarys_stat_file_matches_its_schema_and_the_reader() {
-    use locklab_bench::lockstat::ProcessStat;
-    use locklab_bench::preload::{choices, stat_schema as schema};
+    use locklab_bench::external::lockstat::ProcessStat;
+    use locklab_bench::external::preload::{choices, stat_schema as schema};
     use std::collections::BTreeSet;
     if !library_built() {
         return;

@@ -607,7 +607,7 @@ pub fn env_value(dir: &Path) -> std::ffi::OsString {
 #[cfg(test)]
 mod tests {
     use super::{ProcessStat, Record};
-    use crate::preload::stat_schema as schema;
+    use crate::external::preload::stat_schema as schema;
     use std::collections::BTreeSet;
 
     fn keys(v: serde_json::Value) -> BTreeSet<String> {

@@ -14,9 +14,9 @@ pub const LIBRARY: &str = "liblocklab_pthread.so";
 /// it would bring its exported `pthread_mutex_lock` and the rest into the lab, in place of glibc's.
 #[path = "../../../locklab-pthread/src/choices.rs"]
 pub mod choices;
-/// The library's statistics file's field names ([`crate::lockstat`] reads that file), compiled here
+/// The library's statistics file's field names ([`crate::external::lockstat`] reads that file), compiled here
 /// the same way.
-#[path = "../../locklab-pthread/src/stat/schema.rs"]
+#[path = "../../../locklab-pthread/src/stat/schema.rs"]
 pub mod stat_schema;
 
 /// `LOCKLAB_MUTEX` values (besides the aliases of [`MUTEX`]).
@@ -55,7 +55,7 @@ impl Family {
     /// Whether `value` is one of the names or aliases.
     ///
     /// ```
-    /// use locklab_bench::preload::{MUTEX, RWLOCK};
+    /// use locklab_bench::external::preload::{MUTEX, RWLOCK};
     /// assert!(MUTEX.accepts("adaptive") && MUTEX.accepts("mutex") && !MUTEX.accepts("mcss"));
     /// assert!(RWLOCK.accepts("recursive-rwsem") && RWLOCK.accepts("rwsem"));
     /// ```
@@ -66,7 +66,7 @@ impl Family {
     /// The valid values, for an error line: the names, then each alias and what it stands for.
     ///
     /// ```
-    /// use locklab_bench::preload::RWLOCK;
+    /// use locklab_bench::external::preload::RWLOCK;
     /// assert_eq!(RWLOCK.valid(), "recursive-rwsem, rwspinlock, glibc; rwsem for recursive-rwsem");
     /// ```
     pub fn valid(&self) -> String {
