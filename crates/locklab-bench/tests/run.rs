@@ -135,7 +135,7 @@ fn bad_input_gets_one_line() {
     let (code, _, err) = run(&["run", "--mutex", "mcss", "--", "true"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("unknown --mutex `mcss` (valid: mutex, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive)"),
+        err.contains("unknown --mutex `mcss` (valid: adaptive, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive; mutex for adaptive)"),
         "{err}"
     );
     let (code, _, err) = run(&["run", "--spin", "x", "--", "true"]);
@@ -219,6 +219,68 @@ fn stat_prints_lock_stat_tables_and_writes_json() {
         "{}",
         hot[0]
     );
+}
+
+/// The file the library writes (`LOCKLAB_STAT`, no lab in between) has every field of its schema
+/// (`stat/schema.rs`) and nothing else, and the lab's reader parses it to consistent figures.
+#[test]
+fn the_librarys_stat_file_matches_its_schema_and_the_reader() {
+    use locklab_bench::external::lockstat::ProcessStat;
+    use locklab_bench::external::preload::{choices, stat_schema as schema};
+    use std::collections::BTreeSet;
+    if !library_built() {
+        return;
+    }
+    let Some(exe) = contended_program() else {
+        return;
+    };
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema_stat.json");
+    let _ = std::fs::remove_file(&file);
+    let out = locklab()
+        .args(["run", "--mutex", "adaptive", "--", exe.to_str().unwrap()])
+        .env("LOCKLAB_STAT", &file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(9), "{out:?}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys = |v: &serde_json::Value| -> BTreeSet<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    };
+    let set =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(keys(&raw), set(&schema::PROCESS_FIELDS), "{text}");
+    let mut record_fields = schema::RECORD_FIELDS.to_vec();
+    record_fields.extend(schema::RECORD_COUNTERS);
+    let records = raw[schema::RECORDS].as_array().unwrap();
+    assert!(!records.is_empty(), "{text}");
+    for r in records {
+        assert_eq!(keys(r), set(&record_fields), "{r}");
+        for c in schema::RECORD_COUNTERS {
+            assert!(r[c].is_u64(), "{c} in {r}");
+        }
+    }
+    // The lab's reader: every figure it reads is the file's, and they hold together.
+    let p: ProcessStat = serde_json::from_str(&text).unwrap();
+    p.check().unwrap();
+    assert_eq!(Some(u64::from(p.pid)), raw[schema::PID].as_u64());
+    assert_eq!(
+        p.mutex,
+        choices::MUTEX_STAT_NAMES[0],
+        "adaptive, by its file name"
+    );
+    assert_eq!(p.records.len(), records.len());
+    let back = serde_json::to_value(&p.records).unwrap();
+    for (r, b) in records.iter().zip(back.as_array().unwrap()) {
+        assert_eq!(r, b, "the reader keeps every field of a record");
+    }
+    let locks = p.locks();
+    assert_eq!(p.locks_used, locks.len() as u64);
+    let contended = locks.iter().filter(|l| l.total.contended() > 0).count();
+    assert_eq!(p.locks_contended, contended as u64);
+    assert_eq!(p.locks_used, 1, "{text}");
+    assert_eq!(locks[0].total.acquisitions, 15);
+    assert_eq!(locks[0].algorithm, "mutex");
 }
 
 #[test]

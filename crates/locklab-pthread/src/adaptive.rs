@@ -1,5 +1,5 @@
-//! The `mutex` choice: an adaptive mutex that spins while the owner runs, then sleeps on the lock
-//! word itself, leaving nothing queued anywhere.
+//! The `adaptive` choice (`LOCKLAB_MUTEX=adaptive`, alias `mutex`): an adaptive mutex that spins
+//! while the owner runs, then sleeps on the lock word itself, leaving nothing queued anywhere.
 //!
 //! # Why not the library's `RawMutex` here
 //! [`locklab::raw::RawMutex`] keeps its sleepers in a FIFO list of nodes on the sleeping threads'
@@ -57,7 +57,7 @@
 //! lock. The count and `SPINNER` publish nothing (Relaxed); the futex system calls order the rest.
 //!
 //! ```c
-//! pthread_mutex_lock(&m);   /* with LOCKLAB_MUTEX=mutex (the default) */
+//! pthread_mutex_lock(&m);   /* with LOCKLAB_MUTEX=adaptive (the default) */
 //! pthread_mutex_unlock(&m);
 //! ```
 
@@ -85,7 +85,7 @@ const WATCHDOG: libc::timespec = libc::timespec {
     tv_nsec: 100_000_000,
 };
 
-/// The lock word of a `pthread_mutex_t` under the `mutex` choice, with the owner field beside it.
+/// The lock word of a `pthread_mutex_t` under the `adaptive` choice, with the owner field beside it.
 #[derive(Clone, Copy)]
 pub(crate) struct Adaptive {
     pub(crate) word: &'static AtomicU32,

@@ -1,6 +1,8 @@
 //! C11 `mtx_*` and `cnd_*`: glibc's `mtx_t` and `cnd_t` are its `pthread_mutex_t` and
 //! `pthread_cond_t`, and glibc's `mtx_lock` calls its mutex internally, so these are ours too, over the
-//! pthread calls of this library (which hand glibc's objects to glibc).
+//! pthread calls of this library (which hand glibc's objects to glibc). The exported `mtx_*` calls
+//! that lockdep or the statistics see (lock, unlock, init, destroy) are the entry module's, over
+//! these.
 //!
 //! ```c
 //! mtx_t m; mtx_init(&m, mtx_plain | mtx_recursive); mtx_lock(&m); mtx_unlock(&m);
@@ -23,6 +25,7 @@ pub const THRD_TIMEDOUT: c_int = 4;
 const MTX_RECURSIVE: c_int = 1;
 const MTX_TIMED: c_int = 2;
 
+/// The `thrd_*` result of a pthread call's error number.
 pub(crate) fn result(e: c_int) -> c_int {
     match e {
         0 => THRD_SUCCESS,
@@ -52,17 +55,6 @@ pub unsafe extern "C" fn mtx_init(m: *mut pthread_mutex_t, ty: c_int) -> c_int {
         libc::pthread_mutexattr_destroy(&mut a);
         result(r)
     }
-}
-
-/// `mtx_destroy`.
-///
-/// # Safety
-/// `m` points to a valid `mtx_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mtx_destroy(m: *mut pthread_mutex_t) {
-    // Through the exported `pthread_mutex_destroy` (lockdep forgets the object there).
-    // SAFETY: forwarded.
-    unsafe { crate::entry::pthread_mutex_destroy(m) };
 }
 
 /// `cnd_init`.

@@ -6,7 +6,7 @@
 //! use locklab_pthread::config::{self, MutexAlgo};
 //! // The default, unless the environment chose another.
 //! if std::env::var_os("LOCKLAB_MUTEX").is_none() {
-//!     assert_eq!(config::mutex(), MutexAlgo::Mutex);
+//!     assert_eq!(config::mutex(), MutexAlgo::Adaptive);
 //! }
 //! ```
 
@@ -17,8 +17,9 @@ use core::sync::atomic::{AtomicU8, Ordering};
 #[repr(u8)]
 pub enum MutexAlgo {
     /// The adaptive mutex ([`crate::adaptive`]: optimistic spinning while the owner runs, then a
-    /// sleep on the lock word, nothing queued). The default.
-    Mutex = 1,
+    /// sleep on the lock word, nothing queued). The default: `LOCKLAB_MUTEX=adaptive` (or its alias
+    /// `mutex`).
+    Adaptive = 1,
     /// The MCS queue lock (a spinlock: correct but slow when threads outnumber CPUs).
     Mcs,
     /// The ticket lock (a spinlock).
@@ -39,8 +40,9 @@ pub enum MutexAlgo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum RwAlgo {
-    /// locklab's reader-preferring futex rwsem (`RecursiveRwSem`). The default.
-    RwSem = 1,
+    /// locklab's reader-preferring futex rwsem (`RecursiveRwSem`). The default:
+    /// `LOCKLAB_RWLOCK=recursive-rwsem` (or its alias `rwsem`).
+    RecursiveRwSem = 1,
     /// The queued rwlock spinlock (`RwSpinLock`), with recursive reads unless the lock prefers writers.
     RwSpinLock,
     /// glibc's own.
@@ -61,20 +63,10 @@ pub enum SpinAlgo {
     Glibc,
 }
 
-/// `LOCKLAB_MUTEX` values, in [`MutexAlgo`] order (code 1 first).
-pub const MUTEX_NAMES: [&str; 7] = [
-    "mutex",
-    "mcs",
-    "ticket",
-    "qspinlock",
-    "tas",
-    "glibc",
-    "glibc-adaptive",
-];
-/// `LOCKLAB_RWLOCK` values, in [`RwAlgo`] order.
-pub const RWLOCK_NAMES: [&str; 3] = ["rwsem", "rwspinlock", "glibc"];
-/// `LOCKLAB_SPIN` values, in [`SpinAlgo`] order.
-pub const SPIN_NAMES: [&str; 4] = ["qspinlock", "ticket", "tas", "glibc"];
+pub use crate::choices::{
+    MUTEX_ALIASES, MUTEX_NAMES, MUTEX_STAT_NAMES, RWLOCK_ALIASES, RWLOCK_NAMES, RWLOCK_STAT_NAMES,
+    SPIN_ALIASES, SPIN_NAMES,
+};
 
 /// The name of choice `code` (an algorithm enum's value, from 1) in `names`; `?` if out of range.
 pub(crate) fn name_of(names: &[&'static str], code: u8) -> &'static str {
@@ -105,7 +97,7 @@ pub fn stat() -> bool {
 pub fn mutex() -> MutexAlgo {
     match MUTEX.load(Ordering::Relaxed) {
         0 => first_use(mutex),
-        1 => MutexAlgo::Mutex,
+        1 => MutexAlgo::Adaptive,
         2 => MutexAlgo::Mcs,
         3 => MutexAlgo::Ticket,
         4 => MutexAlgo::QSpinLock,
@@ -115,17 +107,17 @@ pub fn mutex() -> MutexAlgo {
     }
 }
 
-/// Whether the mutex choice is the default (`mutex`), with one load (the lock fast paths' test).
+/// Whether the mutex choice is the default (`adaptive`), with one load (the lock fast paths' test).
 #[inline(always)]
 pub fn mutex_is_default() -> bool {
     // 0 (not read yet) is not 1: the general path reads the environment.
-    MUTEX.load(Ordering::Relaxed) == MutexAlgo::Mutex as u8
+    MUTEX.load(Ordering::Relaxed) == MutexAlgo::Adaptive as u8
 }
 
-/// Whether the rwlock choice is the default (`rwsem`), with one load.
+/// Whether the rwlock choice is the default (`recursive-rwsem`), with one load.
 #[inline(always)]
 pub fn rwlock_is_default() -> bool {
-    RWLOCK.load(Ordering::Relaxed) == RwAlgo::RwSem as u8
+    RWLOCK.load(Ordering::Relaxed) == RwAlgo::RecursiveRwSem as u8
 }
 
 /// Whether glibc runs every mutex and condvar (`glibc` or `glibc-adaptive`).
@@ -139,7 +131,7 @@ pub fn mutex_is_glibc() -> bool {
 pub fn rwlock() -> RwAlgo {
     match RWLOCK.load(Ordering::Relaxed) {
         0 => first_use(rwlock),
-        1 => RwAlgo::RwSem,
+        1 => RwAlgo::RecursiveRwSem,
         2 => RwAlgo::RwSpinLock,
         _ => RwAlgo::Glibc,
     }
@@ -260,7 +252,13 @@ fn first_use<T>(get: fn() -> T) -> T {
 #[cold]
 #[inline(never)]
 pub fn load() {
-    fn pick(name: &core::ffi::CStr, valid: &[&str], default: u8, cell: &AtomicU8) {
+    fn pick(
+        name: &core::ffi::CStr,
+        valid: &[&str],
+        aliases: &[(&str, &str)],
+        default: u8,
+        cell: &AtomicU8,
+    ) {
         if cell.load(Ordering::Relaxed) != 0 {
             return;
         }
@@ -269,7 +267,7 @@ pub fn load() {
         let mut value = default;
         let mut bad = false;
         if let Some(s) = found {
-            match valid.iter().position(|v| v.as_bytes() == s) {
+            match crate::choices::position(valid, aliases, s) {
                 Some(i) => value = i as u8 + 1,
                 None => bad = !s.is_empty(),
             }
@@ -295,6 +293,11 @@ pub fn load() {
                 }
                 n += copy(&mut line[n..], v.as_bytes());
             }
+            for (alias, of) in aliases {
+                for part in [b", ".as_slice(), alias.as_bytes(), b" for ", of.as_bytes()] {
+                    n += copy(&mut line[n..], part);
+                }
+            }
             n += copy(&mut line[n..], b"); using ");
             n += copy(&mut line[n..], valid[default as usize - 1].as_bytes());
             n += copy(&mut line[n..], b"\n");
@@ -306,12 +309,24 @@ pub fn load() {
         dst[..n].copy_from_slice(&src[..n]);
         n
     }
-    pick(c"LOCKLAB_MUTEX", &MUTEX_NAMES, 1, &MUTEX);
-    pick(c"LOCKLAB_RWLOCK", &RWLOCK_NAMES, 1, &RWLOCK);
+    pick(c"LOCKLAB_MUTEX", &MUTEX_NAMES, &MUTEX_ALIASES, 1, &MUTEX);
+    pick(
+        c"LOCKLAB_RWLOCK",
+        &RWLOCK_NAMES,
+        &RWLOCK_ALIASES,
+        1,
+        &RWLOCK,
+    );
     // The default spinlock is `tas` (3): a queued spinlock hands the lock to its queue's head even
     // when that thread is preempted, and every waiter behind it waits out its time slice (4 threads
     // on 2 CPUs: 4.2-14 s where glibc's takes 0.003-0.11 s).
-    pick(c"LOCKLAB_SPIN", &SPIN_NAMES, SpinAlgo::Tas as u8, &SPIN);
+    pick(
+        c"LOCKLAB_SPIN",
+        &SPIN_NAMES,
+        &SPIN_ALIASES,
+        SpinAlgo::Tas as u8,
+        &SPIN,
+    );
     if STAT.load(Ordering::Relaxed) == 0 {
         // SAFETY: written only here, before STAT leaves 0 for good; racing first callers write the
         // same bytes (the environment does not change under them).

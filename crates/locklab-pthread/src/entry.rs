@@ -330,6 +330,17 @@ unsafe extern "C" fn c11_init(m: *mut pthread_mutex_t, ty: c_int, site: usize) -
     r
 }
 
+/// `mtx_destroy`.
+///
+/// # Safety
+/// `m` points to a valid `mtx_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mtx_destroy(m: *mut pthread_mutex_t) {
+    // Through the exported `pthread_mutex_destroy` (lockdep forgets the object there).
+    // SAFETY: forwarded.
+    unsafe { pthread_mutex_destroy(m) };
+}
+
 unsafe extern "C" fn rw_init(
     l: *mut pthread_rwlock_t,
     a: *const pthread_rwlockattr_t,

@@ -33,9 +33,14 @@
 //!   made there and recorded in glibc's own kind bits.
 //!
 //! # Choices (per process, read once)
-//! `LOCKLAB_MUTEX=mutex|mcs|ticket|qspinlock|tas|glibc` (default `mutex`), `LOCKLAB_RWLOCK=rwsem|rwspinlock|glibc`
-//! (default `rwsem`), `LOCKLAB_SPIN=qspinlock|ticket|tas|glibc` (default `qspinlock`). An unknown value
-//! prints one line on stderr and the default is used.
+//! - `LOCKLAB_MUTEX=adaptive|mcs|ticket|qspinlock|tas|glibc|glibc-adaptive` (default `adaptive`, the
+//!   library's own queue-free adaptive mutex, [`adaptive`]; `mutex` is an alias of `adaptive`).
+//! - `LOCKLAB_RWLOCK=recursive-rwsem|rwspinlock|glibc` (default `recursive-rwsem`, locklab's
+//!   reader-preferring `RecursiveRwSem`; `rwsem` is an alias of `recursive-rwsem`).
+//! - `LOCKLAB_SPIN=qspinlock|ticket|tas|glibc` (default `tas`).
+//!
+//! An unknown value prints one line on stderr and the default is used. The names, their aliases
+//! and the names the statistics file writes are in [`choices`].
 
 #![deny(missing_docs)]
 // glibc's objects, symbols and calls: the library exists on Linux with glibc only (elsewhere the
@@ -44,6 +49,7 @@
 
 pub mod adaptive;
 pub mod c11;
+pub mod choices;
 pub mod cond;
 pub mod config;
 mod dep;

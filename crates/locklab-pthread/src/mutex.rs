@@ -3,7 +3,7 @@
 //! # Layout (x86-64 and aarch64 glibc)
 //! | bytes | glibc's field | ours                                                                  |
 //! |-------|---------------|-----------------------------------------------------------------------|
-//! | 0-3   | `__lock`      | `mutex`: the adaptive mutex's word ([`crate::adaptive`]); `qspinlock`, `tas`: the lock |
+//! | 0-3   | `__lock`      | `adaptive`: the adaptive mutex's word ([`crate::adaptive`]); `qspinlock`, `tas`: the lock |
 //! | 4-7   | `__count`     | recursion count of a recursive mutex (as glibc)                        |
 //! | 8-11  | `__owner`     | owner TID while held, 0 when free (as glibc; gdb and programs read it) |
 //! | 12-15 | `__nusers`    | the spinlocks: timed lockers now waiting                               |
@@ -169,7 +169,7 @@ impl M {
     #[inline]
     fn raw_lock(self) {
         match config::mutex() {
-            MutexAlgo::Mutex => self.mutex().lock(),
+            MutexAlgo::Adaptive => self.mutex().lock(),
             MutexAlgo::Tas => self.tas().lock(),
             // Never called with glibc's choice (its objects go to glibc first); polling is correct
             // for every algorithm.
@@ -207,7 +207,7 @@ impl M {
     /// Records a spinlock choice's acquisition epoch (module docs, "Fork").
     #[inline]
     fn after_spin_lock(self) {
-        if !matches!(config::mutex(), MutexAlgo::Mutex | MutexAlgo::Tas) {
+        if !matches!(config::mutex(), MutexAlgo::Adaptive | MutexAlgo::Tas) {
             let e = locklab::sys::fork_epoch();
             if self.epoch().load(Ordering::Relaxed) != e {
                 self.epoch().store(e, Ordering::Relaxed);
@@ -247,7 +247,7 @@ impl M {
     #[inline]
     fn raw_try_lock(self) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => self.mutex().try_lock(),
+            MutexAlgo::Adaptive => self.mutex().try_lock(),
             MutexAlgo::Mcs => self.mcs().try_lock_detached(),
             MutexAlgo::Ticket => self.ticket().try_lock(),
             MutexAlgo::QSpinLock => self.qspin().try_lock(),
@@ -260,7 +260,7 @@ impl M {
     /// `timed` so that blocking lockers poll too meanwhile (module docs).
     fn raw_lock_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => self.mutex().lock_until(clock, abs),
+            MutexAlgo::Adaptive => self.mutex().lock_until(clock, abs),
             MutexAlgo::Tas => sys::until(clock, abs, |d| {
                 sys::spin_until(Some(d), || self.raw_try_lock())
             }),
@@ -281,7 +281,7 @@ impl M {
     #[inline]
     fn raw_is_locked(self) -> bool {
         match config::mutex() {
-            MutexAlgo::Mutex => self.mutex().is_locked(),
+            MutexAlgo::Adaptive => self.mutex().is_locked(),
             MutexAlgo::Mcs => self.mcs().is_locked(),
             MutexAlgo::Ticket => self.ticket().is_locked(),
             MutexAlgo::QSpinLock => self.qspin().is_locked(),
@@ -300,7 +300,7 @@ impl M {
         // adaptive mutex and the spinlocks by a swap or a store, MCS as a detached holder).
         unsafe {
             match config::mutex() {
-                MutexAlgo::Mutex => self.mutex().unlock(),
+                MutexAlgo::Adaptive => self.mutex().unlock(),
                 MutexAlgo::Tas => self.tas().unlock(),
                 _ if self.release_stale() => {}
                 MutexAlgo::Mcs => self.mcs().unlock_detached(),
@@ -392,7 +392,7 @@ unsafe fn lock_general(m: M) -> c_int {
         // Only the adaptive mutex sleeps (a futex wait may fail and set errno): its fast path is
         // inline, its slow path keeps errno. The spinlocks' only system call, `sched_yield`, does not
         // fail.
-        MutexAlgo::Mutex => {
+        MutexAlgo::Adaptive => {
             // One thread in the process: nobody else can touch the mutex, plain accesses do.
             let alone = sys::single_threaded() && m.mutex().try_lock_unshared();
             if !alone && !m.mutex().try_lock_fast() {
@@ -481,7 +481,7 @@ unsafe fn unlock_general(m: M) -> c_int {
     // SAFETY (each arm): held, as checked (the owner-tracking kinds) or seen (a normal mutex).
     unsafe {
         match algo {
-            MutexAlgo::Mutex => {
+            MutexAlgo::Adaptive => {
                 // The unlock leaves a free mutex alone itself.
                 m.owner().store(0, Ordering::Relaxed);
                 if !(sys::single_threaded() && m.mutex().unlock_unshared()) {

@@ -4,7 +4,8 @@
 //! Readers share. glibc's default kind (`PTHREAD_RWLOCK_PREFER_READER_NP`, and `PREFER_WRITER_NP`,
 //! which glibc treats the same) lets a read lock succeed whenever no writer *holds* the lock, even while
 //! writers wait, so a thread that reads may read again; real programs rely on it, so both choices honour
-//! it: `rwsem` is [`locklab::RecursiveRwSem`]'s futex rwlock (reader-preferring for every kind),
+//! it: `recursive-rwsem` (alias `rwsem`) is [`locklab::RecursiveRwSem`]'s futex rwlock
+//! (reader-preferring for every kind),
 //! `rwspinlock` is the queued rwlock with [`read_recursive`](locklab::raw::RawRwSpinLock::read_recursive)
 //! unless the lock is `PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP` (then writers are served in
 //! order). A writer that relocks, or reads, its own write lock gets `EDEADLK`; more readers than the
@@ -50,7 +51,7 @@ const PREFER_WRITER_NONRECURSIVE: u8 = 2;
 /// Read holds refused with `EAGAIN` beyond this (well below either lock's hard limit, so a burst of
 /// concurrent readers cannot reach it between our check and their increment).
 const READ_LIMIT_MARGIN: u32 = 1 << 16;
-/// `rwsem`: read holds refused (`EAGAIN`) from this count on; the fast path's add refuses there too,
+/// `recursive-rwsem`: read holds refused (`EAGAIN`) from this count on; the fast path's add refuses there too,
 /// so the margin above stays free for the slow path's readers.
 const RWSEM_READ_LIMIT: u32 = locklab::rw::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN;
 
@@ -121,40 +122,42 @@ impl L {
     fn readers_full(self) -> bool {
         let w = self.at::<AtomicU32>(0).load(Ordering::Relaxed);
         match config::rwlock() {
-            RwAlgo::RwSem => w & locklab::rw::recursive_rwsem::COUNT_MASK >= RWSEM_READ_LIMIT,
+            RwAlgo::RecursiveRwSem => {
+                w & locklab::rw::recursive_rwsem::COUNT_MASK >= RWSEM_READ_LIMIT
+            }
             _ => (w >> 9) >= locklab::rw::rwspinlock::MAX_READERS - READ_LIMIT_MARGIN,
         }
     }
 
     fn raw_read(self) {
         match config::rwlock() {
-            RwAlgo::RwSem => drop(self.sem().lock_shared()),
+            RwAlgo::RecursiveRwSem => drop(self.sem().lock_shared()),
             _ if self.recursive_reads() => self.spin().read_recursive(),
             _ => self.spin().read(),
         }
     }
     fn raw_try_read(self) -> bool {
         match config::rwlock() {
-            RwAlgo::RwSem => self.sem().try_lock_shared().is_some(),
+            RwAlgo::RecursiveRwSem => self.sem().try_lock_shared().is_some(),
             _ if self.recursive_reads() => self.spin().try_read_recursive(),
             _ => self.spin().try_read(),
         }
     }
     fn raw_write(self) {
         match config::rwlock() {
-            RwAlgo::RwSem => drop(self.sem().lock_exclusive()),
+            RwAlgo::RecursiveRwSem => drop(self.sem().lock_exclusive()),
             _ => self.spin().write(),
         }
     }
     fn raw_try_write(self) -> bool {
         match config::rwlock() {
-            RwAlgo::RwSem => self.sem().try_lock_exclusive().is_some(),
+            RwAlgo::RecursiveRwSem => self.sem().try_lock_exclusive().is_some(),
             _ => self.spin().try_write(),
         }
     }
     fn raw_read_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::rwlock() {
-            RwAlgo::RwSem => sys::until(clock, abs, |d| {
+            RwAlgo::RecursiveRwSem => sys::until(clock, abs, |d| {
                 self.sem().try_lock_shared_until(d).is_some()
             }),
             _ => sys::until(clock, abs, |d| {
@@ -164,7 +167,7 @@ impl L {
     }
     fn raw_write_until(self, clock: clockid_t, abs: &timespec) -> bool {
         match config::rwlock() {
-            RwAlgo::RwSem => sys::until(clock, abs, |d| {
+            RwAlgo::RecursiveRwSem => sys::until(clock, abs, |d| {
                 self.sem().try_lock_exclusive_until(d).is_some()
             }),
             _ => sys::until(clock, abs, |d| {
@@ -421,14 +424,18 @@ entry! {
             // SAFETY: we hold it exclusively.
             unsafe {
                 match config::rwlock() {
-                    RwAlgo::RwSem => l.sem().unlock_exclusive(lock_api::GuardSend::new()),
+                    RwAlgo::RecursiveRwSem => l.sem().unlock_exclusive(lock_api::GuardSend::new()),
                     _ => l.spin().write_unlock(),
                 }
             }
         } else {
             let w = l.at::<AtomicU32>(0).load(Ordering::Relaxed);
             let readers = match config::rwlock() {
+<<<<<<< HEAD
                 RwAlgo::RwSem => w & locklab::rw::recursive_rwsem::COUNT_MASK,
+=======
+                RwAlgo::RecursiveRwSem => w & locklab::recursive_rwsem::COUNT_MASK,
+>>>>>>> preload-house
                 _ => w >> 9,
             };
             if readers == 0 {
@@ -439,7 +446,7 @@ entry! {
             // SAFETY: a read hold exists (the caller's, by POSIX's precondition).
             unsafe {
                 match config::rwlock() {
-                    RwAlgo::RwSem => l.sem().unlock_shared(lock_api::GuardSend::new()),
+                    RwAlgo::RecursiveRwSem => l.sem().unlock_shared(lock_api::GuardSend::new()),
                     _ => l.spin().read_unlock(),
                 }
             }

@@ -30,7 +30,7 @@ fn condvars_and_c11() {
 #[test]
 fn rwlocks_and_spinlocks() {
     let mut choices = Vec::new();
-    for rw in ["rwsem", "rwspinlock", "glibc"] {
+    for rw in ["recursive-rwsem", "rwspinlock", "glibc"] {
         for spin in ["qspinlock", "ticket", "tas", "glibc"] {
             choices.push(vec![("LOCKLAB_RWLOCK", rw), ("LOCKLAB_SPIN", spin)]);
         }
@@ -71,7 +71,7 @@ fn an_unknown_choice_warns_once_and_uses_the_default() {
     );
     assert!(
         err.contains(
-            "unknown LOCKLAB_MUTEX (valid: mutex|mcs|ticket|qspinlock|tas|glibc|glibc-adaptive); using mutex"
+            "unknown LOCKLAB_MUTEX (valid: adaptive|mcs|ticket|qspinlock|tas|glibc|glibc-adaptive, mutex for adaptive); using adaptive"
         ),
         "{err}"
     );

@@ -10,7 +10,7 @@
 use crate::engine::output::human_rate;
 pub use crate::engine::output::programs::AppRow;
 use crate::engine::verdict::{spread, verdict};
-use crate::external::preload::{self, MUTEXES};
+use crate::external::preload::{self, MUTEX};
 use crate::usage::{UsageError, usage};
 use clap::Args;
 use serde::Serialize;
@@ -341,10 +341,10 @@ impl AppsArgs {
             Some(list) => {
                 let mut v = Vec::new();
                 for l in list.split(',').map(str::trim) {
-                    if !MUTEXES.contains(&l) {
+                    if !MUTEX.accepts(l) {
                         return usage(format!(
                             "unknown lock `{l}` for apps (valid: {})",
-                            MUTEXES.join(", ")
+                            MUTEX.valid()
                         ));
                     }
                     v.push(l.to_string());

@@ -16,7 +16,7 @@
 use crate::engine::output::programs::AppRow;
 use crate::engine::verdict::{spread, verdict};
 use crate::external::cleanup;
-use crate::external::preload::{self, MUTEXES, RWLOCKS};
+use crate::external::preload::{self, MUTEX, RWLOCK};
 use crate::external::programs::on_path;
 use crate::usage::{UsageError, usage};
 use clap::Args;
@@ -180,10 +180,10 @@ impl TryFrom<TryArgs> for TryPlan {
             Some(l) => list(l),
         };
         for m in &mutexes {
-            if !MUTEXES.contains(&m.as_str()) {
+            if !MUTEX.accepts(m) {
                 return usage(format!(
                     "--locks: unknown lock `{m}` (valid: {})",
-                    MUTEXES.join(", ")
+                    MUTEX.valid()
                 ));
             }
             if m != "glibc" && !choices.iter().any(|c| c.label == *m) {
@@ -195,10 +195,10 @@ impl TryFrom<TryArgs> for TryPlan {
             Some(l) => list(l),
         };
         for r in &rw {
-            if !RWLOCKS.contains(&r.as_str()) {
+            if !RWLOCK.accepts(r) {
                 return usage(format!(
                     "--rwlocks: unknown rwlock `{r}` (valid: {})",
-                    RWLOCKS.join(", ")
+                    RWLOCK.valid()
                 ));
             }
             let c = Choice::rwlock(r);

@@ -13,8 +13,11 @@
 //!     "hold_ns_total": 100, "holds": 10}]}"#).unwrap();
 //! assert_eq!(p.locks().len(), 1);
 //! assert!(locklab_bench::external::lockstat::table(&p, 20).contains("f+0x4 (x)"));
+//! // The file's `mutex` is the adaptive mutex (`LOCKLAB_MUTEX=adaptive`, alias `mutex`).
+//! assert!(locklab_bench::external::lockstat::table(&p, 20).contains("(mutex/adaptive)"));
 //! ```
 
+use crate::external::preload::choices;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -440,6 +443,22 @@ fn div(a: u64, b: u64) -> u64 {
     a.checked_div(b).unwrap_or(0)
 }
 
+/// The choice name the tables show for a record's `algorithm` (the file keeps the names it has
+/// always written: `mutex` for the adaptive mutex, `rwsem` for the recursive rwsem).
+fn display_algorithm<'a>(kind: &str, algorithm: &'a str) -> &'a str {
+    match kind {
+        "rwlock" => choices::from_stat(
+            &choices::RWLOCK_NAMES,
+            &choices::RWLOCK_STAT_NAMES,
+            algorithm,
+        ),
+        k if k.starts_with("mutex") => {
+            choices::from_stat(&choices::MUTEX_NAMES, &choices::MUTEX_STAT_NAMES, algorithm)
+        }
+        _ => algorithm,
+    }
+}
+
 /// A process's table, lock_stat's columns: the `top` locks by total wait, each with its call sites
 /// (up to three), then the condvars, then the count of locks used and contended.
 pub fn table(p: &ProcessStat, top: usize) -> String {
@@ -457,8 +476,12 @@ pub fn table(p: &ProcessStat, top: usize) -> String {
             "signal" => ", snapshot",
             _ => "",
         },
-        p.mutex,
-        p.rwlock,
+        choices::from_stat(&choices::MUTEX_NAMES, &choices::MUTEX_STAT_NAMES, &p.mutex),
+        choices::from_stat(
+            &choices::RWLOCK_NAMES,
+            &choices::RWLOCK_STAT_NAMES,
+            &p.rwlock
+        ),
         p.spin
     );
     let locks = p.locks();
@@ -484,7 +507,7 @@ pub fn table(p: &ProcessStat, top: usize) -> String {
             "{} ({}/{})",
             l.name.clone().unwrap_or_else(|| l.lock.clone()),
             l.kind,
-            l.algorithm
+            display_algorithm(&l.kind, &l.algorithm)
         );
         let _ = writeln!(
             s,
@@ -579,4 +602,50 @@ pub fn top_sites(processes: &[ProcessStat], n: usize) -> Vec<serde_json::Value> 
 /// The environment value that makes the library write into `dir` (one file per process).
 pub fn env_value(dir: &Path) -> std::ffi::OsString {
     dir.join("%p.json").into_os_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ProcessStat, Record};
+    use crate::external::preload::stat_schema as schema;
+    use std::collections::BTreeSet;
+
+    fn keys(v: serde_json::Value) -> BTreeSet<String> {
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The reader's fields are the library's (`stat/schema.rs`): a field renamed or added on either
+    /// side fails here.
+    #[test]
+    fn the_reader_has_the_files_fields() {
+        let record = keys(serde_json::to_value(Record::default()).unwrap());
+        let written: BTreeSet<String> = schema::RECORD_FIELDS
+            .iter()
+            .chain(&schema::RECORD_COUNTERS)
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(record, written);
+        let process = keys(serde_json::to_value(ProcessStat::default()).unwrap());
+        let written: BTreeSet<String> = schema::PROCESS_FIELDS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let unread: BTreeSet<String> = written.difference(&process).cloned().collect();
+        assert!(
+            process.is_subset(&written),
+            "{:?}",
+            process.difference(&written)
+        );
+        // What the lab does not read (the library's own diagnostics).
+        assert_eq!(
+            unread,
+            [
+                schema::NS_PER_TICK,
+                schema::OVERFLOW_LOOKUPS,
+                schema::OVERFLOW_PROBES
+            ]
+            .map(String::from)
+            .into()
+        );
+    }
 }

@@ -9,20 +9,75 @@ use std::path::{Path, PathBuf};
 
 /// The preload library's file name.
 pub const LIBRARY: &str = "liblocklab_pthread.so";
-/// `LOCKLAB_MUTEX` values.
-pub const MUTEXES: [&str; 7] = [
-    "mutex",
-    "mcs",
-    "ticket",
-    "qspinlock",
-    "tas",
-    "glibc",
-    "glibc-adaptive",
-];
-/// `LOCKLAB_RWLOCK` values.
-pub const RWLOCKS: [&str; 3] = ["rwsem", "rwspinlock", "glibc"];
+/// The library's choice names, their aliases and the names of its statistics file: the library's
+/// own `choices.rs`, compiled here as a module of the lab. Not a dependency on the library: linking
+/// it would bring its exported `pthread_mutex_lock` and the rest into the lab, in place of glibc's.
+#[path = "../../../locklab-pthread/src/choices.rs"]
+pub mod choices;
+/// The library's statistics file's field names ([`crate::external::lockstat`] reads that file), compiled here
+/// the same way.
+#[path = "../../../locklab-pthread/src/stat/schema.rs"]
+pub mod stat_schema;
+
+/// `LOCKLAB_MUTEX` values (besides the aliases of [`MUTEX`]).
+pub const MUTEXES: [&str; 7] = choices::MUTEX_NAMES;
+/// `LOCKLAB_RWLOCK` values (besides the aliases of [`RWLOCK`]).
+pub const RWLOCKS: [&str; 3] = choices::RWLOCK_NAMES;
 /// `LOCKLAB_SPIN` values.
-pub const SPINS: [&str; 4] = ["qspinlock", "ticket", "tas", "glibc"];
+pub const SPINS: [&str; 4] = choices::SPIN_NAMES;
+
+/// One variable's choices: its names and the older names still accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// The names, in the library's order.
+    pub names: &'static [&'static str],
+    /// `(alias, name)` pairs.
+    pub aliases: &'static [(&'static str, &'static str)],
+}
+
+/// `LOCKLAB_MUTEX`'s choices.
+pub const MUTEX: Family = Family {
+    names: &choices::MUTEX_NAMES,
+    aliases: &choices::MUTEX_ALIASES,
+};
+/// `LOCKLAB_RWLOCK`'s choices.
+pub const RWLOCK: Family = Family {
+    names: &choices::RWLOCK_NAMES,
+    aliases: &choices::RWLOCK_ALIASES,
+};
+/// `LOCKLAB_SPIN`'s choices.
+pub const SPIN: Family = Family {
+    names: &choices::SPIN_NAMES,
+    aliases: &choices::SPIN_ALIASES,
+};
+
+impl Family {
+    /// Whether `value` is one of the names or aliases.
+    ///
+    /// ```
+    /// use locklab_bench::external::preload::{MUTEX, RWLOCK};
+    /// assert!(MUTEX.accepts("adaptive") && MUTEX.accepts("mutex") && !MUTEX.accepts("mcss"));
+    /// assert!(RWLOCK.accepts("recursive-rwsem") && RWLOCK.accepts("rwsem"));
+    /// ```
+    pub fn accepts(&self, value: &str) -> bool {
+        choices::position(self.names, self.aliases, value.as_bytes()).is_some()
+    }
+
+    /// The valid values, for an error line: the names, then each alias and what it stands for.
+    ///
+    /// ```
+    /// use locklab_bench::external::preload::RWLOCK;
+    /// assert_eq!(RWLOCK.valid(), "recursive-rwsem, rwspinlock, glibc; rwsem for recursive-rwsem");
+    /// ```
+    pub fn valid(&self) -> String {
+        let mut v = self.names.join(", ");
+        for (i, (alias, name)) in self.aliases.iter().enumerate() {
+            v.push_str(if i == 0 { "; " } else { ", " });
+            v.push_str(&format!("{alias} for {name}"));
+        }
+        v
+    }
+}
 
 /// The algorithm choices of a run (`None`: the library's default, or what the environment says).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -41,26 +96,26 @@ impl Choices {
     /// ```
     /// use locklab_bench::external::preload::Choices;
     /// assert!(Choices::parse(Some("mcs".into()), None, None).is_ok());
+    /// assert!(Choices::parse(Some("mutex".into()), Some("rwsem".into()), None).is_ok());
     /// let e = Choices::parse(Some("mcss".into()), None, None).unwrap_err();
-    /// assert!(e.to_string().contains("mutex, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive"));
+    /// assert!(e.to_string().contains("adaptive, mcs, ticket, qspinlock, tas, glibc, glibc-adaptive"));
     /// ```
     pub fn parse(
         mutex: Option<String>,
         rwlock: Option<String>,
         spin: Option<String>,
     ) -> Result<Choices, UsageError> {
-        fn check(flag: &str, v: &Option<String>, valid: &[&str]) -> Result<(), UsageError> {
+        fn check(flag: &str, v: &Option<String>, family: Family) -> Result<(), UsageError> {
             match v {
-                Some(x) if !valid.contains(&x.as_str()) => usage(format!(
-                    "unknown {flag} `{x}` (valid: {})",
-                    valid.join(", ")
-                )),
+                Some(x) if !family.accepts(x) => {
+                    usage(format!("unknown {flag} `{x}` (valid: {})", family.valid()))
+                }
                 _ => Ok(()),
             }
         }
-        check("--mutex", &mutex, &MUTEXES)?;
-        check("--rwlock", &rwlock, &RWLOCKS)?;
-        check("--spin", &spin, &SPINS)?;
+        check("--mutex", &mutex, MUTEX)?;
+        check("--rwlock", &rwlock, RWLOCK)?;
+        check("--spin", &spin, SPIN)?;
         Ok(Choices {
             mutex,
             rwlock,

@@ -118,7 +118,7 @@ pub fn assert_ok(out: &Output, what: &str) {
 
 /// The mutex choices, `glibc` included.
 pub const MUTEXES: [&str; 7] = [
-    "mutex",
+    "adaptive",
     "mcs",
     "ticket",
     "qspinlock",
