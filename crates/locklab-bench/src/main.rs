@@ -13,7 +13,9 @@ use std::process::ExitCode;
 fn run(cli: Cli) -> anyhow::Result<()> {
     let cpus = allowed_cpus().len();
     match cli.command {
-        None => default_job::default_job("locklab-report.html", cli.tables, &SystemClock::default()),
+        None => {
+            default_job::default_job("locklab-report.html", cli.tables, &SystemClock::default())
+        }
         Some(Command::List) => {
             list::command();
             Ok(())

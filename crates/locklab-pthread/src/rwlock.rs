@@ -431,11 +431,7 @@ entry! {
         } else {
             let w = l.at::<AtomicU32>(0).load(Ordering::Relaxed);
             let readers = match config::rwlock() {
-<<<<<<< HEAD
-                RwAlgo::RwSem => w & locklab::rw::recursive_rwsem::COUNT_MASK,
-=======
-                RwAlgo::RecursiveRwSem => w & locklab::recursive_rwsem::COUNT_MASK,
->>>>>>> preload-house
+                RwAlgo::RecursiveRwSem => w & locklab::rw::recursive_rwsem::COUNT_MASK,
                 _ => w >> 9,
             };
             if readers == 0 {
