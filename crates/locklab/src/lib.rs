@@ -58,7 +58,7 @@
 //!
 //! Each primitive's module opens with its algorithm, state layout, transitions, invariants and memory
 //! orderings. Atomics come from the `primitive` loom shim, so every protocol is model-checked under
-//! `RUSTFLAGS="--cfg loom"` (the models are in `src/loom_models.rs`), and every lock runs unchanged
+//! `RUSTFLAGS="--cfg loom"` (the models are in `src/loom_models/`), and every lock runs unchanged
 //! on a simulated many-core machine under `RUSTFLAGS="--cfg locklab_sim"` (the `sim` module: a
 //! coherence model per cache line and a scheduler; `locklab predict` in the lab uses it).
 //!

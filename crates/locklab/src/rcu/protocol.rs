@@ -1,6 +1,6 @@
 //! The RCU flavours' protocols, apart from their bookkeeping (records, thread-locals, futexes): the
 //! steps that make a grace period wait for every reader it must, written over the `primitive` shim's
-//! atomics so that the loom models (`src/loom_models.rs`) run exactly this code. The domains in
+//! atomics so that the loom models (`src/loom_models/`) run exactly this code. The domains in
 //! `mod.rs`, `qsbr.rs` and `srcu.rs` call these functions; each flavour's module docs explain why
 //! the steps are enough, and each fence here names its pair.
 //!
