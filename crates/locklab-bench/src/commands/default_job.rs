@@ -106,8 +106,8 @@ fn phase(tty: bool, what: &str) {
 /// lines on an 80-column terminal, whatever the machine and the run.
 ///
 /// ```
-/// use locklab_bench::output::Report;
-/// let s = locklab_bench::story::screen(&Report::default(), &[], "/tmp/locklab-report.html");
+/// use locklab_bench::engine::output::Report;
+/// let s = locklab_bench::commands::default_job::screen(&Report::default(), &[], "/tmp/locklab-report.html");
 /// assert!(s.contains("limits:"));
 /// assert_eq!(s.lines().last(), Some("report: /tmp/locklab-report.html"));
 /// ```
