@@ -14,8 +14,10 @@ use super::*;
 // whether the prepare handler holds the lock.
 
 /// The prepare handler holds the validator's lock for the fork in progress.
+#[cfg(all(unix, not(miri), not(loom)))]
 pub(super) static FORK_HOLDS_LOCK: AtomicBool = AtomicBool::new(false);
 /// The prepare handler set the forking thread's `busy` flag.
+#[cfg(all(unix, not(miri), not(loom)))]
 pub(super) static FORK_SET_BUSY: AtomicBool = AtomicBool::new(false);
 /// [`install_fork_handlers`]' registration (`sys::once_per_process`).
 #[cfg(all(unix, not(miri), not(loom)))]
