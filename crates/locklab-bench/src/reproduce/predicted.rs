@@ -18,7 +18,7 @@
 //! here, and says so.
 
 use super::Reproduction;
-use crate::predict::{self, JobSpec, SimOut};
+use crate::predict::{self, JobOut, JobSpec};
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -49,12 +49,12 @@ fn job(
     }
 }
 
-fn ops_per_sec(job: &JobSpec, out: &SimOut) -> f64 {
+fn ops_per_sec(job: &JobSpec, out: &JobOut) -> f64 {
     let ops: u64 = out.threads[..job.threads].iter().map(|t| t.ops).sum();
     ops as f64 / (out.virtual_ns / 1e9)
 }
 
-fn idle_pct(job: &JobSpec, out: &SimOut, cores: usize) -> f64 {
+fn idle_pct(job: &JobSpec, out: &JobOut, cores: usize) -> f64 {
     predict::row(job, out, cores).idle_pct
 }
 
