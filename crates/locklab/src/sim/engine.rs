@@ -68,7 +68,7 @@ pub(super) struct Expect {
 
 impl Expect {
     /// Whether the loop would end now.
-    pub(super) fn met(&self) -> bool {
+    fn met(&self) -> bool {
         // SAFETY: set by `spin_until_eq` from a live `&AtomicU32` whose guard (borrowing it, and
         // never leaked: that function's contract) is in force while the thread that set it is
         // stopped in a step after loading it: the only time this is called.
@@ -81,7 +81,7 @@ impl Expect {
 
 impl Thread {
     /// A declared poller's time between looks: its iteration's cost.
-    pub(super) fn look_every(&self) -> f64 {
+    fn look_every(&self) -> f64 {
         match self.st {
             St::Polling { cost, .. } => cost,
             _ => f64::INFINITY,
@@ -101,9 +101,9 @@ pub(super) struct Core {
 
 #[derive(Clone, Copy)]
 pub(super) struct Line {
-    pub(super) owner: Option<u8>,
+    owner: Option<u8>,
     pub(super) sharers: u128,
-    pub(super) busy_until: f64,
+    busy_until: f64,
 }
 
 /// Identity hash for line numbers (already spread enough after a multiply).
@@ -153,7 +153,7 @@ pub(crate) enum Access {
     Rmw,
 }
 
-pub(super) static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
+static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
 /// One simulation at a time per process.
 pub(super) static RUN_LOCK: Mutex<()> = Mutex::new(());
 
@@ -180,7 +180,7 @@ pub(super) fn engine() -> std::sync::MutexGuard<'static, Option<Engine>> {
 
 impl Engine {
     /// The time of thread `i`'s next event, if it has one.
-    pub(super) fn event_time(&self, i: usize) -> Option<f64> {
+    fn event_time(&self, i: usize) -> Option<f64> {
         let t = &self.threads[i];
         match &t.st {
             St::Running => Some(t.time),
@@ -228,7 +228,7 @@ impl Engine {
     }
 
     /// Puts `i` on its core at `t`, running.
-    pub(super) fn start_on_core(&mut self, i: usize, t: f64) {
+    fn start_on_core(&mut self, i: usize, t: f64) {
         let c = self.threads[i].core;
         self.cores[c].running = Some(i);
         self.cores[c].slice_end = t + self.m.slice_ns;
@@ -290,7 +290,7 @@ impl Engine {
     }
 
     /// Wakes poller `p` at `t`: it resumes, counting the iterations its wait stood for.
-    pub(super) fn resume_poller(&mut self, p: usize, t: f64) {
+    fn resume_poller(&mut self, p: usize, t: f64) {
         if let St::Polling { since, cost, .. } = self.threads[p].st {
             let at = t.max(since);
             // A declared poller's looks count one iteration each, whatever they took.
@@ -308,7 +308,7 @@ impl Engine {
 
     /// Declared waiter `i`, on its core at `t` while others wait for the core and its value not
     /// there, makes one look (charged as the load) and yields, without running.
-    pub(super) fn look_then_yield(&mut self, i: usize, x: Expect, t: f64) {
+    fn look_then_yield(&mut self, i: usize, x: Expect, t: f64) {
         let core = self.threads[i].core;
         let (cost, _) = self.access(core, x.addr, Access::Load, t);
         let th = &mut self.threads[i];
@@ -388,7 +388,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn deadlock(&self) -> ! {
+    fn deadlock(&self) -> ! {
         let states: Vec<String> = self
             .threads
             .iter()
@@ -545,17 +545,17 @@ impl Engine {
 
 /// The topology's distances, as the engine reads them.
 impl Machine {
-    pub(super) fn node_of(&self, core: usize) -> usize {
+    fn node_of(&self, core: usize) -> usize {
         core / self.cores_per_node
     }
 
-    pub(super) fn socket_of(&self, core: usize) -> usize {
+    fn socket_of(&self, core: usize) -> usize {
         core / (self.cores_per_node * self.nodes_per_socket)
     }
 
     /// The farthest any core is from any other: what a probe broadcast to every node waits for (the
     /// machine is symmetric: every core has cores at each distance its topology has).
-    pub(super) fn farthest(&self) -> f64 {
+    fn farthest(&self) -> f64 {
         let mut far: f64 = 0.0;
         if self.cores_per_node > 1 {
             far = far.max(self.line_node_ns);
@@ -570,7 +570,7 @@ impl Machine {
     }
 
     /// The latency of a line transfer between two cores.
-    pub(super) fn distance(&self, a: usize, b: usize) -> f64 {
+    fn distance(&self, a: usize, b: usize) -> f64 {
         if self.node_of(a) == self.node_of(b) {
             self.line_node_ns
         } else if self.socket_of(a) == self.socket_of(b) {

@@ -4,7 +4,7 @@
 use super::engine::Access;
 
 /// The most loads a polling iteration is recognised with (see [`Pattern::loaded`]).
-pub(super) const MAX_POLL_LOADS: usize = 4096;
+const MAX_POLL_LOADS: usize = 4096;
 
 /// What the calling thread did since its last spin boundary, and in the iteration before.
 #[derive(Default)]
@@ -12,21 +12,21 @@ pub(super) struct Pattern {
     /// Loads of this iteration: (address, value).
     pub(super) cur: Vec<(usize, u64)>,
     /// The boundaries that closed it (a signature), once one has.
-    pub(super) group: Option<u64>,
+    group: Option<u64>,
     /// Only hits and loads so far.
-    pub(super) pure: bool,
+    pure: bool,
     /// When this iteration started.
-    pub(super) start: f64,
-    pub(super) prev: Vec<(usize, u64)>,
-    pub(super) prev_group: u64,
-    pub(super) prev_pure: bool,
-    pub(super) prev_cost: f64,
+    start: f64,
+    prev: Vec<(usize, u64)>,
+    prev_group: u64,
+    prev_pure: bool,
+    prev_cost: f64,
 }
 
 impl Pattern {
     /// An access or other operation begins: a closed iteration becomes the previous one (its cost
     /// was taken when its first boundary closed it).
-    pub(super) fn roll(&mut self) {
+    fn roll(&mut self) {
         if let Some(g) = self.group.take() {
             self.prev = std::mem::take(&mut self.cur);
             self.prev_group = g;
@@ -92,7 +92,7 @@ impl Pattern {
         repeats.then(|| (self.prev_cost, self.lines()))
     }
 
-    pub(super) fn lines(&self) -> Vec<u64> {
+    fn lines(&self) -> Vec<u64> {
         let mut l: Vec<u64> = self.cur.iter().map(|&(a, _)| (a >> 6) as u64).collect();
         l.sort_unstable();
         l.dedup();
