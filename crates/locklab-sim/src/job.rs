@@ -9,105 +9,11 @@
 //!   head, a shared counter and a full fence: the base arm) or onto the thread's own queue (the
 //!   `call_rcu` arm); one extra virtual thread, on its own core, takes the queues every millisecond.
 
+use locklab::sim;
 use locklab::sim::atomic::{AtomicU32, AtomicU64, Ordering, fence};
-use locklab::sim::{self, Machine};
-use serde::{Deserialize, Serialize};
+use locklab::sim::job::{Job, JobOut, JobSpec, JobThread, LOCKS};
 use std::io::Read;
 use std::time::Duration;
-
-/// A machine description as the lab sends it (every field required).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MachineDesc {
-    sockets: usize,
-    nodes_per_socket: usize,
-    cores_per_node: usize,
-    hit_ns: f64,
-    rmw_ns: f64,
-    fence_ns: f64,
-    pause_ns: f64,
-    line_node_ns: f64,
-    line_socket_ns: f64,
-    line_remote_ns: f64,
-    line_farthest_ns: f64,
-    memory_ns: f64,
-    occupancy: f64,
-    probe_filter: bool,
-    syscall_ns: f64,
-    futex_wake_ns: f64,
-    wakeup_ns: f64,
-    ctx_switch_ns: f64,
-    yield_ns: f64,
-    clock_ns: f64,
-    slice_ns: f64,
-}
-
-impl From<MachineDesc> for Machine {
-    fn from(d: MachineDesc) -> Machine {
-        Machine {
-            sockets: d.sockets,
-            nodes_per_socket: d.nodes_per_socket,
-            cores_per_node: d.cores_per_node,
-            hit_ns: d.hit_ns,
-            rmw_ns: d.rmw_ns,
-            fence_ns: d.fence_ns,
-            pause_ns: d.pause_ns,
-            line_node_ns: d.line_node_ns,
-            line_socket_ns: d.line_socket_ns,
-            line_remote_ns: d.line_remote_ns,
-            line_farthest_ns: d.line_farthest_ns,
-            memory_ns: d.memory_ns,
-            occupancy: d.occupancy,
-            probe_filter: d.probe_filter,
-            syscall_ns: d.syscall_ns,
-            futex_wake_ns: d.futex_wake_ns,
-            wakeup_ns: d.wakeup_ns,
-            ctx_switch_ns: d.ctx_switch_ns,
-            yield_ns: d.yield_ns,
-            clock_ns: d.clock_ns,
-            slice_ns: d.slice_ns,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Job {
-    machine: MachineDesc,
-    workload: String,
-    lock: String,
-    threads: usize,
-    cs_ns: f64,
-    think_ns: f64,
-    read_pct: u32,
-    /// The exclusive sections' work, ns, if not `cs_ns` (seed 003's creates are longer than its
-    /// lookups).
-    #[serde(default)]
-    write_cs_ns: Option<f64>,
-    duration_ms: f64,
-    seed: u64,
-}
-
-#[derive(Serialize, Default)]
-struct ThreadOut {
-    ops: u64,
-    exclusive: u64,
-    handovers: u64,
-    cpu_ns: f64,
-    core: usize,
-}
-
-#[derive(Serialize)]
-struct Out {
-    threads: Vec<ThreadOut>,
-    core_busy_ns: Vec<f64>,
-    virtual_ns: f64,
-    acquire_ns: [f64; 3],
-    events: u64,
-    host_switches: u64,
-    elided_iterations: u64,
-    wall_ms: f64,
-}
 
 /// The protected data: one line of words, apart from the lock's (as the lab's `Shared`).
 #[repr(C, align(64))]
@@ -159,20 +65,6 @@ impl<R: lock_api::RawRwLock + Sync + Send> Subject for Rw<R> {
     }
 }
 
-/// The locks the simulator runs, by lab name.
-pub const LOCKS: [&str; 10] = [
-    "tas",
-    "ticket",
-    "mcs",
-    "qspinlock",
-    "mutex",
-    "fair-mutex",
-    "rwspinlock",
-    "rwsem",
-    "rwsem-no-reader-spin",
-    "rwsem-no-spin",
-];
-
 /// The lab's per-op read/write choice (the same function as the lab's `is_read`).
 fn is_read(thread: usize, i: u64, read_pct: u32) -> bool {
     match read_pct {
@@ -196,15 +88,15 @@ fn jitter(seed: u64, t: usize) -> f64 {
 }
 
 struct Tally {
-    out: ThreadOut,
+    out: JobThread,
     samples: Vec<f32>,
 }
 
-fn lock_body<S: Subject>(lock: &S, job: &Job, t: usize) -> Tally {
+fn lock_body<S: Subject>(lock: &S, job: &JobSpec, t: usize) -> Tally {
     let end = job.duration_ms * 1e6;
     let me = t as u64 + 1;
     let mut tally = Tally {
-        out: ThreadOut::default(),
+        out: JobThread::default(),
         samples: Vec::new(),
     };
     sim::work(jitter(job.seed, t));
@@ -252,10 +144,10 @@ struct Queues {
 #[derive(Default)]
 struct Padded(AtomicU64);
 
-fn enqueue_body(q: &Queues, job: &Job, t: usize, shared: bool) -> Tally {
+fn enqueue_body(q: &Queues, job: &JobSpec, t: usize, shared: bool) -> Tally {
     let end = job.duration_ms * 1e6;
     let mut tally = Tally {
-        out: ThreadOut::default(),
+        out: JobThread::default(),
         samples: Vec::new(),
     };
     if t == job.threads {
@@ -339,7 +231,7 @@ fn percentile(sorted: &[f32], p: f64) -> f64 {
     sorted[i] as f64
 }
 
-fn run_job(job: Job) -> Result<Out, String> {
+fn run_job(Job { machine, spec: job }: Job) -> Result<JobOut, String> {
     if job.threads == 0 || job.threads >= sim::MAX_THREADS {
         return Err(format!(
             "threads: {} (1 to {})",
@@ -357,13 +249,9 @@ fn run_job(job: Job) -> Result<Out, String> {
     {
         return Err("cs_ns and think_ns must be >= 0, read_pct 0 to 100".into());
     }
-    let machine: Machine = job.machine.into();
-    let machine_ok = machine.validate();
-    machine_ok.map_err(|e| format!("machine description: {e}"))?;
-    let job = Job {
-        machine: MachineDesc::from(machine),
-        ..job
-    };
+    machine
+        .validate()
+        .map_err(|e| format!("machine description: {e}"))?;
     pin_to_one_cpu();
     let wall = std::time::Instant::now();
     let threads = job.threads;
@@ -420,7 +308,7 @@ fn run_job(job: Job) -> Result<Out, String> {
         threads_out.push(tally.out);
     }
     samples.sort_unstable_by(f32::total_cmp);
-    Ok(Out {
+    Ok(JobOut {
         threads: threads_out,
         core_busy_ns: run.core_busy_ns,
         virtual_ns: job.duration_ms * 1e6,
@@ -434,34 +322,6 @@ fn run_job(job: Job) -> Result<Out, String> {
         elided_iterations: run.elided_iterations,
         wall_ms: wall.elapsed().as_secs_f64() * 1e3,
     })
-}
-
-impl From<Machine> for MachineDesc {
-    fn from(m: Machine) -> MachineDesc {
-        MachineDesc {
-            sockets: m.sockets,
-            nodes_per_socket: m.nodes_per_socket,
-            cores_per_node: m.cores_per_node,
-            hit_ns: m.hit_ns,
-            rmw_ns: m.rmw_ns,
-            fence_ns: m.fence_ns,
-            pause_ns: m.pause_ns,
-            line_node_ns: m.line_node_ns,
-            line_socket_ns: m.line_socket_ns,
-            line_remote_ns: m.line_remote_ns,
-            line_farthest_ns: m.line_farthest_ns,
-            memory_ns: m.memory_ns,
-            occupancy: m.occupancy,
-            probe_filter: m.probe_filter,
-            syscall_ns: m.syscall_ns,
-            futex_wake_ns: m.futex_wake_ns,
-            wakeup_ns: m.wakeup_ns,
-            ctx_switch_ns: m.ctx_switch_ns,
-            yield_ns: m.yield_ns,
-            clock_ns: m.clock_ns,
-            slice_ns: m.slice_ns,
-        }
-    }
 }
 
 /// Reads the job, runs it, writes the result; the exit status (0, or 2 with one line on stderr).

@@ -266,8 +266,8 @@ fn bad_machines_and_thread_counts_are_refused() {
 /// The runner, end to end: a job twice gives the same figures (all but the host's time).
 #[test]
 fn the_runner_is_deterministic() {
-    let job = r#"{"machine":{"sockets":2,"nodes_per_socket":1,"cores_per_node":2,"hit_ns":1,"rmw_ns":8,"fence_ns":15,"pause_ns":10,"line_node_ns":50,"line_socket_ns":80,"line_remote_ns":120,"line_farthest_ns":120,"memory_ns":90,"occupancy":1.0,"probe_filter":true,"syscall_ns":150,"futex_wake_ns":1500,"wakeup_ns":4000,"ctx_switch_ns":1500,"yield_ns":300,"clock_ns":20,"slice_ns":3000000},
-        "workload":"rw","lock":"rwsem","threads":6,"cs_ns":200,"think_ns":300,"read_pct":50,"duration_ms":1,"seed":3}"#;
+    let job = r#"{"machine":{"name":"example","what":"2 sockets of 2 cores","sockets":2,"nodes_per_socket":1,"cores_per_node":2,"hit_ns":1,"rmw_ns":8,"fence_ns":15,"pause_ns":10,"line_node_ns":50,"line_socket_ns":80,"line_remote_ns":120,"line_farthest_ns":120,"memory_ns":90,"occupancy":1.0,"probe_filter":true,"syscall_ns":150,"futex_wake_ns":1500,"wakeup_ns":4000,"ctx_switch_ns":1500,"yield_ns":300,"clock_ns":20,"slice_ns":3000000},
+        "spec":{"workload":"rw","lock":"rwsem","threads":6,"cs_ns":200,"think_ns":300,"read_pct":50,"duration_ms":1,"seed":3}}"#;
     let once = || {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_locklab-sim"))
             .stdin(std::process::Stdio::piped())
@@ -299,7 +299,8 @@ fn the_runner_is_deterministic() {
 fn the_runner_refuses_bad_jobs() {
     for (job, says) in [
         ("{", "the job"),
-        (r#"{"machine":{},"workload":"x"}"#, "missing field"),
+        (r#"{"machine":{},"spec":{"workload":"x"}}"#, "missing field"),
+        (r#"{"workload":"x"}"#, "unknown field `workload`"),
     ] {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_locklab-sim"))
             .stdin(std::process::Stdio::piped())

@@ -87,7 +87,6 @@ mod dep;
 #[cfg(not(loom))]
 pub mod lockdep;
 mod primitive;
-#[cfg(locklab_sim)]
 pub mod sim;
 #[cfg(all(loom, locklab_sim))]
 compile_error!("`--cfg loom` and `--cfg locklab_sim` each replace the atomics: choose one");

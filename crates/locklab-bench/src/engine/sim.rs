@@ -11,184 +11,14 @@
 use crate::engine::limits as calibrate;
 use crate::engine::metrics::{self, Latency, MinMax, ResultRow, Spread};
 use crate::engine::plan::{UsageError, usage};
+pub use locklab::sim::Machine;
+pub use locklab::sim::job::LOCKS;
+use locklab::sim::job::Job;
+pub use locklab::sim::job::{JobOut, JobSpec, JobThread};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-
-/// A machine description: what it is and its costs (the simulator's [`Machine`] fields, ns).
-///
-/// [`Machine`]: https://docs.rs/locklab (`locklab::sim::Machine`, under `--cfg locklab_sim`)
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct MachineFile {
-    /// Short name (`--machine` accepts it for the shipped ones).
-    pub name: String,
-    /// One line: what machine this is.
-    pub what: String,
-    /// Where the figures come from.
-    #[serde(default)]
-    pub source: String,
-    /// Sockets.
-    pub sockets: usize,
-    /// NUMA nodes (dies) per socket.
-    pub nodes_per_socket: usize,
-    /// Cores per node.
-    pub cores_per_node: usize,
-    /// A hit in the core's own cache.
-    pub hit_ns: f64,
-    /// An atomic read-modify-write on an owned line.
-    pub rmw_ns: f64,
-    /// A full fence.
-    pub fence_ns: f64,
-    /// One `pause` with its loop.
-    pub pause_ns: f64,
-    /// A line transfer within a node.
-    pub line_node_ns: f64,
-    /// A line transfer between nodes of a socket.
-    pub line_socket_ns: f64,
-    /// A line transfer between sockets.
-    pub line_remote_ns: f64,
-    /// A line transfer between the two sockets farthest apart (what a broadcast probe waits for).
-    pub line_farthest_ns: f64,
-    /// A line from memory.
-    pub memory_ns: f64,
-    /// Share of a transaction during which the line's home serves no other (0 to 1).
-    pub occupancy: f64,
-    /// Whether the home knows the line's holders (a probe filter or directory); without one every
-    /// miss and invalidation waits for the farthest node's probe answer.
-    pub probe_filter: bool,
-    /// A cheap system call.
-    pub syscall_ns: f64,
-    /// The waker's cost of a futex wake that wakes someone.
-    pub futex_wake_ns: f64,
-    /// From a futex wake to the woken thread running.
-    pub wakeup_ns: f64,
-    /// A context switch between two threads of one core.
-    pub ctx_switch_ns: f64,
-    /// `sched_yield` with nobody else waiting.
-    pub yield_ns: f64,
-    /// A clock reading.
-    pub clock_ns: f64,
-    /// The scheduler's time slice.
-    pub slice_ns: f64,
-}
-
-/// The most any cost of a description may be, ns (10 ms: beyond any machine's).
-pub const MAX_COST_NS: f64 = 1e7;
-/// The most `slice_ns` may be, ns (1 s).
-pub const MAX_SLICE_NS: f64 = 1e9;
-
-impl MachineFile {
-    /// Cores in all.
-    pub fn cores(&self) -> usize {
-        self.sockets
-            .saturating_mul(self.nodes_per_socket)
-            .saturating_mul(self.cores_per_node)
-    }
-
-    /// The checks the simulator makes, here first, so that a bad file is one line naming the field.
-    pub fn validate(&self) -> Result<(), String> {
-        let cores = self.cores();
-        if !(1..=128).contains(&cores) {
-            return Err(format!(
-                "{cores} cores (sockets x nodes_per_socket x cores_per_node): 1 to 128 are supported"
-            ));
-        }
-        for (k, v) in self.costs() {
-            let max = if k == "slice_ns" {
-                MAX_SLICE_NS
-            } else {
-                MAX_COST_NS
-            };
-            if !v.is_finite() || !(0.0..=max).contains(&v) {
-                let got = if v.abs() >= 1e9 {
-                    format!("{v:e}")
-                } else {
-                    format!("{v}")
-                };
-                return Err(format!(
-                    "`{k}` must be a number from 0 to {max:e} (got {got})"
-                ));
-            }
-        }
-        if self.occupancy > 1.0 {
-            return Err(format!(
-                "`occupancy` is a share, 0 to 1 (got {})",
-                self.occupancy
-            ));
-        }
-        if self.pause_ns <= 0.0 || self.slice_ns <= 0.0 {
-            return Err("`pause_ns` and `slice_ns` must be above 0".into());
-        }
-        Ok(())
-    }
-
-    fn costs(&self) -> [(&'static str, f64); 16] {
-        [
-            ("hit_ns", self.hit_ns),
-            ("rmw_ns", self.rmw_ns),
-            ("fence_ns", self.fence_ns),
-            ("pause_ns", self.pause_ns),
-            ("line_node_ns", self.line_node_ns),
-            ("line_socket_ns", self.line_socket_ns),
-            ("line_remote_ns", self.line_remote_ns),
-            ("memory_ns", self.memory_ns),
-            ("occupancy", self.occupancy),
-            ("syscall_ns", self.syscall_ns),
-            ("futex_wake_ns", self.futex_wake_ns),
-            ("wakeup_ns", self.wakeup_ns),
-            ("ctx_switch_ns", self.ctx_switch_ns),
-            ("yield_ns", self.yield_ns),
-            ("clock_ns", self.clock_ns),
-            ("slice_ns", self.slice_ns),
-        ]
-    }
-
-    /// The coherence fields' checks (the cost fields' are [`MachineFile::validate`]'s).
-    pub fn validate_coherence(&self) -> Result<(), String> {
-        let v = self.line_farthest_ns;
-        if !v.is_finite() || v < 0.0 {
-            return Err(format!(
-                "`line_farthest_ns` must be a number >= 0 (got {v})"
-            ));
-        }
-        Ok(())
-    }
-
-    /// The description as the runner takes it (topology and costs only).
-    fn job_machine(&self) -> serde_json::Value {
-        let mut m = serde_json::Map::new();
-        m.insert("sockets".into(), self.sockets.into());
-        m.insert("nodes_per_socket".into(), self.nodes_per_socket.into());
-        m.insert("cores_per_node".into(), self.cores_per_node.into());
-        for (k, v) in self.costs() {
-            m.insert(k.into(), v.into());
-        }
-        m.insert("line_farthest_ns".into(), self.line_farthest_ns.into());
-        m.insert("probe_filter".into(), self.probe_filter.into());
-        serde_json::Value::Object(m)
-    }
-
-    /// The description as a TOML file (what `calibrate --describe` writes).
-    pub fn to_toml(&self) -> String {
-        let mut s = format!(
-            "name = {:?}\nwhat = {:?}\nsource = {:?}\n\nsockets = {}\nnodes_per_socket = {}\ncores_per_node = {}\n\n",
-            self.name,
-            self.what,
-            self.source,
-            self.sockets,
-            self.nodes_per_socket,
-            self.cores_per_node
-        );
-        for (k, v) in self.costs() {
-            s += &format!("{k} = {v:.3}\n");
-        }
-        s += &format!("line_farthest_ns = {:.3}\n", self.line_farthest_ns);
-        s += &format!("probe_filter = {}\n", self.probe_filter);
-        s
-    }
-}
 
 /// The shipped descriptions: name and file.
 pub const SHIPPED: [(&str, &str); 4] = [
@@ -205,8 +35,8 @@ pub const SHIPPED: [(&str, &str); 4] = [
 ];
 
 /// Parses a description; errors name the file and the key.
-pub fn parse_machine(origin: &str, text: &str) -> Result<MachineFile, UsageError> {
-    let m: MachineFile = toml::from_str(text).map_err(|e| {
+pub fn parse_machine(origin: &str, text: &str) -> Result<Machine, UsageError> {
+    let m: Machine = toml::from_str(text).map_err(|e| {
         let msg = e.message().to_string();
         let at = e
             .span()
@@ -215,13 +45,12 @@ pub fn parse_machine(origin: &str, text: &str) -> Result<MachineFile, UsageError
         UsageError(format!("machine description {origin}{at}: {msg}"))
     })?;
     m.validate()
-        .and_then(|()| m.validate_coherence())
         .map_err(|e| UsageError(format!("machine description {origin}: {e}")))?;
     Ok(m)
 }
 
 /// `--machine`: `this` (measured now), a shipped name, or a description file.
-pub fn machine(arg: &str) -> Result<MachineFile, UsageError> {
+pub fn machine(arg: &str) -> Result<Machine, UsageError> {
     if arg == "this" {
         return Ok(describe_this());
     }
@@ -242,7 +71,7 @@ pub fn machine(arg: &str) -> Result<MachineFile, UsageError> {
 /// Measures this machine: the lab's calibration (atomic RMW, line transfer, futex wake-up) and a few
 /// more probes; what cannot be measured with few CPUs (the serialisation of one line's transfers,
 /// memory latency, the time slice) keeps a typical figure, said in `source`.
-pub fn describe_this() -> MachineFile {
+pub fn describe_this() -> Machine {
     use std::hint::black_box;
     let cpus = crate::engine::runner::allowed_cpus().len().clamp(1, 128);
     // Three probes, the best round of all: see `transfer` below.
@@ -292,7 +121,7 @@ pub fn describe_this() -> MachineFile {
     } else {
         60.0
     };
-    MachineFile {
+    Machine {
         name: "this".into(),
         what: format!(
             "this machine: {} ({} CPUs), measured now",
@@ -385,73 +214,17 @@ pub fn runner() -> anyhow::Result<PathBuf> {
     }
 }
 
-/// One simulated run: what it runs.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobSpec {
-    /// `mutex`, `rw`, `enqueue-shared`, `enqueue-local`.
-    pub workload: String,
-    /// Lab lock name.
-    pub lock: String,
-    /// Threads.
-    pub threads: usize,
-    /// Critical section, ns.
-    pub cs_ns: f64,
-    /// Think time, ns.
-    pub think_ns: f64,
-    /// Shared-mode share, %.
-    pub read_pct: u32,
-    /// The exclusive sections' work if not `cs_ns`, ns.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub write_cs_ns: Option<f64>,
-    /// Virtual time, ms.
-    pub duration_ms: f64,
-    /// Start-order seed.
-    pub seed: u64,
-}
-
-/// Per-thread figures of a run.
-#[derive(Clone, Debug, Deserialize)]
-pub struct SimThread {
-    /// Operations finished within the window.
-    pub ops: u64,
-    /// Exclusive sections.
-    pub exclusive: u64,
-    /// Exclusive sections whose previous holder was another thread.
-    pub handovers: u64,
-    /// Time on a core, ns.
-    pub cpu_ns: f64,
-}
-
-/// A simulated run as the runner reports it.
-#[derive(Clone, Debug, Deserialize)]
-pub struct SimOut {
-    /// Per thread (the seed-004 arms have one more: the grace-period worker).
-    pub threads: Vec<SimThread>,
-    /// Busy time per core, ns.
-    pub core_busy_ns: Vec<f64>,
-    /// Virtual window, ns.
-    pub virtual_ns: f64,
-    /// Acquisition latency p50, p99, max, ns.
-    pub acquire_ns: [f64; 3],
-    /// Operations the simulator ordered.
-    pub events: u64,
-    /// Host hand-overs between virtual threads.
-    pub host_switches: u64,
-    /// Polling iterations not stepped.
-    pub elided_iterations: u64,
-    /// Host time, ms.
-    pub wall_ms: f64,
-}
-
 /// Runs one job on the runner (pinned to host CPU `cpu` if given).
 pub fn simulate(
     runner: &std::path::Path,
-    m: &MachineFile,
+    m: &Machine,
     job: &JobSpec,
     cpu: Option<usize>,
-) -> anyhow::Result<SimOut> {
-    let mut j = serde_json::to_value(job)?;
-    j["machine"] = m.job_machine();
+) -> anyhow::Result<JobOut> {
+    let j = Job {
+        machine: m.clone(),
+        spec: job.clone(),
+    };
     let mut c = Command::new(runner);
     c.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -483,16 +256,16 @@ pub fn simulate(
 /// Runs every job, as many at once as this machine has CPUs (each child on its own CPU); results in
 /// the jobs' order. `progress(done, total)` after each.
 pub fn simulate_all(
-    m: &MachineFile,
+    m: &Machine,
     jobs: &[JobSpec],
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> anyhow::Result<Vec<SimOut>> {
+) -> anyhow::Result<Vec<JobOut>> {
     let runner = runner()?;
     let cpus = crate::engine::runner::allowed_cpus();
     let lanes = cpus.len().clamp(1, jobs.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<anyhow::Result<SimOut>>>> =
+    let results: Vec<std::sync::Mutex<Option<anyhow::Result<JobOut>>>> =
         jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|s| {
         for lane in 0..lanes {
@@ -524,7 +297,7 @@ pub fn simulate_all(
 }
 
 /// The lab's row for a run (the workers only: a seed-004 arm's extra worker thread is left out).
-pub fn row(job: &JobSpec, out: &SimOut, cores: usize) -> ResultRow {
+pub fn row(job: &JobSpec, out: &JobOut, cores: usize) -> ResultRow {
     let workers = &out.threads[..job.threads.min(out.threads.len())];
     let ops: Vec<u64> = workers.iter().map(|t| t.ops).collect();
     let total: u64 = ops.iter().sum();
@@ -597,20 +370,6 @@ pub struct PredictPlan {
     pub json: Option<String>,
 }
 
-/// The locks the simulator runs (the runner's list).
-pub const SIM_LOCKS: [&str; 10] = [
-    "tas",
-    "ticket",
-    "mcs",
-    "qspinlock",
-    "mutex",
-    "fair-mutex",
-    "rwspinlock",
-    "rwsem",
-    "rwsem-no-reader-spin",
-    "rwsem-no-spin",
-];
-
 /// The default `--locks`.
 pub const DEFAULT_LOCKS: &str = "ticket,mcs,qspinlock,mutex,rwsem";
 
@@ -663,7 +422,7 @@ pub struct PredictReport {
     /// Always true: nothing here was measured.
     pub predicted: bool,
     /// The simulated machine.
-    pub machine: MachineFile,
+    pub machine: Machine,
     /// The host the simulation ran on.
     pub host: crate::engine::metrics::Machine,
     /// The simulator's own cost: events, host switches, host seconds.
@@ -687,7 +446,7 @@ pub struct SimCost {
 
 /// Runs the plan's jobs on `m`: the rows (scaling and peak filled), and the simulator's cost.
 pub fn predict(
-    m: &MachineFile,
+    m: &Machine,
     plan: &PredictPlan,
     quiet: bool,
 ) -> anyhow::Result<(Vec<ResultRow>, SimCost)> {
@@ -741,7 +500,7 @@ pub fn predict(
 
 /// One line under a prediction's title: what has been checked against published measurements, and
 /// what has not (see `predict --validate` and `docs/design/predict.md`).
-pub fn what_it_cannot_say(m: &MachineFile) -> String {
+pub fn what_it_cannot_say(m: &Machine) -> String {
     if m.name == "opteron-8x6" {
         "checked: the ticket lock's collapse against Boyd-Wickizer 2012 (predict --validate); unvalidated: every other lock and workload (no published figure)".into()
     } else {
@@ -750,7 +509,7 @@ pub fn what_it_cannot_say(m: &MachineFile) -> String {
 }
 
 /// The predicted table.
-pub fn render(m: &MachineFile, rows: &[ResultRow]) -> String {
+pub fn render(m: &Machine, rows: &[ResultRow]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let Some(first) = rows.first() else {
@@ -888,13 +647,14 @@ mod tests {
             duration_ms: 1.0,
             seed: 1,
         };
-        let t = |ops, cpu_ns| SimThread {
+        let t = |ops, cpu_ns| JobThread {
             ops,
             exclusive: ops,
             handovers: ops / 2,
             cpu_ns,
+            core: 0,
         };
-        let out = SimOut {
+        let out = JobOut {
             threads: vec![t(3000, 1e6), t(1000, 0.5e6)],
             core_busy_ns: vec![1e6, 0.5e6, 0.0, 0.0],
             virtual_ns: 1e6,

@@ -5,9 +5,9 @@
 use crate::engine::limits as calibrate;
 use crate::engine::metrics::Spread;
 use crate::engine::plan::{UsageError, number, number_list, usage};
-use crate::engine::sim::MachineFile;
+use crate::engine::sim::Machine;
 use crate::engine::sim::{
-    DEFAULT_LOCKS, MAX_VIRTUAL_MS, PredictPlan, PredictReport, SIM_LOCKS, check_budget,
+    DEFAULT_LOCKS, MAX_VIRTUAL_MS, PredictPlan, PredictReport, LOCKS, check_budget,
     default_threads, describe_this, machine, predict, render,
 };
 use clap::Args;
@@ -118,10 +118,10 @@ impl TryFrom<&PredictArgs> for PredictPlan {
             .map(|s| s.trim().to_string())
             .collect();
         for l in &locks {
-            if !SIM_LOCKS.contains(&l.as_str()) {
+            if !LOCKS.contains(&l.as_str()) {
                 return usage(format!(
                     "--locks: '{l}' is not simulated (choices: {})",
-                    SIM_LOCKS.join(", ")
+                    LOCKS.join(", ")
                 ));
             }
         }
@@ -405,7 +405,7 @@ pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
         #[derive(Serialize)]
         struct CheckReport<'a> {
             locklab_version: &'a str,
-            machine: &'a MachineFile,
+            machine: &'a Machine,
             host: crate::engine::metrics::Machine,
             cells: &'a [CheckRow],
             within_25pct: usize,

@@ -11,7 +11,7 @@
 //! every value after the peak within 1.5x, the 25,600-cycle curve linear (at least 43 at 48 cores),
 //! and the MCS lock flat after saturation (within 20% of its peak) on both Opterons.
 
-use crate::engine::sim::{self as predict, MachineFile, PredictPlan};
+use crate::engine::sim::{self as predict, Machine, PredictPlan};
 use serde::Serialize;
 
 /// One published curve: the serial section, its share of the loop, and what the figure shows.
@@ -123,7 +123,7 @@ pub struct Validation {
 }
 
 fn speedups(
-    m: &MachineFile,
+    m: &Machine,
     lock: &str,
     cs: u64,
     think: u64,
@@ -166,7 +166,7 @@ fn within(published: f64, predicted: f64) -> bool {
 }
 
 /// Runs every curve on `m` (the ticket curves) and the MCS curve on both Opterons.
-pub fn validate(m: &MachineFile) -> anyhow::Result<Validation> {
+pub fn validate(m: &Machine) -> anyhow::Result<Validation> {
     let every: Vec<usize> = (1..=48).collect();
     let mut curves = vec![];
     for p in PUBLISHED {

@@ -18,7 +18,7 @@
 //! here, and says so.
 
 use super::Reproduction;
-use crate::engine::sim::{self as predict, JobSpec, SimOut};
+use crate::engine::sim::{self as predict, JobOut, JobSpec};
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -59,12 +59,12 @@ fn job(workload: &str, lock: &str, threads: usize, w: Work, ms: f64) -> JobSpec 
     }
 }
 
-fn ops_per_sec(job: &JobSpec, out: &SimOut) -> f64 {
+fn ops_per_sec(job: &JobSpec, out: &JobOut) -> f64 {
     let ops: u64 = out.threads[..job.threads].iter().map(|t| t.ops).sum();
     ops as f64 / (out.virtual_ns / 1e9)
 }
 
-fn idle_pct(job: &JobSpec, out: &SimOut, cores: usize) -> f64 {
+fn idle_pct(job: &JobSpec, out: &JobOut, cores: usize) -> f64 {
     predict::row(job, out, cores).idle_pct
 }
 
