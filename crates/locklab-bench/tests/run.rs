@@ -226,7 +226,7 @@ fn stat_prints_lock_stat_tables_and_writes_json() {
 #[test]
 fn the_librarys_stat_file_matches_its_schema_and_the_reader() {
     use locklab_bench::external::lockstat::ProcessStat;
-    use locklab_bench::external::preload::{choices, stat_schema as schema};
+    use locklab_bench::external::{choices, stat_schema as schema};
     use std::collections::BTreeSet;
     if !library_built() {
         return;

@@ -17,7 +17,7 @@
 //! assert!(locklab_bench::external::lockstat::table(&p, 20).contains("(mutex/adaptive)"));
 //! ```
 
-use crate::external::preload::choices;
+use crate::external::choices;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -607,7 +607,7 @@ pub fn env_value(dir: &Path) -> std::ffi::OsString {
 #[cfg(test)]
 mod tests {
     use super::{ProcessStat, Record};
-    use crate::external::preload::stat_schema as schema;
+    use crate::external::stat_schema as schema;
     use std::collections::BTreeSet;
 
     fn keys(v: serde_json::Value) -> BTreeSet<String> {

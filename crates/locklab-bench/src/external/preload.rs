@@ -9,15 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The preload library's file name.
 pub const LIBRARY: &str = "liblocklab_pthread.so";
-/// The library's choice names, their aliases and the names of its statistics file: the library's
-/// own `choices.rs`, compiled here as a module of the lab. Not a dependency on the library: linking
-/// it would bring its exported `pthread_mutex_lock` and the rest into the lab, in place of glibc's.
-#[path = "../../../locklab-pthread/src/choices.rs"]
-pub mod choices;
-/// The library's statistics file's field names ([`crate::external::lockstat`] reads that file), compiled here
-/// the same way.
-#[path = "../../../locklab-pthread/src/stat/schema.rs"]
-pub mod stat_schema;
+use super::choices;
 
 /// `LOCKLAB_MUTEX` values (besides the aliases of [`MUTEX`]).
 pub const MUTEXES: [&str; 7] = choices::MUTEX_NAMES;
