@@ -7,7 +7,7 @@ use crate::engine::metrics::Spread;
 use crate::engine::plan::{UsageError, number, number_list, usage};
 use crate::engine::sim::Machine;
 use crate::engine::sim::{
-    DEFAULT_LOCKS, MAX_VIRTUAL_MS, PredictPlan, PredictReport, LOCKS, check_budget,
+    DEFAULT_LOCKS, LOCKS, MAX_VIRTUAL_MS, PredictPlan, PredictReport, check_budget,
     default_threads, describe_this, machine, predict, render,
 };
 use clap::Args;
