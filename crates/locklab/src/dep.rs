@@ -283,6 +283,26 @@ pub(crate) trait LockdepHooks: Sized {
             .timed(self as *const Self as *const (), Self::KIND, m, f)
     }
 
+    /// A timed acquisition in mode `m` for `timeout` from now, checked as [`lockdep_timed`] does:
+    /// `until` the deadline, or `forever` where now plus `timeout` is past what an `Instant` holds
+    /// (no deadline, as `lock_api`'s `_for` calls mean it).
+    ///
+    /// [`lockdep_timed`]: Self::lockdep_timed
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_timed_for<G>(
+        &self,
+        m: M,
+        timeout: std::time::Duration,
+        until: impl FnOnce(&std::time::Instant) -> Option<G>,
+        forever: impl FnOnce() -> Option<G>,
+    ) -> Option<G> {
+        self.lockdep_timed(m, || match crate::primitive::deadline_after(timeout) {
+            Some(d) => until(&d),
+            None => forever(),
+        })
+    }
+
     /// Before any unlock (shared or exclusive, fair or not).
     #[cfg_attr(feature = "lockdep", track_caller)]
     #[inline(always)]

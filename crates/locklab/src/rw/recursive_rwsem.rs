@@ -355,13 +355,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.lockdep_timed(M::RecRead, || {
-            let ok = match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_until(Some(&d)),
-                None => self.read_until(None),
-            };
-            ok.then(lock_api::GuardSend::new)
-        })
+        self.lockdep_timed_for(
+            M::RecRead,
+            timeout,
+            |d| self.read_until(Some(d)).then(lock_api::GuardSend::new),
+            || self.read_until(None).then(lock_api::GuardSend::new),
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -374,13 +373,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.lockdep_timed(M::Write, || {
-            let ok = match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.write_until(Some(&d)),
-                None => self.write_until(None),
-            };
-            ok.then(lock_api::GuardSend::new)
-        })
+        self.lockdep_timed_for(
+            M::Write,
+            timeout,
+            |d| self.write_until(Some(d)).then(lock_api::GuardSend::new),
+            || self.write_until(None).then(lock_api::GuardSend::new),
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]

@@ -82,12 +82,12 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        self.lockdep_timed(M::Read, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_at(my_index(), Some(&d)),
-                None => Some(self.read()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Read,
+            timeout,
+            |d| self.read_at(my_index(), Some(d)),
+            || Some(self.read()),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
@@ -95,12 +95,12 @@ unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        self.lockdep_timed(M::Write, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.write_until(&d),
-                None => Some(self.write()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Write,
+            timeout,
+            |d| self.write_until(d),
+            || Some(self.write()),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
