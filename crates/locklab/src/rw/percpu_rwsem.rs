@@ -127,19 +127,12 @@ struct Counter {
 }
 
 impl Counter {
-    #[cfg(not(loom))]
-    const fn new() -> Self {
-        Counter {
-            locks: AtomicUsize::new(0),
-            unlocks: AtomicUsize::new(0),
-        }
-    }
-
-    #[cfg(loom)]
-    fn new() -> Self {
-        Counter {
-            locks: AtomicUsize::new(0),
-            unlocks: AtomicUsize::new(0),
+    crate::primitive::const_unless_loom! {
+        fn new() -> Self {
+            Counter {
+                locks: AtomicUsize::new(0),
+                unlocks: AtomicUsize::new(0),
+            }
         }
     }
 

@@ -91,25 +91,17 @@ impl Default for RawRecursiveRwSem {
 }
 
 impl RawRecursiveRwSem {
-    /// A new, unlocked lock.
-    ///
-    /// ```
-    /// static L: locklab::raw::RawRecursiveRwSem = locklab::raw::RawRecursiveRwSem::new();
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawRecursiveRwSem {
-            dep: crate::dep::Dep::new(),
-            word: AtomicU32::new(0),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics are built at run time).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawRecursiveRwSem {
-            dep: crate::dep::Dep::new(),
-            word: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        ///
+        /// ```
+        /// static L: locklab::raw::RawRecursiveRwSem = locklab::raw::RawRecursiveRwSem::new();
+        /// ```
+        pub fn new() -> Self {
+            RawRecursiveRwSem {
+                dep: crate::dep::Dep::new(),
+                word: AtomicU32::new(0),
+            }
         }
     }
 

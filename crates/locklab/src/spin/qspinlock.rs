@@ -98,23 +98,14 @@ pub struct RawQueuedSpinLock {
 }
 
 impl RawQueuedSpinLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawQueuedSpinLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicU8::new(0),
-            tail: AtomicU16::new(0),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawQueuedSpinLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicU8::new(0),
-            tail: AtomicU16::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawQueuedSpinLock {
+                dep: crate::dep::Dep::new(),
+                locked: AtomicU8::new(0),
+                tail: AtomicU16::new(0),
+            }
         }
     }
 

@@ -43,21 +43,13 @@ pub struct RawTasLock {
 }
 
 impl RawTasLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawTasLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicBool::new(false),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawTasLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicBool::new(false),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawTasLock {
+                dep: crate::dep::Dep::new(),
+                locked: AtomicBool::new(false),
+            }
         }
     }
 

@@ -64,23 +64,14 @@ pub struct RawTicketLock {
 }
 
 impl RawTicketLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawTicketLock {
-            dep: crate::dep::Dep::new(),
-            served: AtomicU32::new(0),
-            next: AtomicU32::new(0),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawTicketLock {
-            dep: crate::dep::Dep::new(),
-            served: AtomicU32::new(0),
-            next: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawTicketLock {
+                dep: crate::dep::Dep::new(),
+                served: AtomicU32::new(0),
+                next: AtomicU32::new(0),
+            }
         }
     }
 
