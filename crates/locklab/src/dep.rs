@@ -283,6 +283,26 @@ pub(crate) trait LockdepHooks: Sized {
             .timed(self as *const Self as *const (), Self::KIND, m, f)
     }
 
+    /// A timed acquisition in mode `m` for `timeout` from now, checked as [`lockdep_timed`] does:
+    /// `until` the deadline, or `forever` where now plus `timeout` is past what an `Instant` holds
+    /// (no deadline, as `lock_api`'s `_for` calls mean it).
+    ///
+    /// [`lockdep_timed`]: Self::lockdep_timed
+    #[cfg_attr(feature = "lockdep", track_caller)]
+    #[inline(always)]
+    fn lockdep_timed_for<G>(
+        &self,
+        m: M,
+        timeout: std::time::Duration,
+        until: impl FnOnce(&std::time::Instant) -> Option<G>,
+        forever: impl FnOnce() -> Option<G>,
+    ) -> Option<G> {
+        self.lockdep_timed(m, || match crate::primitive::deadline_after(timeout) {
+            Some(d) => until(&d),
+            None => forever(),
+        })
+    }
+
     /// Before any unlock (shared or exclusive, fair or not).
     #[cfg_attr(feature = "lockdep", track_caller)]
     #[inline(always)]
@@ -317,3 +337,66 @@ macro_rules! lockdep_hooks {
 }
 #[cfg(not(loom))]
 pub(crate) use lockdep_hooks;
+
+/// `Default`, `lock_api::RawMutex` (with the lockdep calls of [`LockdepHooks`]) and
+/// [`lockdep_hooks!`] for a simple spinlock `$raw` of kind `Spin`: one whose stateless guard
+/// ([`lock_api::GuardSend`]) may be sent, and whose inherent `const fn new()`, `lock(&self)`,
+/// `try_lock(&self) -> bool`, `unsafe fn unlock(&self)` and `is_locked(&self) -> bool` are the whole
+/// lock.
+///
+/// The call is written `spin_raw_mutex!(unsafe impl RawMutex for $raw)`: it makes an
+/// `unsafe impl`, so the caller owes `lock_api::RawMutex`'s contract, and a `// SAFETY:` comment
+/// above the call argues it (mutual exclusion with Acquire on taking and Release on unlock, and no
+/// thread affinity, so the guard may be sent and released from another thread).
+#[cfg(not(loom))]
+macro_rules! spin_raw_mutex {
+    (unsafe impl RawMutex for $raw:ident) => {
+        impl Default for $raw {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        // SAFETY: the caller's, at the macro's call site (see `spin_raw_mutex!`).
+        unsafe impl lock_api::RawMutex for $raw {
+            #[allow(clippy::declare_interior_mutable_const)]
+            const INIT: Self = Self::new();
+            type Guard = lock_api::GuardSend;
+
+            #[inline]
+            #[cfg_attr(feature = "lockdep", track_caller)]
+            fn lock(&self) -> Self::Guard {
+                crate::dep::LockdepHooks::lockdep_before_lock(self, crate::dep::M::Write);
+                $raw::lock(self);
+                lock_api::GuardSend::new()
+            }
+
+            #[inline]
+            #[cfg_attr(feature = "lockdep", track_caller)]
+            fn try_lock(&self) -> Option<Self::Guard> {
+                crate::dep::LockdepHooks::lockdep_after_trylock(
+                    self,
+                    crate::dep::M::Write,
+                    $raw::try_lock(self).then(lock_api::GuardSend::new),
+                )
+            }
+
+            #[inline]
+            #[cfg_attr(feature = "lockdep", track_caller)]
+            unsafe fn unlock(&self, _guard: Self::Guard) {
+                crate::dep::LockdepHooks::lockdep_before_unlock(self);
+                // SAFETY: the guard proves the caller holds the lock.
+                unsafe { $raw::unlock(self) }
+            }
+
+            #[inline]
+            fn is_locked(&self) -> bool {
+                $raw::is_locked(self)
+            }
+        }
+
+        crate::dep::lockdep_hooks!($raw, Spin);
+    };
+}
+#[cfg(not(loom))]
+pub(crate) use spin_raw_mutex;

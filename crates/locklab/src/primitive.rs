@@ -24,6 +24,22 @@ pub(crate) use core::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
+/// A constructor that is a `const fn` except under loom, whose atomics cannot be built in const
+/// context: written once, it expands to the `const fn` (`cfg(not(loom))`) and to the same function
+/// without `const` (`cfg(loom)`), with the same attributes, documentation and body.
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident($($arg:tt)*) -> $ret:ty $body:block) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        $vis const fn $name($($arg)*) -> $ret $body
+
+        #[cfg(loom)]
+        $(#[$attr])*
+        $vis fn $name($($arg)*) -> $ret $body
+    };
+}
+pub(crate) use const_unless_loom;
+
 /// One step of a busy-wait loop: a `pause` hint on hardware, a yield to the model under loom.
 #[inline(always)]
 pub(crate) fn spin_loop() {

@@ -14,6 +14,8 @@
 //! is no `fork` (Windows) or no `pthread_atfork` (Miri) the handlers are never installed.
 #![cfg_attr(not(all(unix, not(miri))), allow(dead_code))]
 
+use super::callback::Host;
+use super::registry::{Pooled, Registry};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// A domain's fork handlers. `prepare` parks the guards of the locks it takes ([`park`]); they are
@@ -25,6 +27,37 @@ pub(super) trait ForkAware: Sync {
     fn parent(&'static self);
     /// After the fork, in the child (the forking thread's copy, alone), its locks still held.
     fn child(&'static self);
+}
+
+/// A domain of callbacks ([`Host`]) over a pool of reader records: its [`ForkAware`] handlers are
+/// this one protocol. Before the fork its engine is quiesced and its pool locked; in the parent the
+/// engine goes on; in the child its grace-period sequence is repaired, the records of threads that
+/// do not exist there are released ([`release_gone`](Self::release_gone), the flavour's own), and
+/// the engine is made to start again when next needed.
+pub(super) trait PooledDomain: Host {
+    /// The flavour's reader record.
+    type Record: Pooled;
+    /// The domain's record pool.
+    fn records(&'static self) -> &'static Registry<Self::Record>;
+    /// In the child: releases the records, of all of the pool's `records`, that belong to threads
+    /// other than the forking one (their read-side sections ended with them).
+    fn release_gone(&'static self, records: Vec<&'static Self::Record>);
+}
+
+impl<D: PooledDomain> ForkAware for D {
+    fn prepare(&'static self) {
+        self.engine().prepare_fork();
+        park(Box::new(self.records().lock_for_fork()));
+    }
+    fn parent(&'static self) {
+        self.engine().parent_after_fork();
+    }
+    fn child(&'static self) {
+        self.gp().repair_after_fork();
+        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
+        self.release_gone(unsafe { self.records().held_snapshot() });
+        self.engine().child_after_fork();
+    }
 }
 
 /// Every registered domain. A spinlock: held across the fork by `prepare`.

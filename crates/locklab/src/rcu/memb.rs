@@ -478,16 +478,12 @@ impl Host for RcuDomain {
     }
 }
 
-impl fork::ForkAware for RcuDomain {
-    fn prepare(&'static self) {
-        self.engine.prepare_fork();
-        fork::park(Box::new(self.records.lock_for_fork()));
+impl fork::PooledDomain for RcuDomain {
+    type Record = Record;
+    fn records(&'static self) -> &'static Registry<Record> {
+        &self.records
     }
-    fn parent(&'static self) {
-        self.engine.parent_after_fork();
-    }
-    fn child(&'static self) {
-        self.gps.repair_after_fork();
+    fn release_gone(&'static self, records: Vec<&'static Record>) {
         // The forking thread's records (thread-locals are copied with it).
         let mut mine: Vec<usize> = HELD
             .try_with(|h| {
@@ -498,8 +494,7 @@ impl fork::ForkAware for RcuDomain {
             })
             .unwrap_or_default();
         mine.push(LAST.get().1);
-        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
-        for r in unsafe { self.records.held_snapshot() } {
+        for r in records {
             if !mine.contains(&(r as *const Record as usize)) {
                 // Its thread does not exist here, nor do its sections (guards are not `Send`).
                 r.ctr.store(0, Ordering::Relaxed);
@@ -508,7 +503,6 @@ impl fork::ForkAware for RcuDomain {
                 r.in_use.store(false, Ordering::Release);
             }
         }
-        self.engine.child_after_fork();
     }
 }
 

@@ -42,7 +42,7 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 #[repr(align(128))]
-struct QsbrRecord {
+pub(super) struct QsbrRecord {
     /// 0: offline; else the `gp` this thread last announced.
     ctr: AtomicU64,
     in_use: AtomicBool,
@@ -420,16 +420,12 @@ impl Host for QsbrDomain {
     }
 }
 
-impl fork::ForkAware for QsbrDomain {
-    fn prepare(&'static self) {
-        self.engine.prepare_fork();
-        fork::park(Box::new(self.records.lock_for_fork()));
+impl fork::PooledDomain for QsbrDomain {
+    type Record = QsbrRecord;
+    fn records(&'static self) -> &'static Registry<QsbrRecord> {
+        &self.records
     }
-    fn parent(&'static self) {
-        self.engine.parent_after_fork();
-    }
-    fn child(&'static self) {
-        self.gps.repair_after_fork();
+    fn release_gone(&'static self, records: Vec<&'static QsbrRecord>) {
         let mine: Vec<usize> = MINE
             .try_with(|m| {
                 m.borrow()
@@ -438,8 +434,7 @@ impl fork::ForkAware for QsbrDomain {
                     .collect()
             })
             .unwrap_or_default();
-        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
-        for r in unsafe { self.records.held_snapshot() } {
+        for r in records {
             if !mine.contains(&(r as *const QsbrRecord as usize)) {
                 // A handle of a thread that does not exist here (handles are not `Send`): offline.
                 r.ctr.store(0, Ordering::Relaxed);
@@ -447,7 +442,6 @@ impl fork::ForkAware for QsbrDomain {
                 r.in_use.store(false, Ordering::Release);
             }
         }
-        self.engine.child_after_fork();
     }
 }
 

@@ -59,7 +59,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 #[repr(align(128))]
-struct SrcuRecord {
+pub(super) struct SrcuRecord {
     /// [`SrcuReadGuard`] sections: locked and unlocked here (invariants 1 and 3).
     own: SrcuCounters,
     /// [`SrcuDownGuard`] sections counted in or out by the holding thread (invariant 1).
@@ -388,19 +388,14 @@ impl Host for SrcuDomain {
     }
 }
 
-impl fork::ForkAware for SrcuDomain {
-    fn prepare(&'static self) {
-        self.engine.prepare_fork();
-        fork::park(Box::new(self.records.lock_for_fork()));
+impl fork::PooledDomain for SrcuDomain {
+    type Record = SrcuRecord;
+    fn records(&'static self) -> &'static Registry<SrcuRecord> {
+        &self.records
     }
-    fn parent(&'static self) {
-        self.engine.parent_after_fork();
-    }
-    fn child(&'static self) {
-        self.gps.repair_after_fork();
+    fn release_gone(&'static self, records: Vec<&'static SrcuRecord>) {
         let me = gp::thread_identity();
-        // SAFETY: `prepare` locked it on the thread this one is a copy of (released after).
-        for r in unsafe { self.records.held_snapshot() } {
+        for r in records {
             // Relaxed: this is the only thread (`owner` and the counters: see their docs).
             if r.owner.load(Ordering::Relaxed) == me || !r.in_use.load(Ordering::Relaxed) {
                 continue;
@@ -413,7 +408,6 @@ impl fork::ForkAware for SrcuDomain {
             }
             r.release();
         }
-        self.engine.child_after_fork();
     }
 }
 

@@ -235,12 +235,12 @@ unsafe impl lock_api::RawRwLockTimed for RawBrLock {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<BrReadGuard> {
-        self.lockdep_timed(M::Read, || {
-            match crate::primitive::deadline_after(timeout) {
-                Some(d) => self.try_read_until(d),
-                None => Some(self.read()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Read,
+            timeout,
+            |d| self.try_read_until(*d),
+            || Some(self.read()),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, deadline: Self::Instant) -> Option<BrReadGuard> {

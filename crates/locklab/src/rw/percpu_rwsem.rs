@@ -92,13 +92,14 @@
 //! writer), as in the kernel and as with std's and parking_lot's RwLock.
 
 use crate::clock::{Deadline, time_left};
-#[cfg(not(loom))]
-use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, SpinWait, fence};
 use crate::rw::rwsem::{RawRwSem, RwSemToken};
 use crate::sys::membarrier_mode as mode;
 use core::marker::PhantomData;
 use core::ptr;
+
+#[cfg(not(loom))]
+mod api;
 
 /// Counters per chunk (two under loom, where every counter the writer scans is a scheduling point).
 const PER_CHUNK: usize = if cfg!(loom) { 2 } else { 32 };
@@ -126,19 +127,12 @@ struct Counter {
 }
 
 impl Counter {
-    #[cfg(not(loom))]
-    const fn new() -> Self {
-        Counter {
-            locks: AtomicUsize::new(0),
-            unlocks: AtomicUsize::new(0),
-        }
-    }
-
-    #[cfg(loom)]
-    fn new() -> Self {
-        Counter {
-            locks: AtomicUsize::new(0),
-            unlocks: AtomicUsize::new(0),
+    crate::primitive::const_unless_loom! {
+        fn new() -> Self {
+            Counter {
+                locks: AtomicUsize::new(0),
+                unlocks: AtomicUsize::new(0),
+            }
         }
     }
 
@@ -729,113 +723,6 @@ impl Drop for RawPercpuRwSem {
         }
     }
 }
-
-#[cfg(not(loom))]
-impl Default for RawPercpuRwSem {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(not(loom))]
-// SAFETY: invariant 3 gives reader/writer exclusion and `gate` writer/writer exclusion; acquisitions are
-// Acquire and releases Release (module docs). Read tokens are not Send, so each read hold is released by
-// the thread whose counter it incremented.
-unsafe impl lock_api::RawRwLock for RawPercpuRwSem {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type SharedGuard = PercpuReadToken;
-    type ExclusiveGuard = PercpuWriteToken;
-
-    #[inline(always)]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn lock_shared(&self) -> PercpuReadToken {
-        self.lockdep_before_lock(M::Read);
-        self.read()
-    }
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_shared(&self) -> Option<PercpuReadToken> {
-        self.lockdep_after_trylock(M::Read, self.try_read())
-    }
-    #[inline(always)]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_shared(&self, g: PercpuReadToken) {
-        self.lockdep_before_unlock();
-        // SAFETY: the token proves a shared hold by this thread.
-        unsafe { self.read_unlock(g) }
-    }
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn lock_exclusive(&self) -> PercpuWriteToken {
-        self.lockdep_before_lock(M::Write);
-        self.write()
-    }
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_exclusive(&self) -> Option<PercpuWriteToken> {
-        self.lockdep_after_trylock(M::Write, self.try_write())
-    }
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_exclusive(&self, g: PercpuWriteToken) {
-        self.lockdep_before_unlock();
-        // SAFETY: the token proves an exclusive hold.
-        unsafe { self.write_unlock(g) }
-    }
-    fn is_locked(&self) -> bool {
-        RawPercpuRwSem::is_locked(self)
-    }
-    fn is_locked_exclusive(&self) -> bool {
-        RawPercpuRwSem::is_locked_exclusive(self)
-    }
-}
-
-#[cfg(not(loom))]
-// SAFETY: `downgrade` counts us as a reader before it lets readers or writers in.
-unsafe impl lock_api::RawRwLockDowngrade for RawPercpuRwSem {
-    unsafe fn downgrade(&self, g: PercpuWriteToken) -> PercpuReadToken {
-        // SAFETY: the token proves an exclusive hold; guards are not Send, so this is its thread.
-        unsafe { RawPercpuRwSem::downgrade(self, g) }
-    }
-}
-
-#[cfg(not(loom))]
-// SAFETY: timed attempts either acquire as above or hold nothing when they give up.
-unsafe impl lock_api::RawRwLockTimed for RawPercpuRwSem {
-    type Duration = std::time::Duration;
-    type Instant = std::time::Instant;
-
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<PercpuReadToken> {
-        self.lockdep_timed(M::Read, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_at(my_index(), Some(&d)),
-                None => Some(self.read()),
-            }
-        })
-    }
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<PercpuReadToken> {
-        self.lockdep_timed(M::Read, || self.read_at(my_index(), Some(&timeout)))
-    }
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<PercpuWriteToken> {
-        self.lockdep_timed(M::Write, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.write_until(&d),
-                None => Some(self.write()),
-            }
-        })
-    }
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<PercpuWriteToken> {
-        self.lockdep_timed(M::Write, || self.write_until(&timeout))
-    }
-}
-
-#[cfg(not(loom))]
-crate::dep::lockdep_hooks!(RawPercpuRwSem, RwLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

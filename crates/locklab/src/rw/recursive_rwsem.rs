@@ -91,25 +91,17 @@ impl Default for RawRecursiveRwSem {
 }
 
 impl RawRecursiveRwSem {
-    /// A new, unlocked lock.
-    ///
-    /// ```
-    /// static L: locklab::raw::RawRecursiveRwSem = locklab::raw::RawRecursiveRwSem::new();
-    /// ```
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawRecursiveRwSem {
-            dep: crate::dep::Dep::new(),
-            word: AtomicU32::new(0),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics are built at run time).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawRecursiveRwSem {
-            dep: crate::dep::Dep::new(),
-            word: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        ///
+        /// ```
+        /// static L: locklab::raw::RawRecursiveRwSem = locklab::raw::RawRecursiveRwSem::new();
+        /// ```
+        pub fn new() -> Self {
+            RawRecursiveRwSem {
+                dep: crate::dep::Dep::new(),
+                word: AtomicU32::new(0),
+            }
         }
     }
 
@@ -355,13 +347,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.lockdep_timed(M::RecRead, || {
-            let ok = match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_until(Some(&d)),
-                None => self.read_until(None),
-            };
-            ok.then(lock_api::GuardSend::new)
-        })
+        self.lockdep_timed_for(
+            M::RecRead,
+            timeout,
+            |d| self.read_until(Some(d)).then(lock_api::GuardSend::new),
+            || self.read_until(None).then(lock_api::GuardSend::new),
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -374,13 +365,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRecursiveRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<lock_api::GuardSend> {
-        self.lockdep_timed(M::Write, || {
-            let ok = match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.write_until(Some(&d)),
-                None => self.write_until(None),
-            };
-            ok.then(lock_api::GuardSend::new)
-        })
+        self.lockdep_timed_for(
+            M::Write,
+            timeout,
+            |d| self.write_until(Some(d)).then(lock_api::GuardSend::new),
+            || self.write_until(None).then(lock_api::GuardSend::new),
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]

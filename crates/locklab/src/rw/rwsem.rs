@@ -263,16 +263,11 @@ unsafe impl Send for RawRwSem {}
 type Waiters<'a> = LockedList<'a>;
 
 impl RawRwSem {
-    /// A new, unlocked rwsem.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Self::build(SPIN_ALL)
-    }
-
-    /// A new, unlocked rwsem (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self::build(SPIN_ALL)
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked rwsem.
+        pub fn new() -> Self {
+            Self::build(SPIN_ALL)
+        }
     }
 
     /// A new, unlocked rwsem whose writers do **not** spin on a reader-owned lock: the kernel's rwsem
@@ -306,31 +301,18 @@ impl RawRwSem {
         Self::build(SPIN_NONE)
     }
 
-    #[cfg(not(loom))]
-    const fn build(spin: u8) -> Self {
-        RawRwSem {
-            dep: crate::dep::Dep::new(),
-            count: AtomicU64::new(0),
-            owner: AtomicU64::new(0),
-            osq: Osq::new(),
-            wait_lock: ListLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
-            upgrade_seq: AtomicU32::new(0),
-            spin,
-        }
-    }
-
-    #[cfg(loom)]
-    fn build(spin: u8) -> Self {
-        RawRwSem {
-            dep: crate::dep::Dep::new(),
-            count: AtomicU64::new(0),
-            owner: AtomicU64::new(0),
-            osq: Osq::new(),
-            wait_lock: ListLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
-            upgrade_seq: AtomicU32::new(0),
-            spin,
+    crate::primitive::const_unless_loom! {
+        fn build(spin: u8) -> Self {
+            RawRwSem {
+                dep: crate::dep::Dep::new(),
+                count: AtomicU64::new(0),
+                owner: AtomicU64::new(0),
+                osq: Osq::new(),
+                wait_lock: ListLock::new(),
+                waiters: UnsafeCell::new(WaitList::new()),
+                upgrade_seq: AtomicU32::new(0),
+                spin,
+            }
         }
     }
 

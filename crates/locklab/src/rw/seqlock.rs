@@ -66,19 +66,12 @@ pub struct SeqCount {
 }
 
 impl SeqCount {
-    /// A counter at 0 (even: no write in progress).
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        SeqCount {
-            seq: AtomicU64::new(0),
-        }
-    }
-
-    /// A counter at 0 (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        SeqCount {
-            seq: AtomicU64::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A counter at 0 (even: no write in progress).
+        pub fn new() -> Self {
+            SeqCount {
+                seq: AtomicU64::new(0),
+            }
         }
     }
 

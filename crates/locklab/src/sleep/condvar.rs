@@ -83,25 +83,15 @@ unsafe impl Sync for RawCondvar {}
 unsafe impl Send for RawCondvar {}
 
 impl RawCondvar {
-    /// A new condvar.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawCondvar {
-            mutex: AtomicPtr::new(ptr::null_mut()),
-            lock: RawTasLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
-            watchers: AtomicU32::new(0),
-        }
-    }
-
-    /// A new condvar (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawCondvar {
-            mutex: AtomicPtr::new(ptr::null_mut()),
-            lock: RawTasLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
-            watchers: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new condvar.
+        pub fn new() -> Self {
+            RawCondvar {
+                mutex: AtomicPtr::new(ptr::null_mut()),
+                lock: RawTasLock::new(),
+                waiters: UnsafeCell::new(WaitList::new()),
+                watchers: AtomicU32::new(0),
+            }
         }
     }
 

@@ -273,33 +273,19 @@ unsafe impl Send for RawMutex {}
 type Waiters<'a> = LockedList<'a>;
 
 impl RawMutex {
-    /// A new, unlocked mutex.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawMutex {
-            dep: crate::dep::Dep::new(),
-            state: AtomicU32::new(0),
-            spare0: core::sync::atomic::AtomicU32::new(0),
-            spare1: core::sync::atomic::AtomicU32::new(0),
-            osq: Osq::new(),
-            spare2: core::sync::atomic::AtomicU32::new(0),
-            wait_lock: ListLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
-        }
-    }
-
-    /// A new, unlocked mutex (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawMutex {
-            dep: crate::dep::Dep::new(),
-            state: AtomicU32::new(0),
-            spare0: core::sync::atomic::AtomicU32::new(0),
-            spare1: core::sync::atomic::AtomicU32::new(0),
-            osq: Osq::new(),
-            spare2: core::sync::atomic::AtomicU32::new(0),
-            wait_lock: ListLock::new(),
-            waiters: UnsafeCell::new(WaitList::new()),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked mutex.
+        pub fn new() -> Self {
+            RawMutex {
+                dep: crate::dep::Dep::new(),
+                state: AtomicU32::new(0),
+                spare0: core::sync::atomic::AtomicU32::new(0),
+                spare1: core::sync::atomic::AtomicU32::new(0),
+                osq: Osq::new(),
+                spare2: core::sync::atomic::AtomicU32::new(0),
+                wait_lock: ListLock::new(),
+                waiters: UnsafeCell::new(WaitList::new()),
+            }
         }
     }
 

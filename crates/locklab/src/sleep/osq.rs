@@ -161,19 +161,12 @@ impl Osq {
         self.tail.load(Ordering::Relaxed) != 0
     }
 
-    /// An empty queue.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Osq {
-            tail: AtomicU32::new(0),
-        }
-    }
-
-    /// An empty queue (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Osq {
-            tail: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// An empty queue.
+        pub fn new() -> Self {
+            Osq {
+                tail: AtomicU32::new(0),
+            }
         }
     }
 

@@ -112,19 +112,12 @@ pub(crate) struct ListLock {
 const LIST_SPINS: u32 = 16;
 
 impl ListLock {
-    /// A free lock of epoch 0.
-    #[cfg(not(loom))]
-    pub(crate) const fn new() -> Self {
-        ListLock {
-            word: AtomicU32::new(0),
-        }
-    }
-
-    /// A free lock of epoch 0 (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        ListLock {
-            word: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A free lock of epoch 0.
+        pub(crate) fn new() -> Self {
+            ListLock {
+                word: AtomicU32::new(0),
+            }
         }
     }
 

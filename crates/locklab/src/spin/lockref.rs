@@ -129,19 +129,12 @@ enum Lockless<R> {
 }
 
 impl LockRef {
-    /// A lockref holding `count`, unlocked.
-    #[cfg(not(loom))]
-    pub const fn new(count: i32) -> Self {
-        LockRef {
-            word: AtomicU64::new(with_count(0, count)),
-        }
-    }
-
-    /// A lockref holding `count`, unlocked (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new(count: i32) -> Self {
-        LockRef {
-            word: AtomicU64::new(with_count(0, count)),
+    crate::primitive::const_unless_loom! {
+        /// A lockref holding `count`, unlocked.
+        pub fn new(count: i32) -> Self {
+            LockRef {
+                word: AtomicU64::new(with_count(0, count)),
+            }
         }
     }
 

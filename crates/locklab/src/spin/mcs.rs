@@ -110,23 +110,14 @@ pub struct RawMcsLock {
 }
 
 impl RawMcsLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawMcsLock {
-            dep: crate::dep::Dep::new(),
-            tail: AtomicPtr::new(ptr::null_mut()),
-            next: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawMcsLock {
-            dep: crate::dep::Dep::new(),
-            tail: AtomicPtr::new(ptr::null_mut()),
-            next: AtomicPtr::new(ptr::null_mut()),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawMcsLock {
+                dep: crate::dep::Dep::new(),
+                tail: AtomicPtr::new(ptr::null_mut()),
+                next: AtomicPtr::new(ptr::null_mut()),
+            }
         }
     }
 

@@ -15,21 +15,13 @@ pub(crate) struct McsNode {
 }
 
 impl McsNode {
-    /// A fresh node.
-    #[cfg(not(loom))]
-    pub(crate) const fn new() -> Self {
-        McsNode {
-            next: AtomicPtr::new(ptr::null_mut()),
-            locked: AtomicBool::new(false),
-        }
-    }
-
-    /// A fresh node (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        McsNode {
-            next: AtomicPtr::new(ptr::null_mut()),
-            locked: AtomicBool::new(false),
+    crate::primitive::const_unless_loom! {
+        /// A fresh node.
+        pub(crate) fn new() -> Self {
+            McsNode {
+                next: AtomicPtr::new(ptr::null_mut()),
+                locked: AtomicBool::new(false),
+            }
         }
     }
 

@@ -56,8 +56,6 @@
 //!   `locked` CAS itself (invariant 2), which always reads the latest value.
 
 use super::node::McsNode;
-#[cfg(not(loom))]
-use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU8, AtomicU16, Ordering, SpinWait};
 
 #[cfg(not(loom))]
@@ -100,23 +98,14 @@ pub struct RawQueuedSpinLock {
 }
 
 impl RawQueuedSpinLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawQueuedSpinLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicU8::new(0),
-            tail: AtomicU16::new(0),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawQueuedSpinLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicU8::new(0),
-            tail: AtomicU16::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawQueuedSpinLock {
+                dep: crate::dep::Dep::new(),
+                locked: AtomicU8::new(0),
+                tail: AtomicU16::new(0),
+            }
         }
     }
 
@@ -337,54 +326,10 @@ impl RawQueuedSpinLock {
 }
 
 #[cfg(not(loom))]
-impl Default for RawQueuedSpinLock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(not(loom))]
 // SAFETY: mutual exclusion by the `locked` CAS (invariant 2), Acquire on taking and Release on unlock.
 // The guard carries no state and the lock has no thread affinity (queue nodes are used only while
 // waiting), so the guard may be sent.
-unsafe impl lock_api::RawMutex for RawQueuedSpinLock {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn lock(&self) -> Self::Guard {
-        self.lockdep_before_lock(M::Write);
-        RawQueuedSpinLock::lock(self);
-        lock_api::GuardSend::new()
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        self.lockdep_after_trylock(
-            M::Write,
-            RawQueuedSpinLock::try_lock(self).then(lock_api::GuardSend::new),
-        )
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        self.lockdep_before_unlock();
-        // SAFETY: the guard proves the caller holds the lock.
-        unsafe { RawQueuedSpinLock::unlock(self) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        RawQueuedSpinLock::is_locked(self)
-    }
-}
-
-#[cfg(not(loom))]
-crate::dep::lockdep_hooks!(RawQueuedSpinLock, Spin);
+crate::dep::spin_raw_mutex!(unsafe impl RawMutex for RawQueuedSpinLock);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

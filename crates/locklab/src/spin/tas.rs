@@ -20,8 +20,6 @@
 //! The winning `swap` is Acquire and pairs with the Release store in `unlock`: the critical section of
 //! the previous holder happens-before ours.
 
-#[cfg(not(loom))]
-use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicBool, Ordering, SpinWait, spin_loop};
 
 /// Largest number of `pause`s between two looks at the lock word (1 under loom, where every `pause` is
@@ -45,21 +43,13 @@ pub struct RawTasLock {
 }
 
 impl RawTasLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawTasLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicBool::new(false),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawTasLock {
-            dep: crate::dep::Dep::new(),
-            locked: AtomicBool::new(false),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawTasLock {
+                dep: crate::dep::Dep::new(),
+                locked: AtomicBool::new(false),
+            }
         }
     }
 
@@ -155,51 +145,7 @@ impl RawTasLock {
 }
 
 #[cfg(not(loom))]
-impl Default for RawTasLock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(not(loom))]
 // SAFETY: `lock`/`try_lock` give mutual exclusion with Acquire on success, `unlock` is Release (see the
 // memory orderings above); the guard carries no state, and the lock has no thread affinity, so a guard
 // may be sent to and released from another thread.
-unsafe impl lock_api::RawMutex for RawTasLock {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn lock(&self) -> Self::Guard {
-        self.lockdep_before_lock(M::Write);
-        RawTasLock::lock(self);
-        lock_api::GuardSend::new()
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        self.lockdep_after_trylock(
-            M::Write,
-            RawTasLock::try_lock(self).then(lock_api::GuardSend::new),
-        )
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        self.lockdep_before_unlock();
-        // SAFETY: the guard proves the caller holds the lock.
-        unsafe { RawTasLock::unlock(self) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        RawTasLock::is_locked(self)
-    }
-}
-
-#[cfg(not(loom))]
-crate::dep::lockdep_hooks!(RawTasLock, Spin);
+crate::dep::spin_raw_mutex!(unsafe impl RawMutex for RawTasLock);

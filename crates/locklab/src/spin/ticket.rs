@@ -41,8 +41,6 @@
 //! # Memory orderings
 //! The waiter's Acquire load of `served` that sees its ticket pairs with the Release store in `unlock`.
 
-#[cfg(not(loom))]
-use crate::dep::{LockdepHooks as _, M};
 use crate::primitive::{AtomicU32, Ordering, SpinWait};
 
 /// A ticket spinlock. See the [module documentation](self).
@@ -66,23 +64,14 @@ pub struct RawTicketLock {
 }
 
 impl RawTicketLock {
-    /// A new, unlocked lock.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        RawTicketLock {
-            dep: crate::dep::Dep::new(),
-            served: AtomicU32::new(0),
-            next: AtomicU32::new(0),
-        }
-    }
-
-    /// A new, unlocked lock (loom atomics cannot be built in const context).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        RawTicketLock {
-            dep: crate::dep::Dep::new(),
-            served: AtomicU32::new(0),
-            next: AtomicU32::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked lock.
+        pub fn new() -> Self {
+            RawTicketLock {
+                dep: crate::dep::Dep::new(),
+                served: AtomicU32::new(0),
+                next: AtomicU32::new(0),
+            }
         }
     }
 
@@ -168,50 +157,9 @@ impl RawTicketLock {
 }
 
 #[cfg(not(loom))]
-impl Default for RawTicketLock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(not(loom))]
 // SAFETY: mutual exclusion by ticket; Acquire on taking, Release on unlock (see above). The lock has no
 // thread affinity, so the stateless guard may be sent.
-unsafe impl lock_api::RawMutex for RawTicketLock {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type Guard = lock_api::GuardSend;
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn lock(&self) -> Self::Guard {
-        self.lockdep_before_lock(M::Write);
-        RawTicketLock::lock(self);
-        lock_api::GuardSend::new()
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    fn try_lock(&self) -> Option<Self::Guard> {
-        self.lockdep_after_trylock(
-            M::Write,
-            RawTicketLock::try_lock(self).then(lock_api::GuardSend::new),
-        )
-    }
-
-    #[inline]
-    #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock(&self, _guard: Self::Guard) {
-        self.lockdep_before_unlock();
-        // SAFETY: the guard proves the caller holds the lock.
-        unsafe { RawTicketLock::unlock(self) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        RawTicketLock::is_locked(self)
-    }
-}
+crate::dep::spin_raw_mutex!(unsafe impl RawMutex for RawTicketLock);
 
 #[cfg(not(loom))]
 // SAFETY: `unlock` serves the next ticket in FIFO order, so every unlock is already a fair hand-over.
@@ -223,9 +171,6 @@ unsafe impl lock_api::RawMutexFair for RawTicketLock {
         unsafe { <Self as lock_api::RawMutex>::unlock(self, guard) }
     }
 }
-
-#[cfg(not(loom))]
-crate::dep::lockdep_hooks!(RawTicketLock, Spin);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -96,12 +96,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.lockdep_timed(M::Read, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_until(&d),
-                None => Some(self.read()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Read,
+            timeout,
+            |d| self.read_until(d),
+            || Some(self.read()),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
@@ -109,12 +109,12 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
-        self.lockdep_timed(M::Write, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.write_until(&d),
-                None => Some(self.write()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Write,
+            timeout,
+            |d| self.write_until(d),
+            || Some(self.write()),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
@@ -189,12 +189,12 @@ unsafe impl lock_api::RawRwLockUpgradeDowngrade for RawRwSem {
 unsafe impl lock_api::RawRwLockUpgradeTimed for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_for(&self, timeout: std::time::Duration) -> Option<RwSemToken> {
-        self.lockdep_timed(M::Write, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(d) => self.read_upgradable_until(Some(&d)),
-                None => Some(self.read_upgradable()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Write,
+            timeout,
+            |d| self.read_upgradable_until(Some(d)),
+            || Some(self.read_upgradable()),
+        )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_upgradable_until(&self, timeout: std::time::Instant) -> Option<RwSemToken> {

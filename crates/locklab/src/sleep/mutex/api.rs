@@ -62,12 +62,12 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
 
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_for(&self, timeout: std::time::Duration) -> Option<MutexToken> {
-        self.lockdep_timed(M::Write, || {
-            match std::time::Instant::now().checked_add(timeout) {
-                Some(deadline) => self.lock_until(&deadline),
-                None => Some(self.lock()),
-            }
-        })
+        self.lockdep_timed_for(
+            M::Write,
+            timeout,
+            |d| self.lock_until(d),
+            || Some(self.lock()),
+        )
     }
 
     #[cfg_attr(feature = "lockdep", track_caller)]
