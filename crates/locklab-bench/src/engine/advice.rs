@@ -510,7 +510,50 @@ fn from_processes_on(
     quiet: bool,
     cpus: usize,
 ) -> anyhow::Result<Prediction> {
-    // The locks of every process, most waited first.
+    let (hot, total_wait) = hot_locks(processes);
+    if hot.is_empty() {
+        return Ok(Prediction {
+            hot: vec![],
+            process_choice: "glibc".into(),
+            process_share: 100.0,
+            map: "not needed".into(),
+            threads: "not needed".into(),
+        });
+    }
+    let (wanted, threads_text) = wanted_threads(processes, threads, cpus);
+    let measured;
+    let (advice, source): (&Advice, String) = match map {
+        Some((a, name)) => (a, name),
+        None => {
+            measured = measure_quick_map(&hot, &wanted, cpus, quiet)?;
+            let t = wanted
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            (&measured, format!("measured now (quick grid, {t} threads)"))
+        }
+    };
+    let judge = Judge::new(advice, &wanted, cpus, total_wait)?;
+    let out = hot
+        .iter()
+        .map(|l| judge.hot_lock(l))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (process_choice, process_share) = process_choice(&out);
+    Ok(Prediction {
+        hot: out,
+        process_choice,
+        process_share,
+        map: source,
+        threads: threads_text,
+    })
+}
+
+/// The hot locks of every process (mutexes and rwlocks with at least 5% of the wait, at most 8,
+/// most waited first) and the total wait of all their locks.
+fn hot_locks(
+    processes: &[crate::external::lockstat::ProcessStat],
+) -> (Vec<crate::external::lockstat::LockSummary>, u64) {
     let mut locks: Vec<crate::external::lockstat::LockSummary> = processes
         .iter()
         .flat_map(|p| p.locks())
@@ -523,19 +566,20 @@ fn from_processes_on(
         .filter(|l| total_wait > 0 && l.total.wait_total() * 20 >= total_wait)
         .take(8)
         .collect();
-    if hot.is_empty() {
-        return Ok(Prediction {
-            hot: vec![],
-            process_choice: "glibc".into(),
-            process_share: 100.0,
-            map: "not needed".into(),
-            threads: "not needed".into(),
-        });
-    }
-    // The thread count: --threads, else the most threads that took locks at once (the library
-    // records it), else unknown (an older file): the map's cells at the CPUs and at twice the CPUs,
-    // and the choice that does best in the worse of the two (a spinlock that wins on dedicated CPUs
-    // and collapses when threads outnumber them is no advice).
+    (hot, total_wait)
+}
+
+/// The thread counts the map is read at, and the text saying where they came from.
+///
+/// The thread count: --threads, else the most threads that took locks at once (the library
+/// records it), else unknown (an older file): the map's cells at the CPUs and at twice the CPUs,
+/// and the choice that does best in the worse of the two (a spinlock that wins on dedicated CPUs
+/// and collapses when threads outnumber them is no advice).
+fn wanted_threads(
+    processes: &[crate::external::lockstat::ProcessStat],
+    threads: Option<usize>,
+    cpus: usize,
+) -> (Vec<usize>, String) {
     let peak = processes.iter().map(|p| p.threads_peak).max().unwrap_or(0) as usize;
     let wanted: Vec<usize> = match threads {
         Some(t) => vec![t],
@@ -553,92 +597,124 @@ fn from_processes_on(
             2 * cpus
         ),
     };
-    let measured;
-    let (advice, source): (&Advice, String) = match map {
-        Some((a, name)) => (a, name),
-        None => {
-            let rw = hot.iter().any(|l| l.kind == "rwlock");
-            let names: Vec<&str> = PRELOAD_MUTEXES
-                .iter()
-                .chain(if rw { &PRELOAD_RWLOCKS[..] } else { &[] })
-                .map(|(l, _)| *l)
-                .collect();
-            // The spinlocks' worst case too: the CPUs and twice the CPUs.
-            let mut measured_threads = wanted.clone();
-            for t in [cpus, 2 * cpus] {
-                if !measured_threads.contains(&t) {
-                    measured_threads.push(t);
-                }
+    (wanted, threads_text)
+}
+
+/// A quick crossover map of the preload's choices measured now, at the `wanted` thread counts and
+/// the spinlocks' worst case (the CPUs and twice the CPUs); the rwlocks too when one is hot.
+fn measure_quick_map(
+    hot: &[crate::external::lockstat::LockSummary],
+    wanted: &[usize],
+    cpus: usize,
+    quiet: bool,
+) -> anyhow::Result<Advice> {
+    let rw = hot.iter().any(|l| l.kind == "rwlock");
+    let names: Vec<&str> = PRELOAD_MUTEXES
+        .iter()
+        .chain(if rw { &PRELOAD_RWLOCKS[..] } else { &[] })
+        .map(|(l, _)| *l)
+        .collect();
+    // The spinlocks' worst case too: the CPUs and twice the CPUs.
+    let mut measured_threads = wanted.to_vec();
+    for t in [cpus, 2 * cpus] {
+        if !measured_threads.contains(&t) {
+            measured_threads.push(t);
+        }
+    }
+    measured_threads.sort_unstable();
+    let grid = Grid {
+        threads: measured_threads,
+        cs_ns: vec![0, 200, 1000],
+        read_pct: {
+            let mut r = vec![0u32];
+            if hot.iter().any(|l| l.kind == "rwlock") {
+                r.extend([50, 90]);
             }
-            measured_threads.sort_unstable();
-            let grid = Grid {
-                threads: measured_threads,
-                cs_ns: vec![0, 200, 1000],
-                read_pct: {
-                    let mut r = vec![0u32];
-                    if hot.iter().any(|l| l.kind == "rwlock") {
-                        r.extend([50, 90]);
-                    }
-                    r
-                },
-            };
-            if !quiet {
-                eprintln!(
-                    "advise: measuring the crossover map of the preload's choices ({} threads, ~{} s) ...",
-                    wanted
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" and "),
-                    (grid.cs_ns.len() * grid.read_pct.len() * grid.threads.len() * names.len())
-                        * 21
-                        / 100
-                );
-            }
-            // Short cells, but three of each: one 60 ms run can crown a lock by noise alone.
-            measured = run_of(
-                &grid,
-                60,
-                3,
-                true,
-                &crate::engine::runner::SystemClock::default(),
-                Some(&names),
-            )?;
-            let t = wanted
+            r
+        },
+    };
+    if !quiet {
+        eprintln!(
+            "advise: measuring the crossover map of the preload's choices ({} threads, ~{} s) ...",
+            wanted
                 .iter()
                 .map(|t| t.to_string())
                 .collect::<Vec<_>>()
-                .join(",");
-            (&measured, format!("measured now (quick grid, {t} threads)"))
-        }
-    };
-    let grid = &advice.grid;
-    let nearest_cells = |want: &[usize]| -> anyhow::Result<Vec<usize>> {
-        let mut cells: Vec<usize> = Vec::new();
-        for t in want {
-            let c = *grid
-                .threads
-                .iter()
-                .min_by_key(|g| g.abs_diff(*t))
-                .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
-            if !cells.contains(&c) {
-                cells.push(c);
+                .join(" and "),
+            (grid.cs_ns.len() * grid.read_pct.len() * grid.threads.len() * names.len()) * 21 / 100
+        );
+    }
+    // Short cells, but three of each: one 60 ms run can crown a lock by noise alone.
+    run_of(
+        &grid,
+        60,
+        3,
+        true,
+        &crate::engine::runner::SystemClock::default(),
+        Some(&names),
+    )
+}
+
+/// One candidate's worst share of its cell's best over its thread cells: `(median share, name,
+/// slowest run's share, fastest run's share)`.
+type Share<'n> = (f64, &'n str, f64, f64);
+
+/// The map and the cells a hot lock's choice is read from.
+struct Judge<'a> {
+    /// The crossover map.
+    advice: &'a Advice,
+    /// The map's thread cells nearest the program's thread counts.
+    t_cells: Vec<usize>,
+    /// Those and the cells nearest the CPUs and twice the CPUs, where a spinlock is judged.
+    spin_cells: Vec<usize>,
+    /// The total wait of the program's locks.
+    total_wait: u64,
+}
+
+impl<'a> Judge<'a> {
+    /// The cells of `advice` for the `wanted` thread counts on `cpus` CPUs.
+    fn new(
+        advice: &'a Advice,
+        wanted: &[usize],
+        cpus: usize,
+        total_wait: u64,
+    ) -> anyhow::Result<Self> {
+        let grid = &advice.grid;
+        let nearest_cells = |want: &[usize]| -> anyhow::Result<Vec<usize>> {
+            let mut cells: Vec<usize> = Vec::new();
+            for t in want {
+                let c = *grid
+                    .threads
+                    .iter()
+                    .min_by_key(|g| g.abs_diff(*t))
+                    .ok_or_else(|| anyhow::anyhow!("the map has no thread counts"))?;
+                if !cells.contains(&c) {
+                    cells.push(c);
+                }
+            }
+            Ok(cells)
+        };
+        let t_cells = nearest_cells(wanted)?;
+        // A spinlock is judged at the program's thread count and at the CPUs and twice the CPUs
+        // whatever that count is: one that wins on dedicated CPUs and collapses when threads
+        // outnumber them is no advice (the program's threads are not all its machine runs).
+        let mut spin_cells = t_cells.clone();
+        for c in nearest_cells(&[cpus, 2 * cpus])? {
+            if !spin_cells.contains(&c) {
+                spin_cells.push(c);
             }
         }
-        Ok(cells)
-    };
-    let t_cells = nearest_cells(&wanted)?;
-    // A spinlock is judged at the program's thread count and at the CPUs and twice the CPUs
-    // whatever that count is: one that wins on dedicated CPUs and collapses when threads outnumber
-    // them is no advice (the program's threads are not all its machine runs).
-    let mut spin_cells = t_cells.clone();
-    for c in nearest_cells(&[cpus, 2 * cpus])? {
-        if !spin_cells.contains(&c) {
-            spin_cells.push(c);
-        }
+        Ok(Judge {
+            advice,
+            t_cells,
+            spin_cells,
+            total_wait,
+        })
     }
-    let mut out = Vec::new();
-    for l in &hot {
+
+    /// The map's choice for one hot lock.
+    fn hot_lock(&self, l: &crate::external::lockstat::LockSummary) -> anyhow::Result<HotLock> {
+        let grid = &self.advice.grid;
         let acq = l.total.acquisitions + l.total.read_acquisitions;
         let hold = l
             .total
@@ -668,54 +744,8 @@ fn from_processes_on(
         } else {
             &PRELOAD_MUTEXES
         };
-        // Each candidate's worst share of its cell's best (median; and its slowest and fastest
-        // runs, the map's spread), over its thread cells.
-        let mut here: Vec<(f64, &str, f64, f64)> = Vec::new();
-        for (lab, name) in candidates {
-            let mut worst: Option<(f64, f64, f64)> = None;
-            let cells_of = if SPINLOCKS.contains(name) {
-                &spin_cells
-            } else {
-                &t_cells
-            };
-            for &t in cells_of {
-                let cell: Vec<&ResultRow> = advice
-                    .lab
-                    .results
-                    .iter()
-                    .filter(|r| r.threads == t && r.cs_ns == cs && r.read_pct.unwrap_or(0) == read)
-                    .filter(|r| candidates.iter().any(|(l, _)| *l == r.lock))
-                    .collect();
-                let best = cell
-                    .iter()
-                    .map(|r| r.ops_per_sec.median)
-                    .fold(0.0, f64::max);
-                if let Some(r) = cell.iter().find(|r| r.lock == *lab) {
-                    let b = best.max(1e-9);
-                    let share = (
-                        r.ops_per_sec.median / b,
-                        r.ops_per_sec.min.min(r.ops_per_sec.median) / b,
-                        r.ops_per_sec.max.max(r.ops_per_sec.median) / b,
-                    );
-                    worst = Some(worst.map_or(
-                        share,
-                        |w: (f64, f64, f64)| {
-                            if share.0 < w.0 { share } else { w }
-                        },
-                    ));
-                } else {
-                    worst = None;
-                    break;
-                }
-            }
-            if let Some((w, lo, hi)) = worst {
-                here.push((w, name, lo, hi));
-            }
-        }
-        // By median share; ties (equal figures) by name, so the same map always gives the same
-        // order.
-        here.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-        let t_cell = t_cells[0];
+        let here = self.shares(candidates, cs, read);
+        let t_cell = self.t_cells[0];
         let Some(&(best, name, best_lo, _)) = here.first() else {
             anyhow::bail!(
                 "the map has no row of the preload's choices at {t_cell} threads, cs {cs} ns, {read}% reads"
@@ -741,17 +771,12 @@ fn from_processes_on(
             within.iter().map(|n| label(n)).collect()
         };
         let name = if clear { name } else { "glibc" };
-        let choice = match (rw, name) {
-            (_, "glibc") => "glibc".to_string(),
-            (true, n) => format!("rwlock:{n}"),
-            (false, n) => n.to_string(),
-        };
         let site = l.sites.first().map(|s| s.site_name()).unwrap_or_default();
-        out.push(HotLock {
+        Ok(HotLock {
             lock: l.name.clone().unwrap_or_else(|| l.lock.clone()),
             site,
             kind: if rw { "rwlock" } else { "mutex" }.into(),
-            wait_pct: 100.0 * l.total.wait_total() as f64 / total_wait as f64,
+            wait_pct: 100.0 * l.total.wait_total() as f64 / self.total_wait as f64,
             hold_ns: hold,
             contended_pct: if acq > 0 {
                 100.0 * l.total.contended() as f64 / acq as f64
@@ -760,15 +785,79 @@ fn from_processes_on(
             },
             read_pct,
             cell: (t_cell, cs, read),
-            choice,
+            choice: label(name),
             margin,
             clear,
             within_spread,
-        });
+        })
     }
-    // The process-wide choice: the one with the most of the hot locks' wait behind it.
+
+    /// Each candidate's worst share of its cell's best (median; and its slowest and fastest runs,
+    /// the map's spread), over its thread cells, by median share; ties (equal figures) by name, so
+    /// the same map always gives the same order.
+    fn shares<'n>(&self, candidates: &[(&str, &'n str)], cs: u64, read: u32) -> Vec<Share<'n>> {
+        let mut here: Vec<Share<'n>> = Vec::new();
+        for (lab, name) in candidates {
+            let cells_of = if SPINLOCKS.contains(name) {
+                &self.spin_cells
+            } else {
+                &self.t_cells
+            };
+            if let Some((w, lo, hi)) = self.worst_share(candidates, lab, cells_of, cs, read) {
+                here.push((w, name, lo, hi));
+            }
+        }
+        here.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        here
+    }
+
+    /// `lab`'s worst `(median, slowest, fastest)` share of its cell's best among `candidates` over
+    /// the thread cells `cells_of` (`None` if a cell has no row of it).
+    fn worst_share(
+        &self,
+        candidates: &[(&str, &str)],
+        lab: &str,
+        cells_of: &[usize],
+        cs: u64,
+        read: u32,
+    ) -> Option<(f64, f64, f64)> {
+        let mut worst: Option<(f64, f64, f64)> = None;
+        for &t in cells_of {
+            let cell: Vec<&ResultRow> = self
+                .advice
+                .lab
+                .results
+                .iter()
+                .filter(|r| r.threads == t && r.cs_ns == cs && r.read_pct.unwrap_or(0) == read)
+                .filter(|r| candidates.iter().any(|(l, _)| *l == r.lock))
+                .collect();
+            let best = cell
+                .iter()
+                .map(|r| r.ops_per_sec.median)
+                .fold(0.0, f64::max);
+            let r = cell.iter().find(|r| r.lock == lab)?;
+            let b = best.max(1e-9);
+            let share = (
+                r.ops_per_sec.median / b,
+                r.ops_per_sec.min.min(r.ops_per_sec.median) / b,
+                r.ops_per_sec.max.max(r.ops_per_sec.median) / b,
+            );
+            worst = Some(worst.map_or(
+                share,
+                |w: (f64, f64, f64)| {
+                    if share.0 < w.0 { share } else { w }
+                },
+            ));
+        }
+        worst
+    }
+}
+
+/// The process-wide choice: the one with the most of the hot locks' wait behind it, and its share
+/// of that wait, %.
+fn process_choice(out: &[HotLock]) -> (String, f64) {
     let mut by: Vec<(String, f64)> = Vec::new();
-    for h in &out {
+    for h in out {
         match by.iter_mut().find(|(c, _)| *c == h.choice) {
             Some(e) => e.1 += h.wait_pct,
             None => by.push((h.choice.clone(), h.wait_pct)),
@@ -776,13 +865,7 @@ fn from_processes_on(
     }
     by.sort_by(|a, b| b.1.total_cmp(&a.1));
     let hot_total: f64 = out.iter().map(|h| h.wait_pct).sum();
-    Ok(Prediction {
-        hot: out,
-        process_choice: by[0].0.clone(),
-        process_share: 100.0 * by[0].1 / hot_total.max(1e-9),
-        map: source,
-        threads: threads_text,
-    })
+    (by[0].0.clone(), 100.0 * by[0].1 / hot_total.max(1e-9))
 }
 
 #[cfg(test)]
