@@ -430,7 +430,6 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
     }
     let mut rows: Vec<AppRow> = Vec::new();
     let mut unavailable = Vec::new();
-    let mut failures = 0;
     // Before any thread: the lab reaps what the runs leave, and a signal cleans up.
     crate::external::cleanup::install();
     let scratch_guard = crate::external::cleanup::Scratch::new(
@@ -442,146 +441,189 @@ pub fn command(plan: &AppsPlan) -> anyhow::Result<()> {
         "app", "threads", "lock", "median", "spread", "vs glibc"
     );
     for app in &plan.apps {
-        let missing: Vec<&str> = app
-            .programs
-            .iter()
-            .map(String::as_str)
-            .filter(|p| !on_path(p))
-            .collect();
-        if !missing.is_empty() {
-            println!(
-                "{:<17} unavailable: {} not installed (install {})",
-                app.name,
-                missing.join(", "),
-                app.package
-            );
-            unavailable.push(Unavailable {
-                app: app.name.clone(),
-                unavailable: format!("install {}", app.package),
-            });
+        if let Some(u) = unavailable_app(app) {
+            unavailable.push(u);
             continue;
         }
         let dir = scratch.join(&app.name);
         std::fs::create_dir_all(&dir)?;
         app.make_input(&dir)?;
         for &threads in &plan.threads {
-            let mut runs: Vec<Vec<f64>> = vec![Vec::new(); plan.locks.len()];
-            let mut failed: Vec<Option<String>> = vec![None; plan.locks.len()];
-            for _ in 0..plan.repeats {
-                for (i, lock) in plan.locks.iter().enumerate() {
-                    clean(&dir);
-                    match run_once(app, lock, threads, plan.quick, &dir, None) {
-                        Ok(v) => runs[i].push(v),
-                        Err(e) => {
-                            failed[i].get_or_insert(e);
-                        }
-                    }
-                }
-            }
-            // One more run per lock, untimed, with lock statistics: the top call sites.
-            let mut tops: Vec<Vec<serde_json::Value>> = Vec::new();
-            for (i, lock) in plan.locks.iter().enumerate() {
-                clean(&dir);
-                let stat_dir = dir.join(".locklab-stat");
-                let _ = std::fs::remove_dir_all(&stat_dir);
-                std::fs::create_dir_all(&stat_dir)?;
-                if let Err(e) = run_once(app, lock, threads, plan.quick, &dir, Some(&stat_dir)) {
-                    failed[i].get_or_insert(format!("(run with --stat) {e}"));
-                }
-                let (mut processes, _) = crate::external::lockstat::read_dir(&stat_dir);
-                let _ = std::fs::remove_dir_all(&stat_dir);
-                crate::external::lockstat::symbolise(&mut processes);
-                tops.push(crate::external::lockstat::top_sites(&processes, 5));
-            }
-            let glibc = spread(&runs[0]);
-            for (i, lock) in plan.locks.iter().enumerate() {
-                let s = spread(&runs[i]);
-                let ratio = if glibc.0 > 0.0 { s.0 / glibc.0 } else { 0.0 };
-                let verdict = if i == 0 {
-                    "reference".to_string()
-                } else {
-                    verdict(
-                        (s.1, s.2),
-                        (glibc.1, glibc.2),
-                        runs[i].len().min(runs[0].len()),
-                    )
-                    .to_string()
-                };
-                let verified = failed[i].is_none();
-                if !verified {
-                    failures += 1;
-                }
-                println!(
-                    "{:<17} {:>7}  {:<10} {:>15}  {:>25}  {:>8.2}x  {}",
-                    app.name,
-                    threads,
-                    lock,
-                    human_rate(s.0),
-                    format!("[{} - {}]", human_rate(s.1), human_rate(s.2)),
-                    ratio,
-                    if verified {
-                        verdict.clone()
-                    } else {
-                        format!("NOT VERIFIED: {}", failed[i].as_deref().unwrap_or(""))
-                    }
-                );
-                rows.push(AppRow {
-                    app: app.name.clone(),
-                    lock: lock.clone(),
-                    threads,
-                    unit: "ops/s".into(),
-                    higher_is_better: true,
-                    runs: runs[i].clone(),
-                    median: s.0,
-                    min: s.1,
-                    max: s.2,
-                    ratio_vs_glibc: ratio,
-                    verdict,
-                    verified,
-                    failure: failed[i].clone(),
-                    top_locks: tops[i].clone(),
-                });
-                if let Some(top) = tops[i].first() {
-                    println!(
-                        "{:<17} {:>7}  {:<10} top lock: {} contentions, {} waiting, at {}",
-                        "",
-                        "",
-                        "",
-                        top["contentions"],
-                        crate::external::lockstat::ns_text(
-                            top["wait_ns_total"].as_u64().unwrap_or(0)
-                        ),
-                        top["site"].as_str().unwrap_or("?")
-                    );
-                }
-            }
+            let cell = AppCell::measure(plan, app, threads, &dir)?;
+            rows.extend(cell.rows(plan));
         }
     }
     drop(scratch_guard);
     if let Some(target) = &plan.json {
-        let mut entries: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| serde_json::to_value(r).expect("plain data"))
-            .collect();
-        entries.extend(
-            unavailable
-                .iter()
-                .map(|u| serde_json::to_value(u).expect("plain data")),
-        );
-        let report = AppsReport {
-            locklab_version: env!("CARGO_PKG_VERSION").into(),
-            machine: crate::engine::limits::machine(),
-            apps: entries,
-        };
-        let text = serde_json::to_string_pretty(&report)?;
-        if target == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(target, text + "\n")?;
-        }
+        write_json(target, &rows, &unavailable)?;
     }
+    let failures = rows.iter().filter(|r| !r.verified).count();
     if failures > 0 {
         anyhow::bail!("{failures} app row(s) did not verify");
+    }
+    Ok(())
+}
+
+/// `Some` (printed as a row) if a program of `app` is not installed.
+fn unavailable_app(app: &App) -> Option<Unavailable> {
+    let missing: Vec<&str> = app
+        .programs
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !on_path(p))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    println!(
+        "{:<17} unavailable: {} not installed (install {})",
+        app.name,
+        missing.join(", "),
+        app.package
+    );
+    Some(Unavailable {
+        app: app.name.clone(),
+        unavailable: format!("install {}", app.package),
+    })
+}
+
+/// One app at one thread count under every lock of the plan: the timed runs, the first failure and
+/// the top call sites of each lock (in the plan's order).
+struct AppCell<'a> {
+    app: &'a App,
+    threads: usize,
+    runs: Vec<Vec<f64>>,
+    failed: Vec<Option<String>>,
+    tops: Vec<Vec<serde_json::Value>>,
+}
+
+impl<'a> AppCell<'a> {
+    /// The plan's repeats of every lock, interleaved, then one more run per lock, untimed, with
+    /// lock statistics.
+    fn measure(plan: &AppsPlan, app: &'a App, threads: usize, dir: &Path) -> anyhow::Result<Self> {
+        let mut runs: Vec<Vec<f64>> = vec![Vec::new(); plan.locks.len()];
+        let mut failed: Vec<Option<String>> = vec![None; plan.locks.len()];
+        for _ in 0..plan.repeats {
+            for (i, lock) in plan.locks.iter().enumerate() {
+                clean(dir);
+                match run_once(app, lock, threads, plan.quick, dir, None) {
+                    Ok(v) => runs[i].push(v),
+                    Err(e) => {
+                        failed[i].get_or_insert(e);
+                    }
+                }
+            }
+        }
+        // One more run per lock, untimed, with lock statistics: the top call sites.
+        let mut tops: Vec<Vec<serde_json::Value>> = Vec::new();
+        for (i, lock) in plan.locks.iter().enumerate() {
+            clean(dir);
+            let stat_dir = dir.join(".locklab-stat");
+            let _ = std::fs::remove_dir_all(&stat_dir);
+            std::fs::create_dir_all(&stat_dir)?;
+            if let Err(e) = run_once(app, lock, threads, plan.quick, dir, Some(&stat_dir)) {
+                failed[i].get_or_insert(format!("(run with --stat) {e}"));
+            }
+            let (mut processes, _) = crate::external::lockstat::read_dir(&stat_dir);
+            let _ = std::fs::remove_dir_all(&stat_dir);
+            crate::external::lockstat::symbolise(&mut processes);
+            tops.push(crate::external::lockstat::top_sites(&processes, 5));
+        }
+        Ok(AppCell {
+            app,
+            threads,
+            runs,
+            failed,
+            tops,
+        })
+    }
+
+    /// The cell's rows, one per lock, each printed with its top lock.
+    fn rows(&self, plan: &AppsPlan) -> Vec<AppRow> {
+        let (app, threads, runs, failed) = (self.app, self.threads, &self.runs, &self.failed);
+        let glibc = spread(&runs[0]);
+        let mut rows = Vec::new();
+        for (i, lock) in plan.locks.iter().enumerate() {
+            let s = spread(&runs[i]);
+            let ratio = if glibc.0 > 0.0 { s.0 / glibc.0 } else { 0.0 };
+            let verdict = if i == 0 {
+                "reference".to_string()
+            } else {
+                verdict(
+                    (s.1, s.2),
+                    (glibc.1, glibc.2),
+                    runs[i].len().min(runs[0].len()),
+                )
+                .to_string()
+            };
+            let verified = failed[i].is_none();
+            println!(
+                "{:<17} {:>7}  {:<10} {:>15}  {:>25}  {:>8.2}x  {}",
+                app.name,
+                threads,
+                lock,
+                human_rate(s.0),
+                format!("[{} - {}]", human_rate(s.1), human_rate(s.2)),
+                ratio,
+                if verified {
+                    verdict.clone()
+                } else {
+                    format!("NOT VERIFIED: {}", failed[i].as_deref().unwrap_or(""))
+                }
+            );
+            rows.push(AppRow {
+                app: app.name.clone(),
+                lock: lock.clone(),
+                threads,
+                unit: "ops/s".into(),
+                higher_is_better: true,
+                runs: runs[i].clone(),
+                median: s.0,
+                min: s.1,
+                max: s.2,
+                ratio_vs_glibc: ratio,
+                verdict,
+                verified,
+                failure: failed[i].clone(),
+                top_locks: self.tops[i].clone(),
+            });
+            if let Some(top) = self.tops[i].first() {
+                println!(
+                    "{:<17} {:>7}  {:<10} top lock: {} contentions, {} waiting, at {}",
+                    "",
+                    "",
+                    "",
+                    top["contentions"],
+                    crate::external::lockstat::ns_text(top["wait_ns_total"].as_u64().unwrap_or(0)),
+                    top["site"].as_str().unwrap_or("?")
+                );
+            }
+        }
+        rows
+    }
+}
+
+/// `--json`: the rows, then the unavailable apps, to `target` (`-`: standard output).
+fn write_json(target: &str, rows: &[AppRow], unavailable: &[Unavailable]) -> anyhow::Result<()> {
+    let mut entries: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("plain data"))
+        .collect();
+    entries.extend(
+        unavailable
+            .iter()
+            .map(|u| serde_json::to_value(u).expect("plain data")),
+    );
+    let report = AppsReport {
+        locklab_version: env!("CARGO_PKG_VERSION").into(),
+        machine: crate::engine::limits::machine(),
+        apps: entries,
+    };
+    let text = serde_json::to_string_pretty(&report)?;
+    if target == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(target, text + "\n")?;
     }
     Ok(())
 }

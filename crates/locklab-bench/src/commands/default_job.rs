@@ -9,10 +9,15 @@
 //! table (the seeds' and each workload's, as `reproduce` and `bench` print them) comes first with
 //! `--tables`. While it runs, a progress bar on stderr when stderr is a terminal, else one line per
 //! phase.
+//!
+//! It runs the other commands only whole, through their documented entry points: `reproduce`'s
+//! [`reproduce::run`] over its [`SEEDS`], and `report`'s [`report::render`] and [`report::write`] of
+//! a [`RunDoc`].
 
 use crate::commands::report::{self, RunDoc};
-use crate::commands::reproduce::{self, Reproduction, SEEDS};
+use crate::commands::reproduce::{self, SEEDS};
 use crate::engine::output::Report;
+use crate::engine::output::reproduction::Reproduction;
 use crate::engine::plan::plan_default;
 use crate::engine::runner::{Clock, allowed_cpus};
 use std::io::{IsTerminal, Write};

@@ -8,6 +8,9 @@
 //! The page carries a small script that counts, once loaded, the plots that rendered (an `<svg>` with
 //! a non-empty box and drawn marks) and any script errors into `data-*` attributes of `<body>`: the
 //! browser check (`.ci/check-report.sh`) reads them from headless Chromium's DOM.
+//!
+//! The entry points other commands may use (the default job writes its page through them):
+//! [`RunDoc`], [`render`] and [`write()`].
 
 use crate::engine::metrics::ResultRow;
 use crate::engine::output::Report;

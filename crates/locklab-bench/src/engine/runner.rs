@@ -251,97 +251,132 @@ struct WorkerResult {
 /// differences between the cheapest read locks; the `none` row measures what is left).
 pub(crate) fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> TrialOutcome {
     assert!(spec.threads > 0, "a trial needs at least one thread");
-    let phase = AtomicU8::new(WARMUP);
-    // Set before `phase` turns MEASURE; workers read it once a batch.
-    let period = AtomicU64::new(SAMPLE_EVERY);
-    let counters: Vec<PaddedCounter> = (0..spec.threads)
-        .map(|_| PaddedCounter::default())
-        .collect();
-    let barrier = Barrier::new(spec.threads + 1);
+    let shared = TrialShared {
+        phase: AtomicU8::new(WARMUP),
+        period: AtomicU64::new(SAMPLE_EVERY),
+        counters: (0..spec.threads)
+            .map(|_| PaddedCounter::default())
+            .collect(),
+        barrier: Barrier::new(spec.threads + 1),
+    };
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..spec.threads)
             .map(|t| {
-                let (phase, period, counters, barrier, op) =
-                    (&phase, &period, &counters, &barrier, &op);
-                scope.spawn(move || {
-                    if !spec.cpus.is_empty() {
-                        pin_to(spec.cpus[t % spec.cpus.len()]);
-                    }
-                    // Auto-resizing: `record` grows it to any value (nanoseconds to minutes). Not
-                    // `saturating_record`, which never resizes and clamped every sample past the initial
-                    // range (~2 us) to 2 ns.
-                    let mut hist =
-                        Histogram::<u64>::new(3).expect("3 significant figures is valid");
-                    let (mut exclusive_ops, mut handovers) = (0u64, 0u64);
-                    barrier.wait();
-                    let mut i = 0u64;
-                    loop {
-                        // Relaxed: a flag polled once a batch (a read-shared line, cheap); seeing it late
-                        // costs at most one batch.
-                        let p = phase.load(Ordering::Relaxed);
-                        if p == STOP {
-                            break;
-                        }
-                        let measuring = p == MEASURE;
-                        let mut tally = Tally::default();
-                        // Relaxed: stored before `phase` turned MEASURE; a stale period only changes
-                        // which op is timed.
-                        let sample = measuring && i.is_multiple_of(period.load(Ordering::Relaxed));
-                        if sample {
-                            let ns = op.run::<true>(t, i, &mut tally);
-                            hist.record(ns.max(1))
-                                .expect("an auto-resizing histogram records any u64");
-                        } else {
-                            op.run::<false>(t, i, &mut tally);
-                        }
-                        op.batch(t, i + 1, PUBLISH_EVERY - 1, &mut tally);
-                        std::hint::black_box(tally.sink);
-                        if measuring {
-                            exclusive_ops += tally.exclusive;
-                            handovers += tally.handovers;
-                        }
-                        i += PUBLISH_EVERY;
-                        // Relaxed: a private counter read by the timer thread. Published once a batch, so
-                        // exactness at the window edges is within one batch per thread: a store on every
-                        // op would be the harness's own per-op cost, and one that can 4K-alias a lock's
-                        // hot word (a store and a later load at the same address modulo 4096 stall the
-                        // load; measured: 2.0 -> 4.0 ns per read lock).
-                        counters[t].0.store(i, Ordering::Relaxed);
-                    }
-                    WorkerResult {
-                        hist,
-                        exclusive_ops,
-                        handovers,
-                    }
-                })
+                let (shared, op) = (&shared, &op);
+                scope.spawn(move || shared.worker(spec, t, op))
             })
             .collect();
-        barrier.wait();
+        shared.barrier.wait();
+        let mut outcome = shared.window(spec, clock, &op);
+        for w in workers {
+            let r = w.join().expect("a worker thread panicked");
+            outcome
+                .acquire_ns
+                .add(&r.hist)
+                .expect("same-precision histograms");
+            outcome.exclusive_ops += r.exclusive_ops;
+            outcome.handovers += r.handovers;
+        }
+        outcome
+    })
+}
+
+/// What a trial's workers and its timer share.
+struct TrialShared {
+    /// `WARMUP`, `MEASURE`, `DRAIN` or `STOP`.
+    phase: AtomicU8,
+    /// Set before `phase` turns MEASURE; workers read it once a batch.
+    period: AtomicU64,
+    /// Each worker's ops so far, published once a batch.
+    counters: Vec<PaddedCounter>,
+    /// The workers and the timer start together.
+    barrier: Barrier,
+}
+
+impl TrialShared {
+    /// Worker `t`: runs `op` in batches until the phase is `STOP`, sampling and tallying while it is
+    /// `MEASURE`.
+    fn worker(&self, spec: &TrialSpec, t: usize, op: &impl Op) -> WorkerResult {
+        if !spec.cpus.is_empty() {
+            pin_to(spec.cpus[t % spec.cpus.len()]);
+        }
+        // Auto-resizing: `record` grows it to any value (nanoseconds to minutes). Not
+        // `saturating_record`, which never resizes and clamped every sample past the initial
+        // range (~2 us) to 2 ns.
+        let mut hist = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+        let (mut exclusive_ops, mut handovers) = (0u64, 0u64);
+        self.barrier.wait();
+        let mut i = 0u64;
+        loop {
+            // Relaxed: a flag polled once a batch (a read-shared line, cheap); seeing it late
+            // costs at most one batch.
+            let p = self.phase.load(Ordering::Relaxed);
+            if p == STOP {
+                break;
+            }
+            let measuring = p == MEASURE;
+            let mut tally = Tally::default();
+            // Relaxed: stored before `phase` turned MEASURE; a stale period only changes
+            // which op is timed.
+            let sample = measuring && i.is_multiple_of(self.period.load(Ordering::Relaxed));
+            if sample {
+                let ns = op.run::<true>(t, i, &mut tally);
+                hist.record(ns.max(1))
+                    .expect("an auto-resizing histogram records any u64");
+            } else {
+                op.run::<false>(t, i, &mut tally);
+            }
+            op.batch(t, i + 1, PUBLISH_EVERY - 1, &mut tally);
+            std::hint::black_box(tally.sink);
+            if measuring {
+                exclusive_ops += tally.exclusive;
+                handovers += tally.handovers;
+            }
+            i += PUBLISH_EVERY;
+            // Relaxed: a private counter read by the timer thread. Published once a batch, so
+            // exactness at the window edges is within one batch per thread: a store on every
+            // op would be the harness's own per-op cost, and one that can 4K-alias a lock's
+            // hot word (a store and a later load at the same address modulo 4096 stall the
+            // load; measured: 2.0 -> 4.0 ns per read lock).
+            self.counters[t].0.store(i, Ordering::Relaxed);
+        }
+        WorkerResult {
+            hist,
+            exclusive_ops,
+            handovers,
+        }
+    }
+
+    /// Every worker's op count, now.
+    fn ops(&self) -> Vec<u64> {
+        self.counters
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The timer: the warm-up (which sizes the sampling period), the measured window, then the
+    /// workers stopped. The outcome's histogram and tallies are the workers' to add.
+    fn window(&self, spec: &TrialSpec, clock: &dyn Clock, op: &impl Op) -> TrialOutcome {
         let w0 = clock.now_ns();
         clock.sleep_ns(spec.warmup_ns);
         // The warm-up's rate sizes the sampling period.
-        let warm_ops: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+        let warm_ops: u64 = self.ops().iter().sum();
         let warm_ns = clock.now_ns().saturating_sub(w0);
         let per_op = (warm_ops > 0 && spec.warmup_ns > 0)
             .then(|| warm_ns as f64 * spec.threads as f64 / warm_ops as f64);
-        period.store(sample_period(per_op), Ordering::Relaxed);
+        self.period.store(sample_period(per_op), Ordering::Relaxed);
         // The slow reads (/proc/stat, getrusage) first, so the op counts and the clock bracket the
         // window tightly.
         let u0 = usage();
         let s0 = system_cpu();
-        let c0: Vec<u64> = counters
-            .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
-            .collect();
+        let c0 = self.ops();
         let t0 = clock.now_ns();
-        phase.store(MEASURE, Ordering::Relaxed);
+        self.phase.store(MEASURE, Ordering::Relaxed);
         clock.sleep_ns(spec.duration_ns);
-        let c1: Vec<u64> = counters
-            .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
-            .collect();
+        let c1 = self.ops();
         let t1 = clock.now_ns();
-        phase.store(DRAIN, Ordering::Relaxed);
+        self.phase.store(DRAIN, Ordering::Relaxed);
         let rss_kb = rss_kb();
         let u1 = usage();
         let s1 = system_cpu();
@@ -353,31 +388,23 @@ pub(crate) fn run_trial(spec: &TrialSpec, clock: &dyn Clock, op: impl Op) -> Tri
             ),
             _ => (None, 0),
         };
-        phase.store(STOP, Ordering::Relaxed);
+        self.phase.store(STOP, Ordering::Relaxed);
         op.stop();
-        let mut acquire_ns = Histogram::<u64>::new(3).expect("valid");
-        let (mut exclusive_ops, mut handovers) = (0, 0);
-        for w in workers {
-            let r = w.join().expect("a worker thread panicked");
-            acquire_ns.add(&r.hist).expect("same-precision histograms");
-            exclusive_ops += r.exclusive_ops;
-            handovers += r.handovers;
-        }
         TrialOutcome {
             per_thread_ops: c1.iter().zip(&c0).map(|(a, b)| a - b).collect(),
             wall_ns: t1.saturating_sub(t0).max(1),
             cpu_ns,
             voluntary_cs: u1.voluntary.saturating_sub(u0.voluntary),
             involuntary_cs: u1.involuntary.saturating_sub(u0.involuntary),
-            acquire_ns,
+            acquire_ns: Histogram::<u64>::new(3).expect("valid"),
             others_cpu_ns,
             steal_ns,
-            exclusive_ops,
-            handovers,
+            exclusive_ops: 0,
+            handovers: 0,
             rss_kb,
             sync_counts: None,
         }
-    })
+    }
 }
 
 #[cfg(test)]

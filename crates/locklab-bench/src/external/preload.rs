@@ -544,8 +544,7 @@ pub fn run_supervised(
     cmd: &[String],
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::ExitStatusExt;
-    let Some((program, args)) = cmd.split_first() else {
+    let Some((program, _)) = cmd.split_first() else {
         return Err(UsageError(
             "locklab run needs a command: locklab run [--stat] [--lockdep] -- CMD ARGS...".into(),
         )
@@ -565,128 +564,187 @@ pub fn run_supervised(
     // Writable by a program that drops privileges and then forks (each process opens its own file);
     // sticky, as /tmp.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
-    let mut c = std::process::Command::new(program);
-    c.args(args).env(
-        "LD_PRELOAD",
-        preload_value(&lib, std::env::var_os("LD_PRELOAD")),
-    );
-    if stat {
-        c.env("LOCKLAB_STAT", crate::external::lockstat::env_value(&dir));
-    } else {
-        c.env_remove("LOCKLAB_STAT");
-    }
-    if let Some(l) = lockdep {
-        c.env("LOCKLAB_LOCKDEP", &l.mode)
-            .env("LOCKLAB_LOCKDEP_OUT", dir.join("lockdep-%p.json"));
-    }
-    for (k, v) in choices.env() {
-        c.env(k, v);
-    }
-    // The forwarder is installed before the spawn (a caught signal is reset to its default by
-    // `exec`, so the program does not inherit it): a signal sent as soon as the program runs (it may
-    // print before the lab is scheduled again) is kept until the program's pid is known, then
-    // forwarded; never fatal to the lab.
-    // SAFETY: installing handlers that only call kill or store to atomics.
-    unsafe {
-        for sig in FORWARDED {
-            libc::signal(sig, forward as *const () as libc::sighandler_t);
+    let run = Supervision {
+        choices,
+        stat,
+        stat_out,
+        lockdep,
+        cmd,
+        dir,
+    };
+    let mut child = run.spawn(run.command(&lib), program);
+    let status = run.wait(&mut child)?;
+    run.report(status)?;
+    end_as(status)
+}
+
+/// One supervised run: the program, what to record and the scratch directory the records go to.
+struct Supervision<'a> {
+    choices: &'a Choices,
+    stat: bool,
+    stat_out: Option<&'a str>,
+    lockdep: Option<&'a Lockdep>,
+    /// The program and its arguments.
+    cmd: &'a [String],
+    /// The fresh directory the library writes its files into.
+    dir: std::path::PathBuf,
+}
+
+impl Supervision<'_> {
+    /// The program's command: preloading `lib`, with the statistics, lockdep and choices asked for.
+    fn command(&self, lib: &std::path::Path) -> std::process::Command {
+        let mut c = std::process::Command::new(&self.cmd[0]);
+        c.args(&self.cmd[1..]).env(
+            "LD_PRELOAD",
+            preload_value(lib, std::env::var_os("LD_PRELOAD")),
+        );
+        if self.stat {
+            c.env(
+                "LOCKLAB_STAT",
+                crate::external::lockstat::env_value(&self.dir),
+            );
+        } else {
+            c.env_remove("LOCKLAB_STAT");
         }
+        if let Some(l) = self.lockdep {
+            c.env("LOCKLAB_LOCKDEP", &l.mode)
+                .env("LOCKLAB_LOCKDEP_OUT", self.dir.join("lockdep-%p.json"));
+        }
+        for (k, v) in self.choices.env() {
+            c.env(k, v);
+        }
+        c
     }
-    let child = match c.spawn() {
-        Ok(ch) => ch,
-        Err(err) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            eprintln!("locklab: error: cannot run `{program}`: {err}");
-            std::process::exit(if err.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
+
+    /// Starts `c` with the signal forwarder in place (exits 127 or 126 if it cannot run).
+    fn spawn(&self, mut c: std::process::Command, program: &str) -> std::process::Child {
+        // The forwarder is installed before the spawn (a caught signal is reset to its default by
+        // `exec`, so the program does not inherit it): a signal sent as soon as the program runs (it
+        // may print before the lab is scheduled again) is kept until the program's pid is known,
+        // then forwarded; never fatal to the lab.
+        // SAFETY: installing handlers that only call kill or store to atomics.
+        unsafe {
+            for sig in FORWARDED {
+                libc::signal(sig, forward as *const () as libc::sighandler_t);
+            }
+        }
+        let child = match c.spawn() {
+            Ok(ch) => ch,
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(&self.dir);
+                eprintln!("locklab: error: cannot run `{program}`: {err}");
+                std::process::exit(if err.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                });
+            }
+        };
+        CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
+        let pending = PENDING.swap(0, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: signals to our own child, then ignoring two signals (after the spawn: an ignored
+        // signal stays ignored across `exec`).
+        unsafe {
+            for sig in FORWARDED {
+                if pending & (1 << sig) != 0 {
+                    libc::kill(child.id() as i32, sig);
+                }
+            }
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        }
+        child
+    }
+
+    /// Waits for the program, answering each SIGUSR1 with the snapshot's tables meanwhile.
+    fn wait(&self, child: &mut std::process::Child) -> anyhow::Result<std::process::ExitStatus> {
+        // Poll rather than block, so that a SIGUSR1 (passed on to the program, which writes a
+        // snapshot at its next lock operation) can be answered with the snapshot's tables meanwhile.
+        let mut snapshot: Option<SnapshotWait> = None;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) => {
+                    if SNAPSHOT.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        snapshot = Some(SnapshotWait::new());
+                    }
+                    if snapshot.as_mut().is_some_and(|w| w.poll(&self.dir)) {
+                        snapshot = None;
+                    }
+                    std::thread::sleep(SnapshotWait::TICK);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        CHILD.store(0, std::sync::atomic::Ordering::Relaxed);
+        Ok(status)
+    }
+
+    /// After the program: reads and removes its files, prints the tables and the lockdep summary,
+    /// writes the statistics' JSON if asked.
+    fn report(&self, status: std::process::ExitStatus) -> anyhow::Result<()> {
+        use std::os::unix::process::ExitStatusExt;
+        let reports = self.lockdep.map(|_| read_lockdep(&self.dir));
+        let (mut processes, empty) = if self.stat {
+            crate::external::lockstat::read_dir(&self.dir)
+        } else {
+            (Vec::new(), 0)
+        };
+        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::external::lockstat::symbolise(&mut processes);
+        self.print_tables(&processes, empty);
+        if let (Some(l), Some(files)) = (self.lockdep, &reports) {
+            lockdep_summary(l, self.cmd, files, status.signal())?;
+        }
+        if let Some(out) = self.stat_out {
+            let doc = serde_json::json!({
+                "locklab_version": env!("CARGO_PKG_VERSION"),
+                "command": self.cmd,
+                "processes": processes,
             });
-        }
-    };
-    let mut child = child;
-    CHILD.store(child.id() as i32, std::sync::atomic::Ordering::Relaxed);
-    let pending = PENDING.swap(0, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: signals to our own child, then ignoring two signals (after the spawn: an ignored
-    // signal stays ignored across `exec`).
-    unsafe {
-        for sig in FORWARDED {
-            if pending & (1 << sig) != 0 {
-                libc::kill(child.id() as i32, sig);
+            let body = serde_json::to_string_pretty(&doc)? + "\n";
+            if out == "-" {
+                use std::io::Write as _;
+                let _ = std::io::stdout().write_all(body.as_bytes());
+            } else if let Err(e) = std::fs::write(out, body) {
+                eprintln!("locklab: error: cannot write {out}: {e}");
             }
         }
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        Ok(())
     }
-    // Poll rather than block, so that a SIGUSR1 (passed on to the program, which writes a snapshot
-    // at its next lock operation) can be answered with the snapshot's tables meanwhile.
-    let mut snapshot: Option<SnapshotWait> = None;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) => {
-                if SNAPSHOT.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    snapshot = Some(SnapshotWait::new());
+
+    /// Each process's lock_stat table on stderr, and how many took no lock or wrote nothing
+    /// (`empty`).
+    fn print_tables(&self, processes: &[crate::external::lockstat::ProcessStat], empty: usize) {
+        let used: Vec<_> = processes.iter().filter(|p| !p.records.is_empty()).collect();
+        let mut text = String::new();
+        for p in &used {
+            text.push('\n');
+            text.push_str(&crate::external::lockstat::table(p, 20));
+        }
+        let idle = processes.len() - used.len();
+        if self.stat && idle + empty > 0 {
+            text.push_str(&format!(
+                "\n{} process{} took no lock{}\n",
+                idle,
+                if idle == 1 { "" } else { "es" },
+                if empty > 0 {
+                    format!("; {empty} ended without writing statistics (_exit or a signal)")
+                } else {
+                    String::new()
                 }
-                if snapshot.as_mut().is_some_and(|w| w.poll(&dir)) {
-                    snapshot = None;
-                }
-                std::thread::sleep(SnapshotWait::TICK);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
+            ));
         }
-    };
-    CHILD.store(0, std::sync::atomic::Ordering::Relaxed);
-    let reports = lockdep.map(|_| read_lockdep(&dir));
-    let (mut processes, empty) = if stat {
-        crate::external::lockstat::read_dir(&dir)
-    } else {
-        (Vec::new(), 0)
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    crate::external::lockstat::symbolise(&mut processes);
-    let used: Vec<_> = processes.iter().filter(|p| !p.records.is_empty()).collect();
-    let mut text = String::new();
-    for p in &used {
-        text.push('\n');
-        text.push_str(&crate::external::lockstat::table(p, 20));
-    }
-    let idle = processes.len() - used.len();
-    if stat && idle + empty > 0 {
-        text.push_str(&format!(
-            "\n{} process{} took no lock{}\n",
-            idle,
-            if idle == 1 { "" } else { "es" },
-            if empty > 0 {
-                format!("; {empty} ended without writing statistics (_exit or a signal)")
-            } else {
-                String::new()
-            }
-        ));
-    }
-    {
         use std::io::Write as _;
         // A closed stderr must not turn the program's status into ours.
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    if let (Some(l), Some(files)) = (lockdep, &reports) {
-        lockdep_summary(l, cmd, files, status.signal())?;
-    }
-    if let Some(out) = stat_out {
-        let doc = serde_json::json!({
-            "locklab_version": env!("CARGO_PKG_VERSION"),
-            "command": cmd,
-            "processes": processes,
-        });
-        let body = serde_json::to_string_pretty(&doc)? + "\n";
-        if out == "-" {
-            use std::io::Write as _;
-            let _ = std::io::stdout().write_all(body.as_bytes());
-        } else if let Err(e) = std::fs::write(out, body) {
-            eprintln!("locklab: error: cannot write {out}: {e}");
-        }
-    }
+}
+
+/// Ends as the program did (its exit status, or its signal).
+fn end_as(status: std::process::ExitStatus) -> ! {
+    use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.signal() {
         // End as the program did, without a core file of our own.
         // SAFETY: plain system calls on this process.

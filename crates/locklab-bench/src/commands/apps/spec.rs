@@ -90,17 +90,7 @@ const PLACEHOLDERS: [&str; 6] = ["{DIR}", "{T}", "{N}", "{S}", "{PORT}", "{_}"];
 
 /// Reads one spec; `Err` is the one line to print (file, key, problem).
 pub fn parse(file: &str, text: &str) -> Result<App, String> {
-    let at = |key: &str, problem: String| format!("spec {file}: `{key}`: {problem}");
-    let table: Table = text.parse::<Table>().map_err(|e| {
-        let msg = e.message().to_string();
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
-        match line {
-            Some(l) => format!("spec {file}: line {l}: {msg}"),
-            None => format!("spec {file}: {msg}"),
-        }
-    })?;
+    let table = parse_table(file, text)?;
     known(
         file,
         "",
@@ -110,210 +100,24 @@ pub fn parse(file: &str, text: &str) -> Result<App, String> {
             "verify",
         ],
     )?;
-    let name = string(file, &table, "name")?;
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(at(
-            "name",
-            format!("`{name}` is not a name (letters, digits, - and _)"),
-        ));
-    }
+    let name = name_of(file, &table)?;
     let what = string(file, &table, "what")?;
     let programs = strings(file, &table, "programs")?;
     if programs.is_empty() {
-        return Err(at("programs", "names no program".into()));
+        return Err(at(file, "programs", "names no program".into()));
     }
     let packages = strings(file, &table, "packages")?;
-    let control = match table.get("control") {
-        None => false,
-        Some(Value::Boolean(b)) => *b,
-        Some(v) => {
-            return Err(at(
-                "control",
-                format!("expected true or false, found {}", v.type_str()),
-            ));
-        }
-    };
-    let run = section(file, &table, "run")?.ok_or_else(|| at("run", "missing section".into()))?;
+    let control = flag(file, &table, "control", "control")?;
+    let run =
+        section(file, &table, "run")?.ok_or_else(|| at(file, "run", "missing section".into()))?;
     known(file, "run.", run, &["command", "records", "timeout_s"])?;
     let args = command(file, run, "run.command", "command")?;
-    let records = match run.get("records") {
-        None => 0,
-        Some(Value::Integer(n)) if (1..=MAX_RECORDS).contains(n) => *n as usize,
-        Some(v) => {
-            return Err(at(
-                "run.records",
-                format!(
-                    "expected an integer from 1 to {MAX_RECORDS}, found {}",
-                    show(v)
-                ),
-            ));
-        }
-    };
+    let records = records_of(file, run)?;
     let run_timeout = timeout(file, run, "run.timeout_s", DEFAULT_RUN_TIMEOUT_S)?;
-    let rate =
-        section(file, &table, "rate")?.ok_or_else(|| at("rate", "missing section".into()))?;
-    known(
-        file,
-        "rate.",
-        rate,
-        &["kind", "bytes", "regex", "per_load_second"],
-    )?;
-    let kind = sub_string(file, rate, "rate.kind", "kind")?;
-    let rate = match kind.as_str() {
-        "records" => {
-            if records == 0 {
-                return Err(at(
-                    "run.records",
-                    "missing (rate.kind = \"records\" needs it)".into(),
-                ));
-            }
-            Rate::Records
-        }
-        "bytes" => match rate.get("bytes") {
-            Some(Value::Integer(n)) if (1..=1i64 << 53).contains(n) => Rate::Bytes(*n as f64),
-            Some(v) => {
-                return Err(at(
-                    "rate.bytes",
-                    format!("expected an integer from 1 to 2^53, found {}", show(v)),
-                ));
-            }
-            None => {
-                return Err(at(
-                    "rate.bytes",
-                    "missing (rate.kind = \"bytes\" needs it)".into(),
-                ));
-            }
-        },
-        "regex" => {
-            let r = sub_string(file, rate, "rate.regex", "regex")?;
-            let re = regex::Regex::new(&r).map_err(|e| {
-                let e = e.to_string();
-                at(
-                    "rate.regex",
-                    format!(
-                        "not a regular expression ({})",
-                        e.lines().last().unwrap_or("").trim()
-                    ),
-                )
-            })?;
-            if re.captures_len() < 2 {
-                return Err(at(
-                    "rate.regex",
-                    "has no group: put the number in parentheses".into(),
-                ));
-            }
-            let per = match rate.get("per_load_second") {
-                None => false,
-                Some(Value::Boolean(b)) => *b,
-                Some(v) => {
-                    return Err(at(
-                        "rate.per_load_second",
-                        format!("expected true or false, found {}", v.type_str()),
-                    ));
-                }
-            };
-            Rate::Regex {
-                re,
-                per_load_second: per,
-            }
-        }
-        other => {
-            return Err(at(
-                "rate.kind",
-                format!("unknown kind `{other}` (valid: records, bytes, regex)"),
-            ));
-        }
-    };
-    let verify = match section(file, &table, "verify")? {
-        None => Verify::default(),
-        Some(v) => {
-            known(file, "verify.", v, &["ok_line", "error_line", "contains"])?;
-            let opt = |k: &str| -> Result<Option<String>, String> {
-                match v.get(k) {
-                    None => Ok(None),
-                    Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                    Some(x) => Err(at(
-                        &format!("verify.{k}"),
-                        format!("expected a non-empty string, found {}", show(x)),
-                    )),
-                }
-            };
-            Verify {
-                ok_line: opt("ok_line")?,
-                error_line: opt("error_line")?,
-                contains: opt("contains")?,
-            }
-        }
-    };
-    let server = match section(file, &table, "server")? {
-        None => None,
-        Some(s) => {
-            known(file, "server.", s, &["command", "ready"])?;
-            let c = command(file, s, "server.command", "command")?;
-            match s.get("ready") {
-                None => {}
-                Some(Value::String(r)) if r == "port" => {}
-                Some(v) => {
-                    return Err(at(
-                        "server.ready",
-                        format!("unknown readiness {} (valid: \"port\")", show(v)),
-                    ));
-                }
-            }
-            if !c.contains("{PORT}") {
-                return Err(at(
-                    "server.command",
-                    "has no {PORT} (readiness is its port accepting a connection)".into(),
-                ));
-            }
-            Some(c)
-        }
-    };
-    let mut input_timeout = Duration::from_secs(DEFAULT_INPUT_TIMEOUT_S);
-    let input = match section(file, &table, "input")? {
-        None => None,
-        Some(i) => {
-            known(file, "input.", i, &["words_bytes", "command", "timeout_s"])?;
-            input_timeout = timeout(file, i, "input.timeout_s", DEFAULT_INPUT_TIMEOUT_S)?;
-            if i.contains_key("timeout_s") && !i.contains_key("command") {
-                return Err(at(
-                    "input.timeout_s",
-                    "bounds the input command: there is none".into(),
-                ));
-            }
-            match (i.get("words_bytes"), i.get("command")) {
-                (Some(Value::Integer(n)), None) if (1..=MAX_WORDS_BYTES).contains(n) => {
-                    Some(Input::Words(*n as usize))
-                }
-                (Some(v), None) => {
-                    return Err(at(
-                        "input.words_bytes",
-                        format!(
-                            "expected an integer from 1 to {MAX_WORDS_BYTES} (1 GiB), found {}",
-                            show(v)
-                        ),
-                    ));
-                }
-                (None, Some(_)) => Some(Input::Command(command(
-                    file,
-                    i,
-                    "input.command",
-                    "command",
-                )?)),
-                (None, None) => return Err(at("input", "needs words_bytes or command".into())),
-                (Some(_), Some(_)) => {
-                    return Err(at(
-                        "input",
-                        "has both words_bytes and command: one of them".into(),
-                    ));
-                }
-            }
-        }
-    };
+    let rate = rate_of(file, &table, records)?;
+    let verify = verify_of(file, &table)?;
+    let server = server_of(file, &table)?;
+    let (input, input_timeout) = input_of(file, &table)?;
     Ok(App {
         name,
         programs,
@@ -330,6 +134,236 @@ pub fn parse(file: &str, text: &str) -> Result<App, String> {
         run_timeout,
         source: file.to_string(),
     })
+}
+
+/// The one line naming the file, the key and the problem.
+fn at(file: &str, key: &str, problem: String) -> String {
+    format!("spec {file}: `{key}`: {problem}")
+}
+
+/// The spec's TOML table; a syntax error names its line.
+fn parse_table(file: &str, text: &str) -> Result<Table, String> {
+    text.parse::<Table>().map_err(|e| {
+        let msg = e.message().to_string();
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        match line {
+            Some(l) => format!("spec {file}: line {l}: {msg}"),
+            None => format!("spec {file}: {msg}"),
+        }
+    })
+}
+
+/// `name`: letters, digits, - and _.
+fn name_of(file: &str, table: &Table) -> Result<String, String> {
+    let name = string(file, table, "name")?;
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(at(
+            file,
+            "name",
+            format!("`{name}` is not a name (letters, digits, - and _)"),
+        ));
+    }
+    Ok(name)
+}
+
+/// An optional boolean `key` of `t` (`full` is its name in the spec), false if absent.
+fn flag(file: &str, t: &Table, full: &str, key: &str) -> Result<bool, String> {
+    match t.get(key) {
+        None => Ok(false),
+        Some(Value::Boolean(b)) => Ok(*b),
+        Some(v) => Err(at(
+            file,
+            full,
+            format!("expected true or false, found {}", v.type_str()),
+        )),
+    }
+}
+
+/// `run.records` (0 if absent).
+fn records_of(file: &str, run: &Table) -> Result<usize, String> {
+    match run.get("records") {
+        None => Ok(0),
+        Some(Value::Integer(n)) if (1..=MAX_RECORDS).contains(n) => Ok(*n as usize),
+        Some(v) => Err(at(
+            file,
+            "run.records",
+            format!(
+                "expected an integer from 1 to {MAX_RECORDS}, found {}",
+                show(v)
+            ),
+        )),
+    }
+}
+
+/// The `[rate]` section (`records`: `run.records`, which `kind = "records"` needs).
+fn rate_of(file: &str, table: &Table, records: usize) -> Result<Rate, String> {
+    let rate =
+        section(file, table, "rate")?.ok_or_else(|| at(file, "rate", "missing section".into()))?;
+    known(
+        file,
+        "rate.",
+        rate,
+        &["kind", "bytes", "regex", "per_load_second"],
+    )?;
+    let kind = sub_string(file, rate, "rate.kind", "kind")?;
+    match kind.as_str() {
+        "records" => {
+            if records == 0 {
+                return Err(at(
+                    file,
+                    "run.records",
+                    "missing (rate.kind = \"records\" needs it)".into(),
+                ));
+            }
+            Ok(Rate::Records)
+        }
+        "bytes" => match rate.get("bytes") {
+            Some(Value::Integer(n)) if (1..=1i64 << 53).contains(n) => Ok(Rate::Bytes(*n as f64)),
+            Some(v) => Err(at(
+                file,
+                "rate.bytes",
+                format!("expected an integer from 1 to 2^53, found {}", show(v)),
+            )),
+            None => Err(at(
+                file,
+                "rate.bytes",
+                "missing (rate.kind = \"bytes\" needs it)".into(),
+            )),
+        },
+        "regex" => rate_regex(file, rate),
+        other => Err(at(
+            file,
+            "rate.kind",
+            format!("unknown kind `{other}` (valid: records, bytes, regex)"),
+        )),
+    }
+}
+
+/// `rate.kind = "regex"`: `rate.regex`, with a group, and `rate.per_load_second`.
+fn rate_regex(file: &str, rate: &Table) -> Result<Rate, String> {
+    let r = sub_string(file, rate, "rate.regex", "regex")?;
+    let re = regex::Regex::new(&r).map_err(|e| {
+        let e = e.to_string();
+        at(
+            file,
+            "rate.regex",
+            format!(
+                "not a regular expression ({})",
+                e.lines().last().unwrap_or("").trim()
+            ),
+        )
+    })?;
+    if re.captures_len() < 2 {
+        return Err(at(
+            file,
+            "rate.regex",
+            "has no group: put the number in parentheses".into(),
+        ));
+    }
+    let per = flag(file, rate, "rate.per_load_second", "per_load_second")?;
+    Ok(Rate::Regex {
+        re,
+        per_load_second: per,
+    })
+}
+
+/// The optional `[verify]` section.
+fn verify_of(file: &str, table: &Table) -> Result<Verify, String> {
+    let Some(v) = section(file, table, "verify")? else {
+        return Ok(Verify::default());
+    };
+    known(file, "verify.", v, &["ok_line", "error_line", "contains"])?;
+    let opt = |k: &str| -> Result<Option<String>, String> {
+        match v.get(k) {
+            None => Ok(None),
+            Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+            Some(x) => Err(at(
+                file,
+                &format!("verify.{k}"),
+                format!("expected a non-empty string, found {}", show(x)),
+            )),
+        }
+    };
+    Ok(Verify {
+        ok_line: opt("ok_line")?,
+        error_line: opt("error_line")?,
+        contains: opt("contains")?,
+    })
+}
+
+/// The optional `[server]` section: its command, which must listen on `{PORT}`.
+fn server_of(file: &str, table: &Table) -> Result<Option<String>, String> {
+    let Some(s) = section(file, table, "server")? else {
+        return Ok(None);
+    };
+    known(file, "server.", s, &["command", "ready"])?;
+    let c = command(file, s, "server.command", "command")?;
+    match s.get("ready") {
+        None => {}
+        Some(Value::String(r)) if r == "port" => {}
+        Some(v) => {
+            return Err(at(
+                file,
+                "server.ready",
+                format!("unknown readiness {} (valid: \"port\")", show(v)),
+            ));
+        }
+    }
+    if !c.contains("{PORT}") {
+        return Err(at(
+            file,
+            "server.command",
+            "has no {PORT} (readiness is its port accepting a connection)".into(),
+        ));
+    }
+    Ok(Some(c))
+}
+
+/// The optional `[input]` section and the input command's bound.
+fn input_of(file: &str, table: &Table) -> Result<(Option<Input>, Duration), String> {
+    let Some(i) = section(file, table, "input")? else {
+        return Ok((None, Duration::from_secs(DEFAULT_INPUT_TIMEOUT_S)));
+    };
+    known(file, "input.", i, &["words_bytes", "command", "timeout_s"])?;
+    let input_timeout = timeout(file, i, "input.timeout_s", DEFAULT_INPUT_TIMEOUT_S)?;
+    if i.contains_key("timeout_s") && !i.contains_key("command") {
+        return Err(at(
+            file,
+            "input.timeout_s",
+            "bounds the input command: there is none".into(),
+        ));
+    }
+    let input = match (i.get("words_bytes"), i.get("command")) {
+        (Some(Value::Integer(n)), None) if (1..=MAX_WORDS_BYTES).contains(n) => {
+            Input::Words(*n as usize)
+        }
+        (Some(v), None) => {
+            return Err(at(
+                file,
+                "input.words_bytes",
+                format!(
+                    "expected an integer from 1 to {MAX_WORDS_BYTES} (1 GiB), found {}",
+                    show(v)
+                ),
+            ));
+        }
+        (None, Some(_)) => Input::Command(command(file, i, "input.command", "command")?),
+        (None, None) => return Err(at(file, "input", "needs words_bytes or command".into())),
+        (Some(_), Some(_)) => {
+            return Err(at(
+                file,
+                "input",
+                "has both words_bytes and command: one of them".into(),
+            ));
+        }
+    };
+    Ok((Some(input), input_timeout))
 }
 
 /// A step's bound (`key`, seconds, 1 to [`MAX_TIMEOUT_S`]), `default` if absent.

@@ -261,7 +261,6 @@ pub fn ranking(cell: &[&CheckRow]) -> (usize, Vec<(String, String)>) {
 /// cs and think 100 ns (given to the simulator as long as the `none` row says they took here);
 /// each cell's ratio and the rankings.
 pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
-    use crate::engine::plan::Plan;
     use crate::engine::workload::Workload;
     let m = describe_this();
     let say = |s: String| {
@@ -275,7 +274,51 @@ pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
         "self-check on {}\n  calibrated: rmw {:.1} ns, line transfer {:.0} ns, pause {:.1} ns, wake-up {:.0} ns, context switch {:.0} ns",
         m.what, m.rmw_ns, m.line_node_ns, m.pause_ns, m.wakeup_ns, m.ctx_switch_ns
     ));
-    let threads: Vec<usize> = vec![1, 2];
+    let mut rows = vec![];
+    for (workload, read_pct) in [(Workload::Mutex, 0u32), (Workload::Rw, 90)] {
+        rows.extend(check_workload(&m, workload, read_pct, &say)?);
+    }
+    let (table, within) = check_table(&rows);
+    let (rankings, cells_same, cells) = check_rankings(&rows);
+    say(table + &rankings);
+    if let Some(target) = json {
+        #[derive(Serialize)]
+        struct CheckReport<'a> {
+            locklab_version: &'a str,
+            machine: &'a Machine,
+            host: crate::engine::metrics::Machine,
+            cells: &'a [CheckRow],
+            within_25pct: usize,
+            rankings_same: usize,
+            ranking_cells: usize,
+        }
+        let r = CheckReport {
+            locklab_version: env!("CARGO_PKG_VERSION"),
+            machine: &m,
+            host: calibrate::machine(),
+            cells: &rows,
+            within_25pct: within,
+            rankings_same: cells_same,
+            ranking_cells: cells,
+        };
+        write_json(target, &serde_json::to_string_pretty(&r)?)?;
+    }
+    Ok(())
+}
+
+/// The thread counts `predict --self-check` measures and predicts.
+const CHECK_THREADS: [usize; 2] = [1, 2];
+
+/// One workload of the self-check: the check locks measured here and predicted on `m`, a row per
+/// (lock, threads) cell; `say` prints how long the work took here.
+fn check_workload(
+    m: &Machine,
+    workload: crate::engine::workload::Workload,
+    read_pct: u32,
+    say: &dyn Fn(String),
+) -> anyhow::Result<Vec<CheckRow>> {
+    use crate::engine::plan::Plan;
+    let threads = CHECK_THREADS.to_vec();
     // The `none` row (the loop without a lock) is measured too: what the calibrated work really took
     // here, which the prediction is given (module docs of `docs/design/predict.md`: the simulator
     // charges work as given; this machine's work loop runs faster or slower than its calibration
@@ -284,77 +327,78 @@ pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
         .into_iter()
         .filter(|l| CHECK_LOCKS.contains(&l.name) || l.name == crate::engine::workload::NONE)
         .collect();
+    let plan = Plan {
+        workloads: vec![(workload, chosen)],
+        threads: threads.clone(),
+        cs_ns: 100,
+        think_ns: 100,
+        read_pct,
+        writers: 1,
+        condvar: crate::engine::runner::CondvarSpec::default(),
+        duration_ms: 200,
+        warmup_ms: 30,
+        repeats: 5,
+        pin: true,
+        quiet: true,
+        exporters: vec![],
+        summary: false,
+        lock_count: 1,
+    };
+    let measured =
+        crate::engine::suite::run(&plan, &crate::engine::runner::SystemClock::default())?;
+    let scale = measured
+        .results
+        .iter()
+        .find(|r| r.lock == crate::engine::workload::NONE && r.threads == 1)
+        .map_or(1.0, |r| (r.ns_per_op / 200.0).clamp(0.25, 4.0));
+    say(format!(
+        "  {}: 100 ns of cs and 100 of think took {:.0} ns together here (the none row): predicted with {:.0} and {:.0}",
+        workload.name(),
+        200.0 * scale,
+        100.0 * scale,
+        100.0 * scale
+    ));
+    let pplan = PredictPlan {
+        machine: "this".into(),
+        workload: workload.name().into(),
+        locks: CHECK_LOCKS.map(String::from).to_vec(),
+        threads,
+        cs_ns: (100.0 * scale).round() as u64,
+        think_ns: (100.0 * scale).round() as u64,
+        read_pct,
+        duration_ms: 20,
+        seed: 1,
+        json: None,
+    };
+    let (predicted, _) = predict(m, &pplan, true)?;
     let mut rows = vec![];
-    for (workload, read_pct) in [(Workload::Mutex, 0u32), (Workload::Rw, 90)] {
-        let plan = Plan {
-            workloads: vec![(workload, chosen.clone())],
-            threads: threads.clone(),
-            cs_ns: 100,
-            think_ns: 100,
-            read_pct,
-            writers: 1,
-            condvar: crate::engine::runner::CondvarSpec::default(),
-            duration_ms: 200,
-            warmup_ms: 30,
-            repeats: 5,
-            pin: true,
-            quiet: true,
-            exporters: vec![],
-            summary: false,
-            lock_count: 1,
+    for p in &predicted {
+        let Some(r) = measured.results.iter().find(|r| {
+            r.lock == p.lock && r.threads == p.threads && r.lock != crate::engine::workload::NONE
+        }) else {
+            continue;
         };
-        let measured =
-            crate::engine::suite::run(&plan, &crate::engine::runner::SystemClock::default())?;
-        let scale = measured
-            .results
-            .iter()
-            .find(|r| r.lock == crate::engine::workload::NONE && r.threads == 1)
-            .map_or(1.0, |r| (r.ns_per_op / 200.0).clamp(0.25, 4.0));
-        say(format!(
-            "  {}: 100 ns of cs and 100 of think took {:.0} ns together here (the none row): predicted with {:.0} and {:.0}",
-            workload.name(),
-            200.0 * scale,
-            100.0 * scale,
-            100.0 * scale
-        ));
-        let pplan = PredictPlan {
-            machine: "this".into(),
+        let ratio = p.ops_per_sec.median / r.ops_per_sec.median;
+        rows.push(CheckRow {
             workload: workload.name().into(),
-            locks: CHECK_LOCKS.map(String::from).to_vec(),
-            threads: threads.clone(),
-            cs_ns: (100.0 * scale).round() as u64,
-            think_ns: (100.0 * scale).round() as u64,
-            read_pct,
-            duration_ms: 20,
-            seed: 1,
-            json: None,
-        };
-        let (predicted, _) = predict(&m, &pplan, true)?;
-        for p in &predicted {
-            let Some(r) = measured.results.iter().find(|r| {
-                r.lock == p.lock
-                    && r.threads == p.threads
-                    && r.lock != crate::engine::workload::NONE
-            }) else {
-                continue;
-            };
-            let ratio = p.ops_per_sec.median / r.ops_per_sec.median;
-            rows.push(CheckRow {
-                workload: workload.name().into(),
-                lock: p.lock.clone(),
-                threads: p.threads,
-                measured: r.ops_per_sec.clone(),
-                predicted: p.ops_per_sec.median,
-                ratio,
-                within_25pct: (0.75..=1.25).contains(&ratio),
-            });
-        }
+            lock: p.lock.clone(),
+            threads: p.threads,
+            measured: r.ops_per_sec.clone(),
+            predicted: p.ops_per_sec.median,
+            ratio,
+            within_25pct: (0.75..=1.25).contains(&ratio),
+        });
     }
+    Ok(rows)
+}
+
+/// The self-check's table of cells and how many are within 25% of the measured median.
+fn check_table(rows: &[CheckRow]) -> (String, usize) {
     let mut text = format!(
         "{:<8}{:<12}{:>8}{:>16}{:>16}{:>8}\n",
         "workload", "lock", "threads", "measured ops/s", "predicted ops/s", "ratio"
     );
-    for r in &rows {
+    for r in rows {
         text += &format!(
             "{:<8}{:<12}{:>8}{:>16}{:>16}{:>8.2}{}\n",
             r.workload,
@@ -371,10 +415,17 @@ pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
         "within 25% of the measured median: {within} of {} cells\n",
         rows.len()
     );
+    (text, within)
+}
+
+/// The self-check's rankings, one line per (workload, threads) cell, and in how many of how many
+/// cells the prediction keeps the measured order.
+fn check_rankings(rows: &[CheckRow]) -> (String, usize, usize) {
+    let mut text = String::new();
     let mut cells_same = 0;
     let mut cells = 0;
     for w in ["mutex", "rw"] {
-        for &t in &threads {
+        for &t in &CHECK_THREADS {
             let cell: Vec<&CheckRow> = rows
                 .iter()
                 .filter(|r| r.workload == w && r.threads == t)
@@ -400,30 +451,7 @@ pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
         }
     }
     text += &format!("rankings the same in {cells_same} of {cells} cells\n");
-    say(text);
-    if let Some(target) = json {
-        #[derive(Serialize)]
-        struct CheckReport<'a> {
-            locklab_version: &'a str,
-            machine: &'a Machine,
-            host: crate::engine::metrics::Machine,
-            cells: &'a [CheckRow],
-            within_25pct: usize,
-            rankings_same: usize,
-            ranking_cells: usize,
-        }
-        let r = CheckReport {
-            locklab_version: env!("CARGO_PKG_VERSION"),
-            machine: &m,
-            host: calibrate::machine(),
-            cells: &rows,
-            within_25pct: within,
-            rankings_same: cells_same,
-            ranking_cells: cells,
-        };
-        write_json(target, &serde_json::to_string_pretty(&r)?)?;
-    }
-    Ok(())
+    (text, cells_same, cells)
 }
 
 #[cfg(test)]

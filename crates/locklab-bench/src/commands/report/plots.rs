@@ -212,33 +212,88 @@ pub(super) fn parts<'a>(locks: &[LockRows<'a>]) -> Vec<(String, Vec<LockRows<'a>
 /// highest thread count), idle % and hand-over rate, for every lock (split in two when there are
 /// many: [`parts`]).
 pub(super) fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot, String>> {
-    let all = by_lock(g);
-    // A lock keeps its colour in every plot of the group.
-    let hue = |name: &str| color(all.iter().position(|(n, _)| n == name).unwrap_or(0));
-    let id = |what: &str| format!("run{run}-{}-{what}", slug(&g.key));
-    let by_threads = |f: fn(&ResultRow) -> Option<f64>| {
-        move |rows: &[&ResultRow]| -> Vec<(f64, f64)> {
-            rows.iter()
-                .filter_map(|r| Some((r.threads as f64, f(r)?)))
-                .collect()
-        }
-    };
     let mut threads: Vec<usize> = g.rows.iter().map(|r| r.threads).collect();
     threads.sort_unstable();
     threads.dedup();
-    let top = *threads.last().unwrap_or(&1);
-    let k = &g.key;
+    let gp = GroupPlots {
+        run,
+        key: &g.key,
+        all: by_lock(g),
+        top: *threads.last().unwrap_or(&1),
+        threads,
+        cpus,
+    };
     let mut out = vec![];
+    out.extend(gp.summary());
+    let split = parts(&gp.all);
+    for (i, (part, locks)) in split.iter().enumerate() {
+        out.extend(gp.part_plots(&numbered(&split, i, part), locks));
+    }
+    out
+}
 
-    let ratio = ours_vs_peer(&all, &threads);
-    if !ratio.is_empty() {
+/// The name of part `i` of `split`: numbered when there are two sets of one family (or of the
+/// peers).
+fn numbered(split: &[(String, Vec<LockRows>)], i: usize, part: &str) -> String {
+    let same = split.iter().filter(|p| p.0 == part).count();
+    let nth = split[..i].iter().filter(|p| p.0 == part).count() + 1;
+    if same > 1 {
+        format!("{part} {nth}")
+    } else {
+        part.to_string()
+    }
+}
+
+/// A line's points per thread count, from one figure of each row.
+fn by_threads(f: fn(&ResultRow) -> Option<f64>) -> impl Fn(&[&ResultRow]) -> Vec<(f64, f64)> {
+    move |rows: &[&ResultRow]| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter_map(|r| Some((r.threads as f64, f(r)?)))
+            .collect()
+    }
+}
+
+/// What every plot of one group shares.
+struct GroupPlots<'a> {
+    /// The run's number among the report's runs.
+    run: usize,
+    /// The group's workload configuration.
+    key: &'a str,
+    /// The group's locks and their rows.
+    all: Vec<LockRows<'a>>,
+    /// The group's thread counts, ascending.
+    threads: Vec<usize>,
+    /// The highest of them.
+    top: usize,
+    /// The machine's CPUs (the linear reference's cap).
+    cpus: usize,
+}
+
+impl GroupPlots<'_> {
+    /// A plot's id.
+    fn id(&self, what: &str) -> String {
+        format!("run{}-{}-{what}", self.run, slug(self.key))
+    }
+
+    /// A lock's colour, the same in every plot of the group.
+    fn hue(&self, name: &str) -> RGBColor {
+        color(self.all.iter().position(|(n, _)| n == name).unwrap_or(0))
+    }
+
+    /// Our fastest lock over the fastest peer, if the group has both.
+    fn summary(&self) -> Option<Result<Plot, String>> {
+        let (k, threads) = (self.key, &self.threads);
+        let ratio = ours_vs_peer(&self.all, threads);
+        if ratio.is_empty() {
+            return None;
+        }
         let one = vec![
             (threads[0] as f64, 1.0),
             (*threads.last().unwrap_or(&1) as f64, 1.0),
         ];
-        out.extend(plot(
+        plot(
             Spec {
-                id: id("summary"),
+                id: self.id("summary"),
                 title: format!("{k}: ours / the best peer"),
                 x: "threads",
                 y: "our fastest / fastest peer",
@@ -262,43 +317,21 @@ pub(super) fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot
                     color: RGBColor(120, 120, 120),
                 },
             ],
-        ));
+        )
     }
 
-    let split = parts(&all);
-    let numbered = |i: usize, part: &str| -> String {
-        // Two sets of one family (or of the peers): number them.
-        let same = split.iter().filter(|p| p.0 == part).count();
-        let nth = split[..i].iter().filter(|p| p.0 == part).count() + 1;
-        if same > 1 {
-            format!("{part} {nth}")
-        } else {
-            part.to_string()
+    /// The lines of `locks`, each in its lock's colour.
+    fn lines(&self, locks: &[LockRows], points: &Points) -> Vec<Line> {
+        let mut v = lines_of(locks, points);
+        for l in &mut v {
+            l.color = self.hue(&l.name);
         }
-    };
-    for (i, (part, locks)) in split.iter().enumerate() {
-        let part = numbered(i, part);
-        let lines = |points: &Points| -> Vec<Line> {
-            let mut v = lines_of(locks, points);
-            for l in &mut v {
-                l.color = hue(&l.name);
-            }
-            v
-        };
-        let pid = |what: &str| {
-            if part.is_empty() {
-                id(what)
-            } else {
-                id(&format!("{what}-{}", slug(&part)))
-            }
-        };
-        let who = if part.is_empty() {
-            String::new()
-        } else {
-            format!(" ({part})")
-        };
-        // Scaling, with the linear reference from the best 1-thread row.
-        let mut scaling = lines(&by_threads(|r| Some(r.ops_per_sec.median)));
+        v
+    }
+
+    /// Scaling, with the linear reference from the best 1-thread row.
+    fn scaling_lines(&self, locks: &[LockRows]) -> Vec<Line> {
+        let mut scaling = self.lines(locks, &by_threads(|r| Some(r.ops_per_sec.median)));
         let best1 = locks
             .iter()
             .filter_map(|(n, rows)| {
@@ -308,9 +341,11 @@ pub(super) fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot
             })
             .max_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((name, one)) = best1 {
+            let cpus = self.cpus;
             scaling.push(Line {
                 name: format!("linear (from {name} at 1 thread, capped at {cpus} CPUs)"),
-                points: threads
+                points: self
+                    .threads
                     .iter()
                     .map(|&t| (t as f64, one * t.min(cpus.max(1)) as f64))
                     .collect(),
@@ -318,77 +353,94 @@ pub(super) fn group_plots(run: usize, g: &Group, cpus: usize) -> Vec<Result<Plot
                 color: RGBColor(120, 120, 120),
             });
         }
+        scaling
+    }
+
+    /// Scaling, latency CDF, idle % and hand-over rate of one part of the group's locks.
+    fn part_plots(&self, part: &str, locks: &[LockRows]) -> Vec<Result<Plot, String>> {
+        let (k, top) = (self.key, self.top);
+        let pid = |what: &str| {
+            if part.is_empty() {
+                self.id(what)
+            } else {
+                self.id(&format!("{what}-{}", slug(part)))
+            }
+        };
+        let who = if part.is_empty() {
+            String::new()
+        } else {
+            format!(" ({part})")
+        };
+        let scaling = self.scaling_lines(locks);
         // Latency CDF at the highest thread count, from the recorded histograms.
-        let latency = lines(&|rows: &[&ResultRow]| {
+        let latency = self.lines(locks, &|rows: &[&ResultRow]| {
             rows.iter()
                 .find(|r| r.threads == top)
                 .map_or(vec![], |r| cdf(&r.acquire_ns.histogram))
         });
-        out.extend(
-            [
-                plot(
-                    Spec {
-                        id: pid("scaling"),
-                        title: format!("{k}{who}: throughput vs threads"),
-                        x: "threads",
-                        y: "ops/s (median)",
-                        log_x: false,
-                        y_max: None,
-                        caption: format!(
-                            "Scaling, {k}{who}: median ops/s per thread count; ours solid, peers dashed, baselines and the linear reference dotted."
-                        ),
-                    },
-                    &scaling,
-                ),
-                plot(
-                    Spec {
-                        id: pid("latency"),
-                        title: format!("{k}{who}: acquisition latency CDF at {top} threads"),
-                        x: "ns (log)",
-                        y: "% of sampled acquisitions",
-                        log_x: true,
-                        y_max: Some(100.0),
-                        caption: format!(
-                            "Latency CDF, {k}{who} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits)."
-                        ),
-                    },
-                    &latency,
-                ),
-                plot(
-                    Spec {
-                        id: pid("idle"),
-                        title: format!("{k}{who}: idle CPU vs threads"),
-                        x: "threads",
-                        y: "idle % of min(threads, CPUs)",
-                        log_x: false,
-                        y_max: Some(100.0),
-                        caption: format!(
-                            "Idle CPU, {k}{who}: 100 x (1 - CPU time / (wall x min(threads, CPUs)))."
-                        ),
-                    },
-                    &lines(&by_threads(|r| Some(r.idle_pct))),
-                ),
-                // Hand-over rate, where the workload has exclusive operations.
-                plot(
-                    Spec {
-                        id: pid("handover"),
-                        title: format!("{k}{who}: hand-over rate vs threads"),
-                        x: "threads",
-                        y: "share of exclusive ops changing holder",
-                        log_x: false,
-                        y_max: Some(1.0),
-                        caption: format!(
-                            "Hand-over rate, {k}{who}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line)."
-                        ),
-                    },
-                    &lines(&by_threads(|r| r.handover_rate)),
-                ),
-            ]
-            .into_iter()
-            .flatten(),
-        );
+        [
+            plot(
+                Spec {
+                    id: pid("scaling"),
+                    title: format!("{k}{who}: throughput vs threads"),
+                    x: "threads",
+                    y: "ops/s (median)",
+                    log_x: false,
+                    y_max: None,
+                    caption: format!(
+                        "Scaling, {k}{who}: median ops/s per thread count; ours solid, peers dashed, baselines and the linear reference dotted."
+                    ),
+                },
+                &scaling,
+            ),
+            plot(
+                Spec {
+                    id: pid("latency"),
+                    title: format!("{k}{who}: acquisition latency CDF at {top} threads"),
+                    x: "ns (log)",
+                    y: "% of sampled acquisitions",
+                    log_x: true,
+                    y_max: Some(100.0),
+                    caption: format!(
+                        "Latency CDF, {k}{who} at {top} threads: share of sampled acquisitions at or below each latency (HDR histogram, 3 significant digits)."
+                    ),
+                },
+                &latency,
+            ),
+            plot(
+                Spec {
+                    id: pid("idle"),
+                    title: format!("{k}{who}: idle CPU vs threads"),
+                    x: "threads",
+                    y: "idle % of min(threads, CPUs)",
+                    log_x: false,
+                    y_max: Some(100.0),
+                    caption: format!(
+                        "Idle CPU, {k}{who}: 100 x (1 - CPU time / (wall x min(threads, CPUs)))."
+                    ),
+                },
+                &self.lines(locks, &by_threads(|r| Some(r.idle_pct))),
+            ),
+            // Hand-over rate, where the workload has exclusive operations.
+            plot(
+                Spec {
+                    id: pid("handover"),
+                    title: format!("{k}{who}: hand-over rate vs threads"),
+                    x: "threads",
+                    y: "share of exclusive ops changing holder",
+                    log_x: false,
+                    y_max: Some(1.0),
+                    caption: format!(
+                        "Hand-over rate, {k}{who}: the share of exclusive operations whose holder differs from the previous one (1 = every acquisition moves the lock's line)."
+                    ),
+                },
+                &self.lines(locks, &by_threads(|r| r.handover_rate)),
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
-    out
 }
 
 /// `advise`'s map as heat maps, one per read share: threads across, critical section up, each cell

@@ -6,6 +6,8 @@
 //! [`lockref`] (Torvalds 2013, a stat()-like path lookup: mount lock and dentry reference), [`rwsem_reader_spinning`]
 //! (Chen 2016, a directory's lock under lookups and creates/unlinks: idle CPUs) and [`call_rcu_scaling`]
 //! (McKenney/Piggin 2009, call_rcu scalability). [`model`] holds what they share.
+//!
+//! The entry points other commands may use (the default job does): [`SEEDS`] and [`run`].
 
 pub mod adaptive_spinning;
 pub mod call_rcu_scaling;

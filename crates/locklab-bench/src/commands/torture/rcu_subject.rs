@@ -2,6 +2,7 @@
 //! catch), their published objects and the pool that reuses them.
 
 use super::*;
+use std::sync::atomic::Ordering::SeqCst;
 
 /// The domains RCU torture runs in (its own: no other reader holds up their grace periods).
 pub(super) static TORTURE_RCU: locklab::rcu::RcuDomain = locklab::rcu::RcuDomain::new();
@@ -71,37 +72,119 @@ impl Drop for Killer {
 /// end the barrier must have run every callback: every retired object is dead. Every path must have
 /// run.
 pub(super) fn rcu_subject(flavour: RcuFlavour) -> Subject {
-    use std::collections::VecDeque;
-    use std::sync::atomic::Ordering::SeqCst;
-    struct State {
-        cur: std::sync::atomic::AtomicPtr<RcuObj>,
-        next_id: AtomicU64,
-        retired: AtomicU64,
-        killed: Arc<AtomicU64>,
-        /// The busted RCUs' fake grace-period count.
-        fake_gp: Arc<AtomicU64>,
-        /// Dead objects, with the grace-period count at their death, ready for reuse later.
-        pool: Arc<StdMutex<VecDeque<(u64, &'static RcuObj)>>>,
-    }
     let busted = matches!(flavour, RcuFlavour::BustedNoWait | RcuFlavour::BustedEarly);
-    let d = &TORTURE_RCU;
-    let sd = &TORTURE_SRCU;
-    let gps_of = move |fake: &AtomicU64| match flavour {
-        RcuFlavour::Memb => d.grace_periods(),
-        RcuFlavour::Srcu => sd.grace_periods(),
-        _ => fake.load(SeqCst),
-    };
-    fn leak(id: u64) -> *mut RcuObj {
-        Box::into_raw(Box::new(RcuObj {
-            id: AtomicU64::new(id),
-            retired_at: AtomicU64::new(u64::MAX),
-            dead: AtomicBool::new(false),
-        }))
+    let st = Arc::new(RcuState::new(flavour));
+    let (st1, st2, st3) = (st.clone(), st.clone(), st.clone());
+    Subject {
+        name: match flavour {
+            RcuFlavour::Memb => "rcu",
+            RcuFlavour::Srcu => "srcu",
+            RcuFlavour::BustedNoWait => "busted-rcu",
+            RcuFlavour::BustedEarly => "busted-rcu-early",
+        },
+        write: Box::new(move |op| st1.write(&op)),
+        read: Some(Box::new(move |op| st2.read(&op))),
+        forget: None,
+        finish: Some(Box::new(move || st3.finish())),
+        stop: None,
+        pipe: Some(st.pipe.clone()),
+        paths: (!busted).then_some(st.paths.clone()),
     }
-    let fresh = move |st: &State| -> *mut RcuObj {
-        let id = st.next_id.fetch_add(1, Relaxed);
-        let now = gps_of(&st.fake_gp);
-        let mut pool = st.pool.lock().unwrap();
+}
+
+/// Dead objects, with the grace-period count at their death, ready for reuse later.
+type Pool = Arc<StdMutex<std::collections::VecDeque<(u64, &'static RcuObj)>>>;
+
+/// What RCU torture's readers and writers share.
+struct RcuState {
+    /// The RCU under torture.
+    flavour: RcuFlavour,
+    /// The published object.
+    cur: std::sync::atomic::AtomicPtr<RcuObj>,
+    next_id: AtomicU64,
+    retired: AtomicU64,
+    killed: Arc<AtomicU64>,
+    /// The busted RCUs' fake grace-period count.
+    fake_gp: Arc<AtomicU64>,
+    pool: Pool,
+    /// The flavour's paths and how often each ran.
+    paths: Arc<Paths>,
+    /// Readers' ages (in grace periods) of the objects they saw.
+    pipe: Arc<[AtomicU64; 4]>,
+}
+
+/// A new object, leaked (never freed).
+fn leak(id: u64) -> *mut RcuObj {
+    Box::into_raw(Box::new(RcuObj {
+        id: AtomicU64::new(id),
+        retired_at: AtomicU64::new(u64::MAX),
+        dead: AtomicBool::new(false),
+    }))
+}
+
+/// The completed grace periods of `flavour` (the busted ones': `fake`).
+fn grace_periods(flavour: RcuFlavour, fake: &AtomicU64) -> u64 {
+    match flavour {
+        RcuFlavour::Memb => TORTURE_RCU.grace_periods(),
+        RcuFlavour::Srcu => TORTURE_SRCU.grace_periods(),
+        _ => fake.load(SeqCst),
+    }
+}
+
+/// Waits until `done`, polling.
+fn poll(done: &dyn Fn() -> bool) {
+    while !done() {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+impl RcuState {
+    /// Object 0 published, nothing retired, no path run.
+    fn new(flavour: RcuFlavour) -> Self {
+        let names: &[&'static str] = match flavour {
+            RcuFlavour::Memb => &[
+                "synchronize",
+                "expedited",
+                "call_rcu",
+                "defer_drop",
+                "polled",
+                "cond",
+                "barrier",
+            ],
+            RcuFlavour::Srcu => &[
+                "synchronize",
+                "call_srcu",
+                "defer_drop",
+                "polled",
+                "cond",
+                "barrier",
+                "down_read",
+            ],
+            _ => &["early"],
+        };
+        RcuState {
+            flavour,
+            cur: std::sync::atomic::AtomicPtr::new(leak(0)),
+            next_id: AtomicU64::new(1),
+            retired: AtomicU64::new(0),
+            killed: Arc::new(AtomicU64::new(0)),
+            fake_gp: Arc::new(AtomicU64::new(0)),
+            pool: Arc::new(StdMutex::new(std::collections::VecDeque::new())),
+            paths: Paths::new(names),
+            pipe: Arc::new(Default::default()),
+        }
+    }
+
+    /// The completed grace periods.
+    fn gps(&self) -> u64 {
+        grace_periods(self.flavour, &self.fake_gp)
+    }
+
+    /// An object to publish: a dead one from the pool, if it died long enough ago, else a new one.
+    fn fresh(&self) -> *mut RcuObj {
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let now = self.gps();
+        let mut pool = self.pool.lock().unwrap();
         match pool.front() {
             Some(&(died, o)) if now >= died + REUSE_AFTER_GPS => {
                 pool.pop_front();
@@ -112,226 +195,185 @@ pub(super) fn rcu_subject(flavour: RcuFlavour) -> Subject {
             }
             _ => leak(id),
         }
-    };
-    let st = Arc::new(State {
-        cur: std::sync::atomic::AtomicPtr::new(leak(0)),
-        next_id: AtomicU64::new(1),
-        retired: AtomicU64::new(0),
-        killed: Arc::new(AtomicU64::new(0)),
-        fake_gp: Arc::new(AtomicU64::new(0)),
-        pool: Arc::new(StdMutex::new(VecDeque::new())),
-    });
-    let names: &[&'static str] = match flavour {
-        RcuFlavour::Memb => &[
-            "synchronize",
-            "expedited",
-            "call_rcu",
-            "defer_drop",
-            "polled",
-            "cond",
-            "barrier",
-        ],
-        RcuFlavour::Srcu => &[
-            "synchronize",
-            "call_srcu",
-            "defer_drop",
-            "polled",
-            "cond",
-            "barrier",
-            "down_read",
-        ],
-        _ => &["early"],
-    };
-    let paths = Paths::new(names);
-    let pipe: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
-    let (st1, st2, st3, pipe2, pw, pr) = (
-        st.clone(),
-        st.clone(),
-        st.clone(),
-        pipe.clone(),
-        paths.clone(),
-        paths.clone(),
-    );
-    Subject {
-        name: match flavour {
-            RcuFlavour::Memb => "rcu",
-            RcuFlavour::Srcu => "srcu",
-            RcuFlavour::BustedNoWait => "busted-rcu",
-            RcuFlavour::BustedEarly => "busted-rcu-early",
-        },
-        write: Box::new(move |op| {
-            let st = &*st1;
-            let new = fresh(st);
-            // SAFETY (of the deref below): objects are leaked, never freed.
-            let old = unsafe { &*st.cur.swap(new, std::sync::atomic::Ordering::AcqRel) };
-            old.retired_at.store(gps_of(&st.fake_gp), SeqCst);
-            st.retired.fetch_add(1, Relaxed);
-            let (killed, pool, fake) = (st.killed.clone(), st.pool.clone(), st.fake_gp.clone());
-            let kill = move || {
-                old.dead.store(true, SeqCst);
-                killed.fetch_add(1, Relaxed);
-                let died = match flavour {
-                    RcuFlavour::Memb => d.grace_periods(),
-                    RcuFlavour::Srcu => sd.grace_periods(),
-                    _ => fake.load(SeqCst),
-                };
-                pool.lock().unwrap().push_back((died, old));
-            };
-            let poll = |done: &dyn Fn() -> bool| {
-                while !done() {
-                    std::thread::sleep(Duration::from_micros(50));
+    }
+
+    /// One writer operation: publish a new object, retire the old one by a path chosen by
+    /// `op.roll`.
+    fn write(&self, op: &Op) -> Result<(), String> {
+        let new = self.fresh();
+        // SAFETY (of the deref below): objects are leaked, never freed.
+        let old = unsafe { &*self.cur.swap(new, std::sync::atomic::Ordering::AcqRel) };
+        old.retired_at.store(self.gps(), SeqCst);
+        self.retired.fetch_add(1, Relaxed);
+        let (killed, pool, fake) = (self.killed.clone(), self.pool.clone(), self.fake_gp.clone());
+        let flavour = self.flavour;
+        let kill = move || {
+            old.dead.store(true, SeqCst);
+            killed.fetch_add(1, Relaxed);
+            let died = grace_periods(flavour, &fake);
+            pool.lock().unwrap().push_back((died, old));
+        };
+        match flavour {
+            RcuFlavour::BustedNoWait | RcuFlavour::BustedEarly => {
+                if flavour == RcuFlavour::BustedEarly {
+                    std::thread::sleep(EARLY_GP);
                 }
-            };
-            match flavour {
-                RcuFlavour::BustedNoWait | RcuFlavour::BustedEarly => {
-                    if flavour == RcuFlavour::BustedEarly {
-                        std::thread::sleep(EARLY_GP);
-                    }
-                    st.fake_gp.fetch_add(1, SeqCst);
-                    pw.hit("early");
-                    kill();
-                }
-                RcuFlavour::Memb => match op.roll % 8 {
-                    0 => {
-                        pw.hit("synchronize");
-                        d.synchronize();
-                        kill();
-                    }
-                    1 => {
-                        pw.hit("expedited");
-                        d.synchronize_expedited();
-                        kill();
-                    }
-                    2 => {
-                        pw.hit("defer_drop");
-                        d.defer_drop(Box::new(Killer(Some(Box::new(kill)))));
-                    }
-                    3 => {
-                        pw.hit("polled");
-                        let c = d.start_poll_synchronize();
-                        poll(&|| d.poll_state_synchronize(c));
-                        kill();
-                    }
-                    4 => {
-                        pw.hit("cond");
-                        let c = d.get_state_synchronize();
-                        d.cond_synchronize(c);
-                        kill();
-                    }
-                    5 if op.roll % 64 == 5 => {
-                        pw.hit("barrier");
-                        d.call_rcu(kill);
-                        d.rcu_barrier();
-                    }
-                    _ => {
-                        pw.hit("call_rcu");
-                        d.call_rcu(kill);
-                    }
-                },
-                RcuFlavour::Srcu => match op.roll % 8 {
-                    0 | 1 => {
-                        pw.hit("synchronize");
-                        sd.synchronize();
-                        kill();
-                    }
-                    2 => {
-                        pw.hit("defer_drop");
-                        sd.defer_drop(Box::new(Killer(Some(Box::new(kill)))));
-                    }
-                    3 => {
-                        pw.hit("polled");
-                        let c = sd.start_poll_synchronize();
-                        poll(&|| sd.poll_state_synchronize(c));
-                        kill();
-                    }
-                    4 => {
-                        pw.hit("cond");
-                        let c = sd.get_state_synchronize();
-                        sd.cond_synchronize(c);
-                        kill();
-                    }
-                    5 if op.roll % 64 == 5 => {
-                        pw.hit("barrier");
-                        sd.call_srcu(kill);
-                        sd.srcu_barrier();
-                    }
-                    _ => {
-                        pw.hit("call_srcu");
-                        sd.call_srcu(kill);
-                    }
-                },
+                self.fake_gp.fetch_add(1, SeqCst);
+                self.paths.hit("early");
+                kill();
             }
-            Ok(())
-        }),
-        read: Some(Box::new(move |op| {
-            let st = &*st2;
-            // The section: memb, or SRCU (sometimes a `down_read` section).
-            enum G {
-                Memb(#[allow(dead_code)] locklab::rcu::RcuReadGuard),
-                Srcu(#[allow(dead_code)] locklab::rcu::SrcuReadGuard),
-                Down(#[allow(dead_code)] locklab::rcu::SrcuDownGuard),
+            RcuFlavour::Memb => self.retire_memb(op.roll, kill),
+            RcuFlavour::Srcu => self.retire_srcu(op.roll, kill),
+        }
+        Ok(())
+    }
+
+    /// Retires an object under memb RCU by the path `roll` picks; `kill` marks it dead.
+    fn retire_memb(&self, roll: u64, kill: impl FnOnce() + Send + 'static) {
+        let (d, pw) = (&TORTURE_RCU, &self.paths);
+        match roll % 8 {
+            0 => {
+                pw.hit("synchronize");
+                d.synchronize();
+                kill();
             }
-            let g = match flavour {
-                RcuFlavour::Srcu if op.roll % 8 == 7 => {
-                    pr.hit("down_read");
-                    G::Down(sd.down_read())
-                }
-                RcuFlavour::Srcu => G::Srcu(sd.read_lock()),
-                _ => G::Memb(d.read_lock()),
-            };
-            // SAFETY: objects are leaked, never freed.
-            let o = unsafe { &*st.cur.load(std::sync::atomic::Ordering::Acquire) };
-            let id = o.id.load(SeqCst);
-            match op.hold {
-                Some(t) => std::thread::sleep(t),
-                None if op.roll % RCU_LONG_EVERY == 3 => std::thread::sleep(RCU_LONG_READ),
-                None => work(20),
+            1 => {
+                pw.hit("expedited");
+                d.synchronize_expedited();
+                kill();
             }
-            let dead = o.dead.load(SeqCst);
-            let id_now = o.id.load(SeqCst);
-            let retired = o.retired_at.load(SeqCst);
-            let now = gps_of(&st.fake_gp);
-            drop(g);
-            let age = if retired == u64::MAX {
-                0
-            } else {
-                now.saturating_sub(retired)
-            };
-            pipe2[age.min(3) as usize].fetch_add(1, Relaxed);
-            if dead {
-                return Err(format!(
-                    "reader saw object {id} freed under it (its grace period ended early)"
-                ));
+            2 => {
+                pw.hit("defer_drop");
+                d.defer_drop(Box::new(Killer(Some(Box::new(kill)))));
             }
-            if id_now != id {
-                return Err(format!(
-                    "reader's object {id} was freed and reused as {id_now} under it"
-                ));
+            3 => {
+                pw.hit("polled");
+                let c = d.start_poll_synchronize();
+                poll(&|| d.poll_state_synchronize(c));
+                kill();
             }
-            if age > 2 {
-                return Err(format!(
-                    "reader held object {id} across {age} grace periods"
-                ));
+            4 => {
+                pw.hit("cond");
+                let c = d.get_state_synchronize();
+                d.cond_synchronize(c);
+                kill();
             }
-            Ok(())
-        })),
-        forget: None,
-        finish: Some(Box::new(move || {
-            match flavour {
-                RcuFlavour::Memb => d.rcu_barrier(),
-                RcuFlavour::Srcu => sd.srcu_barrier(),
-                _ => {}
+            5 if roll % 64 == 5 => {
+                pw.hit("barrier");
+                d.call_rcu(kill);
+                d.rcu_barrier();
             }
-            let (r, k) = (st3.retired.load(Relaxed), st3.killed.load(Relaxed));
-            if r != k {
-                return Err(format!(
-                    "{r} objects retired but {k} freed after the barrier (lost callbacks)"
-                ));
+            _ => {
+                pw.hit("call_rcu");
+                d.call_rcu(kill);
             }
-            Ok(())
-        })),
-        stop: None,
-        pipe: Some(pipe),
-        paths: (!busted).then_some(paths),
+        }
+    }
+
+    /// Retires an object under SRCU by the path `roll` picks; `kill` marks it dead.
+    fn retire_srcu(&self, roll: u64, kill: impl FnOnce() + Send + 'static) {
+        let (sd, pw) = (&TORTURE_SRCU, &self.paths);
+        match roll % 8 {
+            0 | 1 => {
+                pw.hit("synchronize");
+                sd.synchronize();
+                kill();
+            }
+            2 => {
+                pw.hit("defer_drop");
+                sd.defer_drop(Box::new(Killer(Some(Box::new(kill)))));
+            }
+            3 => {
+                pw.hit("polled");
+                let c = sd.start_poll_synchronize();
+                poll(&|| sd.poll_state_synchronize(c));
+                kill();
+            }
+            4 => {
+                pw.hit("cond");
+                let c = sd.get_state_synchronize();
+                sd.cond_synchronize(c);
+                kill();
+            }
+            5 if roll % 64 == 5 => {
+                pw.hit("barrier");
+                sd.call_srcu(kill);
+                sd.srcu_barrier();
+            }
+            _ => {
+                pw.hit("call_srcu");
+                sd.call_srcu(kill);
+            }
+        }
+    }
+
+    /// One reader operation: a read-side section over the published object, checked inside.
+    fn read(&self, op: &Op) -> Result<(), String> {
+        let (d, sd) = (&TORTURE_RCU, &TORTURE_SRCU);
+        // The section: memb, or SRCU (sometimes a `down_read` section).
+        enum G {
+            Memb(#[allow(dead_code)] locklab::rcu::RcuReadGuard),
+            Srcu(#[allow(dead_code)] locklab::rcu::SrcuReadGuard),
+            Down(#[allow(dead_code)] locklab::rcu::SrcuDownGuard),
+        }
+        let g = match self.flavour {
+            RcuFlavour::Srcu if op.roll % 8 == 7 => {
+                self.paths.hit("down_read");
+                G::Down(sd.down_read())
+            }
+            RcuFlavour::Srcu => G::Srcu(sd.read_lock()),
+            _ => G::Memb(d.read_lock()),
+        };
+        // SAFETY: objects are leaked, never freed.
+        let o = unsafe { &*self.cur.load(std::sync::atomic::Ordering::Acquire) };
+        let id = o.id.load(SeqCst);
+        match op.hold {
+            Some(t) => std::thread::sleep(t),
+            None if op.roll % RCU_LONG_EVERY == 3 => std::thread::sleep(RCU_LONG_READ),
+            None => work(20),
+        }
+        let dead = o.dead.load(SeqCst);
+        let id_now = o.id.load(SeqCst);
+        let retired = o.retired_at.load(SeqCst);
+        let now = self.gps();
+        drop(g);
+        let age = if retired == u64::MAX {
+            0
+        } else {
+            now.saturating_sub(retired)
+        };
+        self.pipe[age.min(3) as usize].fetch_add(1, Relaxed);
+        if dead {
+            return Err(format!(
+                "reader saw object {id} freed under it (its grace period ended early)"
+            ));
+        }
+        if id_now != id {
+            return Err(format!(
+                "reader's object {id} was freed and reused as {id_now} under it"
+            ));
+        }
+        if age > 2 {
+            return Err(format!(
+                "reader held object {id} across {age} grace periods"
+            ));
+        }
+        Ok(())
+    }
+
+    /// After the run: the barrier, then every retired object must be dead.
+    fn finish(&self) -> Result<(), String> {
+        match self.flavour {
+            RcuFlavour::Memb => TORTURE_RCU.rcu_barrier(),
+            RcuFlavour::Srcu => TORTURE_SRCU.srcu_barrier(),
+            _ => {}
+        }
+        let (r, k) = (self.retired.load(Relaxed), self.killed.load(Relaxed));
+        if r != k {
+            return Err(format!(
+                "{r} objects retired but {k} freed after the barrier (lost callbacks)"
+            ));
+        }
+        Ok(())
     }
 }
