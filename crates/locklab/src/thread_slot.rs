@@ -19,7 +19,7 @@
 //! [`current`] returns `None` and the locks fall back to paths that need no node (documented on each).
 
 use crate::primitive::{AtomicBool, AtomicPtr, Ordering};
-use crate::sleep::osq::OsqNode;
+use crate::sleep::osq::node::OsqNode;
 use crate::spin::node::McsNode;
 use core::cell::Cell;
 use core::ptr;

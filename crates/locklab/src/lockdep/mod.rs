@@ -117,7 +117,7 @@
 //!
 //! Memory: the tables are reserved once (about 100 MiB of address space, `MAP_NORESERVE`; only the
 //! touched pages are backed) and never grow; when one is full the validator says so once and stops
-//! checking what does not fit. Time: see the README's lockdep section for measured figures.
+//! checking what does not fit. Time: measured figures are in `docs/lockdep.md` and `docs/results/`.
 
 mod classes;
 mod fork;

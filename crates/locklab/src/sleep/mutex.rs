@@ -44,7 +44,7 @@
 //! it longer is probably preempted or in a long section: sleep), within an overall cap of
 //! [`SPIN_MAX_NS`] per acquisition. Between looks it backs off exponentially (up to
 //! `MAX_SPIN_BACKOFF` `pause`s), so the spinner does not keep pulling the line from a running holder.
-//! Chosen with the lab (`locklab bench --workload mutex`); see the README's Mutex section.
+//! Chosen with the lab (`locklab bench --workload mutex`); see `docs/design/sleep.md`.
 //!
 //! # State word
 //! | bits  | name      | meaning                                                                   |

@@ -25,7 +25,7 @@ use clap::Args;
 use serde::Serialize;
 use std::io::IsTerminal;
 
-/// The seeds `reproduce` knows (`../shared/seeds/` of the repository's parent), in order.
+/// The seeds `reproduce` knows (summarised in `docs/seeds.md`), in order.
 pub const SEEDS: [&str; 5] = ["000", "001", "002", "003", "004"];
 
 /// What `--json` writes.
