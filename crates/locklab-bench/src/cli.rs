@@ -31,7 +31,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Every lock and workload, one a line: name, kind (ours|peer), summary.
+    /// Every lock and workload, one a line: name, kind (ours|peer|baseline|load), summary.
     List,
     /// Measure the machine's physical limits.
     Calibrate(CalibrateArgs),

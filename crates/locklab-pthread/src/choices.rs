@@ -1,5 +1,5 @@
 //! The names of the library's algorithm choices (`LOCKLAB_MUTEX`, `LOCKLAB_RWLOCK`, `LOCKLAB_SPIN`),
-//! their older aliases, and the names its statistics file writes for them: plain data and two small
+//! their aliases, and the names its statistics file writes for them: plain data and two small
 //! functions, no dependencies and no allocation.
 //!
 //! The lab (`locklab run`, `try`, `apps`) compiles this same file as a module of its own
@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! LOCKLAB_MUTEX=adaptive         the library's adaptive mutex (the default)
-//! LOCKLAB_MUTEX=mutex            the same: an alias kept for scripts
+//! LOCKLAB_MUTEX=mutex            the same: an alias
 //! LOCKLAB_RWLOCK=recursive-rwsem the reader-preferring recursive rwsem (the default)
 //! LOCKLAB_RWLOCK=rwsem           the same: an alias
 //! ```
@@ -34,8 +34,8 @@ pub const MUTEX_NAMES: [&str; 7] = [
 /// ```
 pub const MUTEX_ALIASES: [(&str, &str); 1] = [("mutex", "adaptive")];
 /// What the statistics file writes for each mutex choice (its `mutex` field and the records'
-/// `algorithm`), in [`MUTEX_NAMES`] order: the names files have always had, for the scripts that
-/// read them.
+/// `algorithm`), in [`MUTEX_NAMES`] order: the statistics names, which scripts that read the
+/// files compare against.
 ///
 /// ```text
 /// "mutex": "mutex"   for LOCKLAB_MUTEX=adaptive (or its alias mutex)

@@ -1,7 +1,7 @@
 //! Lockdep for any program (`LOCKLAB_LOCKDEP=1|abort`, or `locklab run --lockdep`): the library's
 //! validator ([`locklab::lockdep`]) called from the pthread and C11 entry points, whichever lock
 //! choice runs behind them (glibc's included: `LOCKLAB_MUTEX=glibc LOCKLAB_LOCKDEP=1` checks a
-//! program as it runs today).
+//! program under glibc's own locks).
 //!
 //! # Classes
 //! An object's class is its `*_init` call site together with the two frames that called it (so

@@ -83,8 +83,8 @@ fn process_shared_condvars_work_with_a_process_without_the_library() {
 }
 
 /// A signal handler that takes the mutex its thread is blocked on, and `siglongjmp` out of a blocked
-/// lock: the choices with no queue (the default `mutex`, `tas`) survive both, as glibc's does; the
-/// queued spinlock choices cannot (README).
+/// lock: the choices with no queue (the default `adaptive`, `tas`) survive both, as glibc's does; the
+/// queued spinlock choices cannot (docs/preload.md).
 #[test]
 fn signal_handlers_and_siglongjmp_in_a_blocked_lock() {
     let choices: Vec<_> = ["mutex", "tas", "glibc"]
@@ -97,7 +97,7 @@ fn signal_handlers_and_siglongjmp_in_a_blocked_lock() {
 /// Spinlocks in memory shared by two processes: private-marked ones (glibc's work there) under
 /// `ticket` and `tas`, and shared-marked ones under every choice. The queued spinlock names its
 /// waiters by their slot in one process, so a private-marked one shared between processes is not
-/// supported (README); it no longer panics (a unit test in the library covers the foreign tail).
+/// supported (docs/preload.md); it no longer panics (a unit test in the library covers the foreign tail).
 #[test]
 fn spinlocks_in_memory_shared_by_processes() {
     let choices: Vec<_> = ["qspinlock", "ticket", "tas", "glibc"]

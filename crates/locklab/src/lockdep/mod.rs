@@ -115,7 +115,7 @@
 //! between its two ends, and one that closes a cycle is searched for a deadlock within the cycle's
 //! component only.
 //!
-//! Memory: the tables are reserved once (about 100 MiB of address space, `MAP_NORESERVE`; only the
+//! Memory: the tables are reserved once (about 310 MiB of address space, `MAP_NORESERVE`; only the
 //! touched pages are backed) and never grow; when one is full the validator says so once and stops
 //! checking what does not fit. Time: measured figures are in `docs/lockdep.md` and `docs/results/`.
 

@@ -664,7 +664,7 @@ fn bump_private(c: &AtomicUsize) {
 }
 
 /// Elsewhere (and under Miri and loom, which run no assembly): a load and a store; a read lock in a
-/// Signal handler that interrupts this is unsupported there (module docs).
+/// signal handler that interrupts this is unsupported there (module docs).
 #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
 #[inline(always)]
 fn bump_private(c: &AtomicUsize) {

@@ -6,7 +6,8 @@
 
 use super::Machine;
 
-/// The locks the simulator runs, by the lab's names (the workloads `mutex` and `rw`; the
+/// The locks the simulator runs, by `predict`'s names (the lab's, plus `fair-mutex`,
+/// `rwsem-no-reader-spin` and `rwsem-no-spin`; the workloads `mutex` and `rw`; the
 /// `enqueue-shared` and `enqueue-local` workloads run the lock `call-rcu`).
 ///
 /// ```

@@ -23,12 +23,10 @@
 //!    competes on the word without `wait_lock`: it sets **WAKING**, which fails every fast-path lock,
 //!    so the thread that just unlocked cannot re-lock at once before the woken one gets a look (it
 //!    goes the slow way); it tries, spins on the word like the OSQ head does, and clears WAKING with
-//!    its take, or when it queues again to sleep, at the front (it keeps its place). Measured on the
-//!    lab (README, Mutex and Condvar): without WAKING a woken waiter lost almost every race at long
-//!    sections (p99 at 16 threads, cs 1000 ns: ~1.2 ms against ~0.35 ms); with the earlier list of
-//!    awake and asleep waiters, a herd requeued by `Condvar::notify_all` kept 16 threads spinning
-//!    on 2 CPUs (0.04x the peers at 8+8 threads, one slot). The futex wake is made after `wait_lock`
-//!    is released.
+//!    its take, or when it queues again to sleep, at the front (it keeps its place). Without WAKING
+//!    a woken waiter loses almost every race at long sections (the figures:
+//!    `docs/results/2026-11-25-mutex-condvar-variants.md`). The futex wake is made after
+//!    `wait_lock` is released.
 //! 4. **Hand-off** (kernel v4.10): a waiter that queues again at the front after waiting longer than
 //!    [`HANDOFF_NS`] sets HANDOFF. From then on nobody but that waiter may take the lock: the next
 //!    (plain) unlock frees it with HANDOFF still set and wakes the waiter (a front waiter that old is

@@ -320,7 +320,7 @@ fn check_workload(
     use crate::engine::plan::Plan;
     let threads = CHECK_THREADS.to_vec();
     // The `none` row (the loop without a lock) is measured too: what the calibrated work really took
-    // here, which the prediction is given (module docs of `docs/design/predict.md`: the simulator
+    // here, which the prediction is given (`docs/design/predict.md`: the simulator
     // charges work as given; this machine's work loop runs faster or slower than its calibration
     // inside the lab's loop).
     let chosen: Vec<_> = crate::locks::registry()

@@ -5,9 +5,11 @@ use super::{Advice, Grid, run_of};
 use crate::engine::metrics::ResultRow;
 use serde::Serialize;
 
-/// The preload library's mutex choices as the lab's locks, `(lab lock, LOCKLAB_MUTEX value)`.
+/// The preload library's mutex choices as the lab's locks, `(lab lock, LOCKLAB_MUTEX value)`: its
+/// `adaptive` is the lab's `preload-mutex` row (the library's default, called as C calls it; not
+/// `locklab::Mutex`, the lab's `mutex`).
 pub const PRELOAD_MUTEXES: [(&str, &str); 7] = [
-    ("mutex", "mutex"),
+    ("preload-mutex", "adaptive"),
     ("mcs", "mcs"),
     ("ticket", "ticket"),
     ("qspinlock", "qspinlock"),
@@ -598,7 +600,7 @@ mod tests {
             // mcs wins with dedicated CPUs and collapses at 4 threads; mutex is second at 2 and
             // first at 4; glibc is steady but behind.
             rows.push(row("mcs", t, cs, 0, if t == 2 { 10.0 } else { 1.0 }));
-            rows.push(row("mutex", t, cs, 0, if t == 2 { 9.0 } else { 8.0 }));
+            rows.push(row("preload-mutex", t, cs, 0, if t == 2 { 9.0 } else { 8.0 }));
             rows.push(row("pthread-mutex", t, cs, 0, 5.0));
             // rwlocks at 90% reads: rwspinlock ahead at both thread counts.
             rows.push(row("recursive-rwsem", t, cs, 90, 4.0));
@@ -618,7 +620,7 @@ mod tests {
         let h = &pred.hot[0];
         assert_eq!((h.lock.as_str(), h.site.as_str()), ("m", "m_site"));
         assert_eq!(h.cell, (2, 200, 0));
-        assert_eq!(h.choice, "mutex", "mcs collapses at 4 threads: {h:?}");
+        assert_eq!(h.choice, "adaptive", "mcs collapses at 4 threads: {h:?}");
         assert!(
             (h.wait_pct - 7_000_000.0 / 99_000.0).abs() < 1e-9,
             "of all the wait"
@@ -628,9 +630,9 @@ mod tests {
         let r = &pred.hot[1];
         assert_eq!(r.choice, "rwlock:rwspinlock");
         assert_eq!(r.cell, (2, 0, 90), "1 ns hold: the 0 column; 90% reads");
-        assert_eq!(pred.process_choice, "mutex");
+        assert_eq!(pred.process_choice, "adaptive");
         assert!((pred.process_share - 70.0 / 95.0 * 100.0).abs() < 1e-6);
-        assert!(pred.render().contains("process-wide: LOCKLAB_MUTEX=mutex"));
+        assert!(pred.render().contains("process-wide: LOCKLAB_MUTEX=adaptive"));
         assert!(
             pred.render().contains("threads: unknown"),
             "{}",
@@ -642,7 +644,7 @@ mod tests {
         p.threads_peak = 2;
         let pred =
             from_processes_on(&[p.clone()], Some((&m, "test map".into())), None, true, 2).unwrap();
-        assert_eq!(pred.process_choice, "mutex", "mcs collapses at 2 x CPUs");
+        assert_eq!(pred.process_choice, "adaptive", "mcs collapses at 2 x CPUs");
         assert!(
             pred.threads.starts_with("2 (the most threads"),
             "{}",
@@ -651,14 +653,14 @@ mod tests {
         p.threads_peak = 5;
         let pred = from_processes_on(&[p], Some((&m, "test map".into())), None, true, 2).unwrap();
         assert_eq!(
-            pred.process_choice, "mutex",
+            pred.process_choice, "adaptive",
             "5 threads read at the map's nearest, 4"
         );
         // With the thread count given (2): still the worse of 2 and 4 for a spinlock.
         let p = stat(&[("m", "mutex", 1000, 0, 100, 70_000, 180_000)]);
         let pred =
             from_processes_on(&[p], Some((&m, "test map".into())), Some(2), true, 2).unwrap();
-        assert_eq!(pred.process_choice, "mutex");
+        assert_eq!(pred.process_choice, "adaptive");
         // Nothing waited: keep glibc, no map needed.
         let p = stat(&[("m", "mutex", 1000, 0, 0, 0, 10)]);
         let pred = from_processes(&[p], None, None, true).unwrap();
@@ -683,7 +685,7 @@ mod tests {
         let mut rows = vec![];
         for (t, cs) in [(2, 0), (2, 200), (2, 1000), (4, 0), (4, 200), (4, 1000)] {
             rows.push(spread("mcs", t, cs, 9.0, 10.3, 10.6));
-            rows.push(spread("mutex", t, cs, 9.5, 10.0, 10.4));
+            rows.push(spread("preload-mutex", t, cs, 9.5, 10.0, 10.4));
             rows.push(spread("pthread-mutex", t, cs, 9.0, 9.8, 10.1));
             rows.push(spread("ticket", t, cs, 1.0, 2.0, 3.0));
         }
@@ -695,7 +697,7 @@ mod tests {
         let h = &pred.hot[0];
         assert!(!h.clear, "{h:?}");
         assert_eq!(h.choice, "glibc");
-        assert_eq!(h.within_spread, ["mcs", "mutex", "glibc"]);
+        assert_eq!(h.within_spread, ["mcs", "adaptive", "glibc"]);
         assert_eq!(pred.process_choice, "glibc");
         assert!(
             pred.render()
