@@ -701,7 +701,7 @@ mod tests {
         assert_eq!(pred.process_choice, "glibc");
         assert!(
             pred.render()
-                .contains("no clear winner: mcs, mutex, glibc within the map's spread"),
+                .contains("no clear winner: mcs, adaptive, glibc within the map's spread"),
             "{}",
             pred.render()
         );
