@@ -25,17 +25,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+mod advice_check;
 mod json;
 mod measure;
-mod prediction;
 mod recommend;
-mod runner;
+mod runs;
 mod table;
+use advice_check::*;
 use json::*;
 use measure::*;
-use prediction::*;
 use recommend::*;
-use runner::*;
+use runs::*;
 use table::*;
 
 /// One choice the command runs under.

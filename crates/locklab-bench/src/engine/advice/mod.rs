@@ -332,8 +332,8 @@ fn run_of(
     })
 }
 
-mod prediction;
-pub use prediction::*;
+mod from_stat;
+pub use from_stat::*;
 
 #[cfg(test)]
 mod tests {

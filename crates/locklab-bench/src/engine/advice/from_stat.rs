@@ -600,7 +600,13 @@ mod tests {
             // mcs wins with dedicated CPUs and collapses at 4 threads; mutex is second at 2 and
             // first at 4; glibc is steady but behind.
             rows.push(row("mcs", t, cs, 0, if t == 2 { 10.0 } else { 1.0 }));
-            rows.push(row("preload-mutex", t, cs, 0, if t == 2 { 9.0 } else { 8.0 }));
+            rows.push(row(
+                "preload-mutex",
+                t,
+                cs,
+                0,
+                if t == 2 { 9.0 } else { 8.0 },
+            ));
             rows.push(row("pthread-mutex", t, cs, 0, 5.0));
             // rwlocks at 90% reads: rwspinlock ahead at both thread counts.
             rows.push(row("recursive-rwsem", t, cs, 90, 4.0));
@@ -632,7 +638,10 @@ mod tests {
         assert_eq!(r.cell, (2, 0, 90), "1 ns hold: the 0 column; 90% reads");
         assert_eq!(pred.process_choice, "adaptive");
         assert!((pred.process_share - 70.0 / 95.0 * 100.0).abs() < 1e-6);
-        assert!(pred.render().contains("process-wide: LOCKLAB_MUTEX=adaptive"));
+        assert!(
+            pred.render()
+                .contains("process-wide: LOCKLAB_MUTEX=adaptive")
+        );
         assert!(
             pred.render().contains("threads: unknown"),
             "{}",
