@@ -112,6 +112,11 @@ pub struct RawMcsLock {
 impl RawMcsLock {
     crate::primitive::const_unless_loom! {
         /// A new, unlocked lock.
+        ///
+        /// ```
+        /// let l = locklab::raw::RawMcsLock::new();
+        /// assert!(!l.is_locked());
+        /// ```
         pub fn new() -> Self {
             RawMcsLock {
                 dep: crate::dep::Dep::new(),
@@ -237,6 +242,20 @@ impl RawMcsLock {
     /// # Safety
     /// The lock is held by a [`lock_detached`](Self::lock_detached) or
     /// [`try_lock_detached`](Self::try_lock_detached) acquisition that is not released otherwise.
+    ///
+    /// ```
+    /// let l = std::sync::Arc::new(locklab::raw::RawMcsLock::new());
+    /// l.lock_detached();
+    /// let l2 = l.clone();
+    /// // A detached holder may be released by another thread.
+    /// // SAFETY: the `lock_detached` above took the lock and nothing else releases it.
+    /// std::thread::spawn(move || unsafe { l2.unlock_detached() })
+    ///     .join()
+    ///     .unwrap();
+    /// assert!(l.try_lock_detached());
+    /// // SAFETY: the `try_lock_detached` above took the lock.
+    /// unsafe { l.unlock_detached() };
+    /// ```
     #[inline]
     pub unsafe fn unlock_detached(&self) {
         // A detached release may come from any thread at any moment of the holder's `lock_detached`
@@ -321,6 +340,16 @@ impl RawMcsLock {
     }
 
     /// Whether the lock is held (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawMcsLock::new();
+    /// assert!(!l.is_locked());
+    /// assert!(l.try_lock_detached());
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `try_lock_detached` above took the lock.
+    /// unsafe { l.unlock_detached() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn is_locked(&self) -> bool {
         !self.tail.load(Ordering::Relaxed).is_null()

@@ -100,6 +100,11 @@ pub struct RawQueuedSpinLock {
 impl RawQueuedSpinLock {
     crate::primitive::const_unless_loom! {
         /// A new, unlocked lock.
+        ///
+        /// ```
+        /// let l = locklab::raw::RawQueuedSpinLock::new();
+        /// assert!(!l.is_locked());
+        /// ```
         pub fn new() -> Self {
             RawQueuedSpinLock {
                 dep: crate::dep::Dep::new(),
@@ -110,6 +115,14 @@ impl RawQueuedSpinLock {
     }
 
     /// `0,0,0 -> 0,0,1` if nobody is pending or queued.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawQueuedSpinLock::new();
+    /// assert!(l.try_lock());
+    /// assert!(!l.try_lock()); // held
+    /// // SAFETY: the `try_lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> bool {
         // Acquire pairs with the Release store in `unlock`.
@@ -135,6 +148,14 @@ impl RawQueuedSpinLock {
     ///
     /// # Safety
     /// The caller holds the lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawQueuedSpinLock::new();
+    /// l.lock();
+    /// // SAFETY: this thread holds the lock (the `lock` above).
+    /// unsafe { l.unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub unsafe fn unlock(&self) {
         // Release pairs with the Acquire CAS of whoever takes `locked` next. A plain `mov` on x86.
@@ -142,6 +163,16 @@ impl RawQueuedSpinLock {
     }
 
     /// Whether the lock is held (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawQueuedSpinLock::new();
+    /// assert!(!l.is_locked());
+    /// assert!(l.try_lock());
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `try_lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn is_locked(&self) -> bool {
         self.locked.load(Ordering::Relaxed) != 0
@@ -278,6 +309,21 @@ impl RawQueuedSpinLock {
 #[cfg(not(loom))]
 impl RawQueuedSpinLock {
     /// Takes the lock, by the fast, pending or queue path.
+    ///
+    /// ```
+    /// let l = std::sync::Arc::new(locklab::raw::RawQueuedSpinLock::new());
+    /// l.lock();
+    /// let l2 = l.clone();
+    /// let t = std::thread::spawn(move || {
+    ///     l2.lock(); // waits (pending, then queued) until the main thread unlocks
+    ///     // SAFETY: this thread took the lock just above.
+    ///     unsafe { l2.unlock() };
+    /// });
+    /// // SAFETY: the `lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// t.join().unwrap();
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn lock(&self) {
         if !self.try_lock() {

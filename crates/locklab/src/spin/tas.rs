@@ -45,6 +45,11 @@ pub struct RawTasLock {
 impl RawTasLock {
     crate::primitive::const_unless_loom! {
         /// A new, unlocked lock.
+        ///
+        /// ```
+        /// let l = locklab::raw::RawTasLock::new();
+        /// assert!(!l.is_locked());
+        /// ```
         pub fn new() -> Self {
             RawTasLock {
                 dep: crate::dep::Dep::new(),
@@ -73,12 +78,28 @@ impl RawTasLock {
     }
 
     /// Tries once to take the lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTasLock::new();
+    /// assert!(l.try_lock());
+    /// assert!(!l.try_lock()); // held: the second try fails
+    /// // SAFETY: the `try_lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> bool {
         !self.locked.load(Ordering::Relaxed) && self.test_and_set()
     }
 
     /// Takes the lock, spinning with backoff while it is held.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTasLock::new();
+    /// l.lock();
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
         if !self.test_and_set() {
@@ -131,6 +152,16 @@ impl RawTasLock {
     ///
     /// # Safety
     /// The caller holds the lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTasLock::new();
+    /// l.lock();
+    /// // SAFETY: this thread holds the lock (the `lock` above).
+    /// unsafe { l.unlock() };
+    /// assert!(l.try_lock());
+    /// // SAFETY: the `try_lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// ```
     #[inline]
     pub unsafe fn unlock(&self) {
         // Release pairs with the Acquire swap in `lock`/`try_lock`: publishes the critical section.
@@ -138,6 +169,16 @@ impl RawTasLock {
     }
 
     /// Whether the lock is held (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTasLock::new();
+    /// assert!(!l.is_locked());
+    /// l.lock();
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn is_locked(&self) -> bool {
         self.locked.load(Ordering::Relaxed)

@@ -66,6 +66,11 @@ pub struct RawTicketLock {
 impl RawTicketLock {
     crate::primitive::const_unless_loom! {
         /// A new, unlocked lock.
+        ///
+        /// ```
+        /// let l = locklab::raw::RawTicketLock::new();
+        /// assert!(!l.is_locked());
+        /// ```
         pub fn new() -> Self {
             RawTicketLock {
                 dep: crate::dep::Dep::new(),
@@ -76,6 +81,14 @@ impl RawTicketLock {
     }
 
     /// Takes a ticket and waits for it to be served.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTicketLock::new();
+    /// l.lock();
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
         // Relaxed: the ticket number is all we need from this RMW; the Acquire is on `served`.
@@ -99,6 +112,15 @@ impl RawTicketLock {
     }
 
     /// Takes the lock if it is free.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTicketLock::new();
+    /// assert!(l.try_lock());
+    /// assert!(!l.try_lock()); // held: no ticket is taken
+    /// // SAFETY: the `try_lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> bool {
         // Relaxed: `try_take` makes the Acquire load that decides.
@@ -141,6 +163,16 @@ impl RawTicketLock {
     ///
     /// # Safety
     /// The caller holds the lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTicketLock::new();
+    /// l.lock();
+    /// // SAFETY: this thread holds the lock (the `lock` above).
+    /// unsafe { l.unlock() };
+    /// assert!(l.try_lock()); // the next ticket is served at once
+    /// // SAFETY: the `try_lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// ```
     #[inline]
     pub unsafe fn unlock(&self) {
         // Relaxed load: only the holder (us) writes `served`.
@@ -150,6 +182,16 @@ impl RawTicketLock {
     }
 
     /// Whether the lock is held (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawTicketLock::new();
+    /// assert!(!l.is_locked());
+    /// l.lock();
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `lock` above took the lock.
+    /// unsafe { l.unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn is_locked(&self) -> bool {
         self.next.load(Ordering::Relaxed) != self.served.load(Ordering::Relaxed)
