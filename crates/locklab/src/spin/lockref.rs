@@ -47,11 +47,34 @@
 use crate::primitive::{AtomicU64, Ordering, SpinWait};
 
 /// Lockless attempts before falling back to the lock.
+///
+/// ```
+/// use locklab::spin::lockref::CMPXCHG_LOOPS;
+/// assert!(CMPXCHG_LOOPS > 0); // then the lock is taken instead
+/// ```
 pub const CMPXCHG_LOOPS: u32 = 100;
 /// The count a dead lockref holds (`mark_dead`).
+///
+/// ```
+/// use locklab::{LockRef, spin::lockref::DEAD};
+/// let r = LockRef::new(0);
+/// r.lock();
+/// // SAFETY: the `lock` above took the embedded lock.
+/// unsafe { r.mark_dead() };
+/// // SAFETY: still held from the `lock` above.
+/// unsafe { r.unlock() };
+/// assert_eq!(r.count(), DEAD);
+/// ```
 pub const DEAD: i32 = -128;
 /// The largest count: an increment from here aborts the process (invariant 3). Half of `i32::MAX`,
 /// as `Arc`'s bound is half of `usize::MAX`: far beyond any real count, and checked exactly.
+///
+/// ```
+/// use locklab::{LockRef, spin::lockref::MAX_COUNT};
+/// let r = LockRef::new(MAX_COUNT - 1);
+/// r.get(); // reaches the bound; one more `get` would abort the process
+/// assert_eq!(r.count(), MAX_COUNT);
+/// ```
 pub const MAX_COUNT: i32 = i32::MAX / 2;
 
 const SERVED_MASK: u64 = 0xffff;
@@ -131,6 +154,12 @@ enum Lockless<R> {
 impl LockRef {
     crate::primitive::const_unless_loom! {
         /// A lockref holding `count`, unlocked.
+        ///
+        /// ```
+        /// let r = locklab::LockRef::new(1);
+        /// assert_eq!(r.count(), 1);
+        /// assert!(!r.is_locked());
+        /// ```
         pub fn new(count: i32) -> Self {
             LockRef {
                 word: AtomicU64::new(with_count(0, count)),
@@ -193,24 +222,58 @@ impl LockRef {
     }
 
     /// Takes a reference (the caller already holds one, or otherwise knows the object is live).
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(1);
+    /// r.get();
+    /// assert_eq!(r.count(), 2);
+    /// ```
     #[inline]
     pub fn get(&self) {
         self.op(1, |_| None, |_| ())
     }
 
     /// Takes a reference unless the count is zero or less. Returns whether it did.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(1);
+    /// assert!(r.get_not_zero());
+    /// assert_eq!(r.count(), 2);
+    /// let gone = locklab::LockRef::new(0);
+    /// assert!(!gone.get_not_zero());
+    /// assert_eq!(gone.count(), 0);
+    /// ```
     #[inline]
     pub fn get_not_zero(&self) -> bool {
         self.op(1, |c| (c <= 0).then_some(false), |_| true)
     }
 
     /// Takes a reference unless the lockref is dead (count < 0). Returns whether it did.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(0);
+    /// assert!(r.get_not_dead()); // zero is not dead
+    /// r.lock();
+    /// // SAFETY: the `lock` above took the embedded lock.
+    /// unsafe { r.mark_dead() };
+    /// // SAFETY: still held from the `lock` above.
+    /// unsafe { r.unlock() };
+    /// assert!(!r.get_not_dead());
+    /// ```
     #[inline]
     pub fn get_not_dead(&self) -> bool {
         self.op(1, |c| (c < 0).then_some(false), |_| true)
     }
 
     /// Drops a reference unless it is the last one (count <= 1). Returns whether it did.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(2);
+    /// assert!(r.put_not_zero());
+    /// assert_eq!(r.count(), 1);
+    /// assert!(!r.put_not_zero()); // the last reference stays
+    /// assert_eq!(r.count(), 1);
+    /// ```
     #[inline]
     pub fn put_not_zero(&self) -> bool {
         self.op(-1, |c| (c <= 1).then_some(false), |_| true)
@@ -218,6 +281,14 @@ impl LockRef {
 
     /// Drops a reference locklessly and returns the new count; `-1` (and no change) if the count is
     /// <= 0, the lock is held, or the retries ran out. Never takes the lock: the caller has a slow path.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(2);
+    /// assert_eq!(r.put_return(), 1);
+    /// assert_eq!(r.put_return(), 0);
+    /// assert_eq!(r.put_return(), -1); // nothing left: no change
+    /// assert_eq!(r.count(), 0);
+    /// ```
     #[inline]
     pub fn put_return(&self) -> i32 {
         match self.cmpxchg_loop(-1, |c| (c <= 0).then_some(-1), |c| c - 1) {
@@ -228,6 +299,19 @@ impl LockRef {
 
     /// Drops a reference if it is not the last (count > 1) and returns `false`; otherwise returns `true`
     /// **with the lock held** and the count unchanged, so the caller can run its release path.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(2);
+    /// assert!(!r.put_or_lock()); // not the last: dropped
+    /// assert_eq!(r.count(), 1);
+    /// assert!(r.put_or_lock()); // the last: the lock is held, the count unchanged
+    /// assert!(r.is_locked());
+    /// assert_eq!(r.count(), 1);
+    /// // SAFETY: `put_or_lock` returned `true`, so this thread holds the lock.
+    /// unsafe { r.mark_dead() };
+    /// // SAFETY: as above.
+    /// unsafe { r.unlock() };
+    /// ```
     #[inline]
     pub fn put_or_lock(&self) -> bool {
         let lockless = self.cmpxchg_loop(-1, |c| (c <= 1).then_some(true), |_| false);
@@ -281,12 +365,33 @@ impl LockRef {
     ///
     /// # Safety
     /// The caller holds the lock.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(1);
+    /// r.lock();
+    /// // SAFETY: the `lock` above took the embedded lock.
+    /// unsafe { r.mark_dead() };
+    /// // SAFETY: still held from the `lock` above.
+    /// unsafe { r.unlock() };
+    /// assert_eq!(r.count(), locklab::spin::lockref::DEAD);
+    /// assert!(!r.get_not_dead());
+    /// ```
     pub unsafe fn mark_dead(&self) {
         let c = count(self.word.load(Ordering::Relaxed));
         self.add_locked(DEAD.wrapping_sub(c));
     }
 
     /// Takes the embedded ticket lock.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(1);
+    /// r.lock();
+    /// assert!(r.is_locked());
+    /// assert_eq!(r.put_return(), -1); // the lockless paths stand back while it is held
+    /// assert_eq!(r.count(), 1);
+    /// // SAFETY: the `lock` above took the embedded lock.
+    /// unsafe { r.unlock() };
+    /// ```
     pub fn lock(&self) {
         let mut old = self.word.load(Ordering::Relaxed);
         let mut room = SpinWait::new();
@@ -321,6 +426,14 @@ impl LockRef {
     ///
     /// # Safety
     /// The caller holds the lock.
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(1);
+    /// r.lock();
+    /// // SAFETY: the `lock` above took the embedded lock.
+    /// unsafe { r.unlock() };
+    /// assert!(!r.is_locked());
+    /// ```
     pub unsafe fn unlock(&self) {
         let w = self.word.load(Ordering::Relaxed);
         if served(w) != u16::MAX {
@@ -343,11 +456,25 @@ impl LockRef {
     }
 
     /// The count (a snapshot).
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(3);
+    /// assert_eq!(r.count(), 3);
+    /// ```
     pub fn count(&self) -> i32 {
         count(self.word.load(Ordering::Relaxed))
     }
 
     /// Whether the embedded lock is held (a snapshot).
+    ///
+    /// ```
+    /// let r = locklab::LockRef::new(1);
+    /// assert!(!r.is_locked());
+    /// r.lock();
+    /// assert!(r.is_locked());
+    /// // SAFETY: the `lock` above took the embedded lock.
+    /// unsafe { r.unlock() };
+    /// ```
     pub fn is_locked(&self) -> bool {
         !unlocked(self.word.load(Ordering::Relaxed))
     }
@@ -397,6 +524,12 @@ unsafe impl<T: Send + Sync> Sync for LockRefArc<T> {}
 #[cfg(not(loom))]
 impl<T> LockRefArc<T> {
     /// A new value with one reference.
+    ///
+    /// ```
+    /// let a = locklab::LockRefArc::new(5);
+    /// assert_eq!(*a, 5);
+    /// assert_eq!(locklab::LockRefArc::count(&a), 1);
+    /// ```
     pub fn new(value: T) -> Self {
         let inner = Box::new(LockRefInner {
             count: LockRef::new(1),
@@ -413,6 +546,15 @@ impl<T> LockRefArc<T> {
     }
 
     /// How many handles exist (a snapshot).
+    ///
+    /// ```
+    /// use locklab::LockRefArc;
+    /// let a = LockRefArc::new(());
+    /// let b = a.clone();
+    /// assert_eq!(LockRefArc::count(&a), 2);
+    /// drop(b);
+    /// assert_eq!(LockRefArc::count(&a), 1);
+    /// ```
     pub fn count(this: &Self) -> i32 {
         this.inner().count.count()
     }
