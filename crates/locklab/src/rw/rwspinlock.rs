@@ -54,6 +54,11 @@ const READER_BIAS: u32 = 1 << 9;
 /// Reader counts from here on are refused (module docs).
 const READER_OVERFLOW: u32 = 0b11 << 30;
 /// Most read holds at once: a read lock beyond this panics (`try_read` fails).
+///
+/// ```
+/// use locklab::rw::rwspinlock::MAX_READERS;
+/// assert!(MAX_READERS >= 1 << 20); // over a million read holds at once
+/// ```
 pub const MAX_READERS: u32 = (1 << 30) >> 9;
 /// What sends a reader off the fast path.
 const READ_FAILED_MASK: u32 = WMASK | READER_OVERFLOW;
@@ -88,6 +93,11 @@ pub struct RawRwSpinLock {
 #[cfg(not(loom))]
 impl RawRwSpinLock {
     /// A new, unlocked lock.
+    ///
+    /// ```
+    /// static L: locklab::raw::RawRwSpinLock = locklab::raw::RawRwSpinLock::new();
+    /// assert!(!L.is_locked());
+    /// ```
     pub const fn new() -> Self {
         RawRwSpinLock {
             dep: crate::dep::Dep::new(),
@@ -109,6 +119,18 @@ impl RawRwSpinLock {
     }
 
     /// Takes the lock shared.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// l.read();
+    /// l.read(); // readers share it
+    /// assert!(l.is_locked() && !l.is_locked_exclusive());
+    /// // SAFETY: this thread took two shared holds above; each unlock releases one.
+    /// unsafe { l.read_unlock() };
+    /// // SAFETY: as above.
+    /// unsafe { l.read_unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn read(&self) {
         // Acquire pairs with the Release of `write_unlock`.
@@ -193,6 +215,17 @@ impl RawRwSpinLock {
     }
 
     /// Takes the lock shared if no writer holds or waits.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// assert!(l.try_read());
+    /// // SAFETY: the `try_read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// l.write();
+    /// assert!(!l.try_read()); // a writer holds it
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn try_read(&self) -> bool {
         self.try_read_unless(READ_FAILED_MASK)
@@ -221,6 +254,16 @@ impl RawRwSpinLock {
     ///
     /// # Safety
     /// The caller holds the lock shared.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// l.read();
+    /// // SAFETY: the `read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// assert!(l.try_write()); // free again
+    /// // SAFETY: the `try_write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub unsafe fn read_unlock(&self) {
         // Release pairs with the Acquire of the next writer.
@@ -228,6 +271,15 @@ impl RawRwSpinLock {
     }
 
     /// Takes the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// l.write();
+    /// assert!(l.is_locked_exclusive());
+    /// assert!(!l.try_read());
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn write(&self) {
         if !self.try_write() {
@@ -261,6 +313,14 @@ impl RawRwSpinLock {
     }
 
     /// Takes the lock exclusively if it is free.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// assert!(l.try_write());
+    /// assert!(!l.try_write());
+    /// // SAFETY: the first `try_write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn try_write(&self) -> bool {
         // Acquire pairs with the Release unlocks.
@@ -275,6 +335,14 @@ impl RawRwSpinLock {
     ///
     /// # Safety
     /// The caller holds the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// l.write();
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub unsafe fn write_unlock(&self) {
         // Release pairs with the next acquirer's Acquire.
@@ -282,12 +350,33 @@ impl RawRwSpinLock {
     }
 
     /// Whether anyone holds the lock (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// assert!(!l.is_locked());
+    /// l.read();
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// ```
     pub fn is_locked(&self) -> bool {
         let c = self.cnts.load(Ordering::Relaxed);
         c & LOCKED != 0 || c >= READER_BIAS
     }
 
     /// Whether a writer holds the lock (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSpinLock::new();
+    /// l.read();
+    /// assert!(!l.is_locked_exclusive()); // held, but shared
+    /// // SAFETY: the `read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// l.write();
+    /// assert!(l.is_locked_exclusive());
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub fn is_locked_exclusive(&self) -> bool {
         self.cnts.load(Ordering::Relaxed) & LOCKED != 0
     }

@@ -68,6 +68,11 @@ pub struct SeqCount {
 impl SeqCount {
     crate::primitive::const_unless_loom! {
         /// A counter at 0 (even: no write in progress).
+        ///
+        /// ```
+        /// let seq = locklab::SeqCount::new();
+        /// assert_eq!(seq.sequence(), 0);
+        /// ```
         pub fn new() -> Self {
             SeqCount {
                 seq: AtomicU64::new(0),
@@ -76,6 +81,13 @@ impl SeqCount {
     }
 
     /// Starts a read section: waits out a write in progress and returns the (even) sequence.
+    ///
+    /// ```
+    /// let seq = locklab::SeqCount::new();
+    /// let s = seq.read_begin();
+    /// assert_eq!(s % 2, 0); // never inside a write
+    /// assert!(!seq.read_retry(s));
+    /// ```
     #[inline]
     pub fn read_begin(&self) -> u64 {
         // Acquire pairs with the Release store in `write_end`.
@@ -99,6 +111,17 @@ impl SeqCount {
     }
 
     /// Ends a read section started at `start`: `true` if a writer overlapped and the read must be retried.
+    ///
+    /// ```
+    /// let seq = locklab::SeqCount::new();
+    /// let s = seq.read_begin();
+    /// // SAFETY: the only writer (nothing else writes `seq`).
+    /// unsafe { seq.write_begin() };
+    /// // SAFETY: pairs with the `write_begin` above.
+    /// unsafe { seq.write_end() };
+    /// assert!(seq.read_retry(s)); // a write overlapped: read again
+    /// assert!(!seq.read_retry(seq.read_begin()));
+    /// ```
     #[inline]
     pub fn read_retry(&self, start: u64) -> bool {
         // Acquire fence: pairs with the writer's Release fence in `write_begin` (see the module docs).
@@ -110,6 +133,15 @@ impl SeqCount {
     ///
     /// # Safety
     /// Writers are serialised by the caller (no two write sections overlap).
+    ///
+    /// ```
+    /// let seq = locklab::SeqCount::new();
+    /// // SAFETY: the only writer (nothing else writes `seq`).
+    /// unsafe { seq.write_begin() };
+    /// assert_eq!(seq.sequence(), 1); // odd: a write in progress
+    /// // SAFETY: pairs with the `write_begin` above.
+    /// unsafe { seq.write_end() };
+    /// ```
     #[inline]
     pub unsafe fn write_begin(&self) {
         let s = self.seq.load(Ordering::Relaxed);
@@ -124,6 +156,15 @@ impl SeqCount {
     ///
     /// # Safety
     /// Pairs with the caller's `write_begin`.
+    ///
+    /// ```
+    /// let seq = locklab::SeqCount::new();
+    /// // SAFETY: the only writer (nothing else writes `seq`).
+    /// unsafe { seq.write_begin() };
+    /// // SAFETY: pairs with the `write_begin` above.
+    /// unsafe { seq.write_end() };
+    /// assert_eq!(seq.sequence(), 2); // even again
+    /// ```
     #[inline]
     pub unsafe fn write_end(&self) {
         let s = self.seq.load(Ordering::Relaxed);
@@ -133,6 +174,16 @@ impl SeqCount {
     }
 
     /// The raw sequence (a snapshot).
+    ///
+    /// ```
+    /// let seq = locklab::SeqCount::new();
+    /// assert_eq!(seq.sequence(), 0);
+    /// // SAFETY: the only writer (nothing else writes `seq`).
+    /// unsafe { seq.write_begin() };
+    /// // SAFETY: pairs with the `write_begin` above.
+    /// unsafe { seq.write_end() };
+    /// assert_eq!(seq.sequence(), 2);
+    /// ```
     pub fn sequence(&self) -> u64 {
         self.seq.load(Ordering::Relaxed)
     }
@@ -182,6 +233,11 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
     const WORDS: bool = size_of::<T>().is_multiple_of(8) && align_of::<T>() >= 8;
 
     /// A seqlock holding `value`.
+    ///
+    /// ```
+    /// static P: locklab::SeqLock<[u32; 2]> = locklab::SeqLock::new([1, 2]);
+    /// assert_eq!(P.read(), [1, 2]);
+    /// ```
     #[cfg(not(loom))]
     pub const fn new(value: T) -> Self {
         SeqLock {
@@ -193,6 +249,22 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
     }
 
     /// Copies the data out, retrying while writers overlap.
+    ///
+    /// ```
+    /// let l = std::sync::Arc::new(locklab::SeqLock::new([0u64; 2]));
+    /// let w = l.clone();
+    /// let writer = std::thread::spawn(move || {
+    ///     for i in 1..=100 {
+    ///         w.set([i, i]);
+    ///     }
+    /// });
+    /// for _ in 0..100 {
+    ///     let [a, b] = l.read();
+    ///     assert_eq!(a, b); // never a torn copy
+    /// }
+    /// writer.join().unwrap();
+    /// assert_eq!(l.read(), [100, 100]);
+    /// ```
     #[inline]
     pub fn read(&self) -> T {
         loop {
@@ -208,6 +280,16 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
 
     /// Starts a write: takes the writer lock, makes the sequence odd, and returns a guard holding a copy
     /// of the current value; changes to it are stored when the guard drops.
+    ///
+    /// ```
+    /// let l = locklab::SeqLock::new(1u32);
+    /// {
+    ///     let mut w = l.write();
+    ///     assert_eq!(l.sequence() % 2, 1); // readers now retry
+    ///     *w += 1;
+    /// } // stored here
+    /// assert_eq!(l.read(), 2);
+    /// ```
     #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn write(&self) -> SeqLockWriteGuard<'_, T> {
         // Lockdep: the writer side is a spinlock (readers take nothing).
@@ -225,23 +307,48 @@ impl<T: bytemuck::NoUninit> SeqLock<T> {
     }
 
     /// Replaces the value.
+    ///
+    /// ```
+    /// let l = locklab::SeqLock::new(0i64);
+    /// l.set(-3);
+    /// assert_eq!(l.read(), -3);
+    /// ```
     #[cfg_attr(feature = "lockdep", track_caller)]
     pub fn set(&self, value: T) {
         *self.write() = value;
     }
 
     /// The raw sequence (even when no write is in progress).
+    ///
+    /// ```
+    /// let l = locklab::SeqLock::new(0u8);
+    /// assert_eq!(l.sequence(), 0);
+    /// l.set(1);
+    /// assert_eq!(l.sequence(), 2); // one whole write
+    /// ```
     pub fn sequence(&self) -> u64 {
         self.seq.sequence()
     }
 
     /// Mutable access without synchronisation (we have `&mut self`).
+    ///
+    /// ```
+    /// let mut l = locklab::SeqLock::new(1u16);
+    /// *l.get_mut() = 7;
+    /// assert_eq!(l.read(), 7);
+    /// ```
     pub fn get_mut(&mut self) -> &mut T {
         // SAFETY: `&mut self` excludes every other access; the data is always an initialised `T`.
         unsafe { (*self.data.get()).assume_init_mut() }
     }
 
     /// The value.
+    ///
+    /// ```
+    /// let l = locklab::SeqLock::new([1u8, 2, 3]);
+    /// l.set([4, 5, 6]);
+    /// assert_eq!(l.into_inner(), [4, 5, 6]);
+    /// ```
     pub fn into_inner(self) -> T {
         // SAFETY: the data is always an initialised `T`.
         unsafe { self.data.into_inner().assume_init() }
