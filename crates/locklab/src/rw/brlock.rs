@@ -35,6 +35,11 @@ use crate::dep::{LockdepHooks as _, M};
 use crate::rw::rwspinlock::RawRwSpinLock;
 
 /// Shards: enough for the CPUs of most machines; CPUs beyond wrap around (correct, less scalable).
+///
+/// ```
+/// use locklab::rw::brlock::SHARDS;
+/// assert!(SHARDS.is_power_of_two());
+/// ```
 pub const SHARDS: usize = 64;
 
 #[repr(align(128))]
@@ -73,6 +78,13 @@ pub struct BrReadGuard {
 #[cfg(not(loom))]
 impl RawBrLock {
     /// A new, unlocked lock.
+    ///
+    /// ```
+    /// static L: locklab::raw::RawBrLock = locklab::raw::RawBrLock::new();
+    /// assert!(L.try_write());
+    /// // SAFETY: the `try_write` above took the write lock.
+    /// unsafe { L.write_unlock() };
+    /// ```
     pub const fn new() -> Self {
         RawBrLock {
             dep: crate::dep::Dep::new(),
@@ -87,6 +99,16 @@ impl RawBrLock {
     }
 
     /// Takes this CPU's shard shared; returns which.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawBrLock::new();
+    /// let (a, b) = (l.read(), l.read()); // readers share a shard
+    /// assert!(!l.try_write());
+    /// // SAFETY: `a` and `b` are read holds of `l`, each released once.
+    /// unsafe { l.read_unlock(a) };
+    /// // SAFETY: as above.
+    /// unsafe { l.read_unlock(b) };
+    /// ```
     #[inline]
     pub fn read(&self) -> BrReadGuard {
         let shard = Self::my_shard();
@@ -95,6 +117,17 @@ impl RawBrLock {
     }
 
     /// Takes this CPU's shard shared if no writer holds or waits for it.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawBrLock::new();
+    /// let g = l.try_read().expect("no writer");
+    /// // SAFETY: `g` is a read hold of `l`.
+    /// unsafe { l.read_unlock(g) };
+    /// l.write();
+    /// assert!(l.try_read().is_none()); // a writer holds every shard
+    /// // SAFETY: the `write` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn try_read(&self) -> Option<BrReadGuard> {
         let shard = Self::my_shard();
@@ -108,6 +141,16 @@ impl RawBrLock {
     ///
     /// # Safety
     /// `g` is a read hold of this lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawBrLock::new();
+    /// let g = l.read();
+    /// // SAFETY: `g` is a read hold of `l`, released once.
+    /// unsafe { l.read_unlock(g) };
+    /// assert!(l.try_write()); // nothing held any more
+    /// // SAFETY: the `try_write` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub unsafe fn read_unlock(&self, g: BrReadGuard) {
         // SAFETY: the guard says we hold this shard shared.
@@ -115,6 +158,14 @@ impl RawBrLock {
     }
 
     /// Takes every shard exclusively, in order.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawBrLock::new();
+    /// l.write();
+    /// assert!(l.try_read().is_none());
+    /// // SAFETY: the `write` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub fn write(&self) {
         for s in &self.shards {
             s.0.write();
@@ -122,6 +173,17 @@ impl RawBrLock {
     }
 
     /// Takes every shard exclusively if none is held; holds nothing on failure.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawBrLock::new();
+    /// let g = l.read();
+    /// assert!(!l.try_write()); // a reader holds a shard: nothing is kept
+    /// // SAFETY: `g` is a read hold of `l`.
+    /// unsafe { l.read_unlock(g) };
+    /// assert!(l.try_write());
+    /// // SAFETY: the `try_write` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub fn try_write(&self) -> bool {
         for (i, s) in self.shards.iter().enumerate() {
             if !s.0.try_write() {
@@ -136,6 +198,18 @@ impl RawBrLock {
     }
 
     /// Takes this CPU's shard shared, polling until `deadline` (a spinlock has no sleeping path).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let l = locklab::raw::RawBrLock::new();
+    /// l.write();
+    /// assert!(l.try_read_until(Instant::now() + Duration::from_millis(1)).is_none());
+    /// // SAFETY: the `write` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// let g = l.try_read_until(Instant::now()).expect("free");
+    /// // SAFETY: `g` is a read hold of `l`.
+    /// unsafe { l.read_unlock(g) };
+    /// ```
     pub fn try_read_until(&self, deadline: std::time::Instant) -> Option<BrReadGuard> {
         let shard = Self::my_shard();
         crate::primitive::spin_until(deadline, || self.shards[shard].0.try_read())
@@ -144,6 +218,18 @@ impl RawBrLock {
 
     /// Takes every shard exclusively, in order, polling each until `deadline`; on time-out releases
     /// the shards taken so far and holds nothing.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let l = locklab::raw::RawBrLock::new();
+    /// let g = l.read();
+    /// assert!(!l.try_write_until(Instant::now() + Duration::from_millis(1)));
+    /// // SAFETY: `g` is a read hold of `l`.
+    /// unsafe { l.read_unlock(g) };
+    /// assert!(l.try_write_until(Instant::now()));
+    /// // SAFETY: the `try_write_until` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub fn try_write_until(&self, deadline: std::time::Instant) -> bool {
         for (i, s) in self.shards.iter().enumerate() {
             if !crate::primitive::spin_until(deadline, || s.0.try_write()) {
@@ -161,6 +247,18 @@ impl RawBrLock {
     ///
     /// # Safety
     /// The caller holds the write lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawBrLock::new();
+    /// l.write();
+    /// // SAFETY: the `write` above took the write lock.
+    /// unsafe { l.write_unlock() };
+    /// assert!(l.try_read().is_some_and(|g| {
+    ///     // SAFETY: `g` is a read hold of `l`.
+    ///     unsafe { l.read_unlock(g) };
+    ///     true
+    /// }));
+    /// ```
     pub unsafe fn write_unlock(&self) {
         for s in self.shards.iter().rev() {
             // SAFETY: the writer holds every shard exclusively.
