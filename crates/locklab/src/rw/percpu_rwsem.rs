@@ -107,6 +107,12 @@ const PER_CHUNK: usize = if cfg!(loom) { 2 } else { 32 };
 /// under loom).
 const MAX_INDEX: usize = if cfg!(loom) { 4 } else { 1 << 14 };
 /// Chunk pointers per lock.
+///
+/// ```
+/// use locklab::rw::percpu_rwsem::CHUNKS;
+/// let l = locklab::raw::RawPercpuRwSem::new();
+/// assert!(l.allocated_chunks() <= CHUNKS);
+/// ```
 pub const CHUNKS: usize = MAX_INDEX / PER_CHUNK;
 /// Busy-wait steps a writer spends waiting for readers before it sleeps.
 const WRITER_SPINS: u32 = if cfg!(loom) { 1 } else { 256 };
@@ -298,6 +304,11 @@ fn my_index() -> Option<usize> {
 
 impl RawPercpuRwSem {
     /// A new, unlocked semaphore.
+    ///
+    /// ```
+    /// static L: locklab::raw::RawPercpuRwSem = locklab::raw::RawPercpuRwSem::new();
+    /// assert!(!L.is_locked());
+    /// ```
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         RawPercpuRwSem {
@@ -366,6 +377,17 @@ impl RawPercpuRwSem {
     // ----- readers ------------------------------------------------------------------------------
 
     /// Takes the lock shared.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let (a, b) = (l.read(), l.read()); // readers share it
+    /// assert!(l.is_locked() && !l.is_locked_exclusive());
+    /// // SAFETY: `a` and `b` came from `l` on this thread, each released once.
+    /// unsafe { l.read_unlock(a) };
+    /// // SAFETY: as above.
+    /// unsafe { l.read_unlock(b) };
+    /// assert!(!l.is_locked());
+    /// ```
     // Always inlined (as is `read_unlock`): the fast path is a dozen instructions, and a call plus a
     // token returned through memory would cost as much again.
     #[inline(always)]
@@ -385,6 +407,17 @@ impl RawPercpuRwSem {
     }
 
     /// Takes the lock shared if no writer is taking or holding it.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let r = l.try_read().expect("no writer");
+    /// // SAFETY: `r` came from `l` on this thread.
+    /// unsafe { l.read_unlock(r) };
+    /// let w = l.write();
+    /// assert!(l.try_read().is_none()); // a writer holds it
+    /// // SAFETY: `w` came from `l`'s write lock.
+    /// unsafe { l.write_unlock(w) };
+    /// ```
     #[inline]
     pub fn try_read(&self) -> Option<PercpuReadToken> {
         let (c, shared) = self.counter(my_index());
@@ -470,6 +503,14 @@ impl RawPercpuRwSem {
     ///
     /// # Safety
     /// `t` came from this lock, on this thread (it is not `Send`).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let r = l.read();
+    /// // SAFETY: `r` came from `l` on this thread.
+    /// unsafe { l.read_unlock(r) };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline(always)]
     pub unsafe fn read_unlock(&self, t: PercpuReadToken) {
         let shared = t.owner.is_null();
@@ -494,6 +535,15 @@ impl RawPercpuRwSem {
     // ----- writers ------------------------------------------------------------------------------
 
     /// Takes the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let w = l.write(); // blocks new readers, then waits for those in
+    /// assert!(l.is_locked_exclusive());
+    /// assert!(l.try_read().is_none());
+    /// // SAFETY: `w` came from `l`'s write lock.
+    /// unsafe { l.write_unlock(w) };
+    /// ```
     pub fn write(&self) -> PercpuWriteToken {
         let t = self.close(self.gate.write());
         let drained = self.wait_for_readers(None);
@@ -503,6 +553,14 @@ impl RawPercpuRwSem {
 
     /// Takes the lock exclusively if no writer holds it and no reader is in. Costs a heavy fence even
     /// when it fails because of readers.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let w = l.try_write().expect("free");
+    /// assert!(l.try_write().is_none());
+    /// // SAFETY: `w` came from `l`'s write lock.
+    /// unsafe { l.write_unlock(w) };
+    /// ```
     pub fn try_write(&self) -> Option<PercpuWriteToken> {
         let t = self.close(self.gate.try_write()?);
         if self.readers() == 0 {
@@ -593,6 +651,14 @@ impl RawPercpuRwSem {
     ///
     /// # Safety
     /// `t` came from this lock's write lock.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let w = l.write();
+    /// // SAFETY: `w` came from `l`'s write lock.
+    /// unsafe { l.write_unlock(w) };
+    /// assert!(!l.is_locked());
+    /// ```
     pub unsafe fn write_unlock(&self, t: PercpuWriteToken) {
         self.open(t);
     }
@@ -601,6 +667,17 @@ impl RawPercpuRwSem {
     ///
     /// # Safety
     /// `t` came from this lock's write lock, on this thread.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let w = l.write();
+    /// // SAFETY: `w` came from `l`'s write lock, on this thread.
+    /// let r = unsafe { l.downgrade(w) };
+    /// assert!(l.is_locked() && !l.is_locked_exclusive());
+    /// assert!(l.try_write().is_none()); // still a reader in
+    /// // SAFETY: `r` came from `l` on this thread.
+    /// unsafe { l.read_unlock(r) };
+    /// ```
     pub unsafe fn downgrade(&self, t: PercpuWriteToken) -> PercpuReadToken {
         self.downgrade_at(my_index(), t)
     }
@@ -618,16 +695,46 @@ impl RawPercpuRwSem {
     }
 
     /// Whether anyone holds the lock (a snapshot; costs a scan).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// assert!(!l.is_locked());
+    /// let r = l.read();
+    /// assert!(l.is_locked());
+    /// // SAFETY: `r` came from `l` on this thread.
+    /// unsafe { l.read_unlock(r) };
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.block.load(Ordering::Relaxed) != 0 || self.readers() != 0
     }
 
     /// Whether a writer is taking or holds the lock (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// let r = l.read();
+    /// assert!(!l.is_locked_exclusive()); // held, but shared
+    /// // SAFETY: `r` came from `l` on this thread.
+    /// unsafe { l.read_unlock(r) };
+    /// let w = l.write();
+    /// assert!(l.is_locked_exclusive());
+    /// // SAFETY: `w` came from `l`'s write lock.
+    /// unsafe { l.write_unlock(w) };
+    /// ```
     pub fn is_locked_exclusive(&self) -> bool {
         self.block.load(Ordering::Relaxed) != 0
     }
 
     /// Chunks of counters allocated so far (for tests: thread churn must not grow it without bound).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawPercpuRwSem::new();
+    /// assert_eq!(l.allocated_chunks(), 0); // nothing until a thread reads
+    /// let r = l.read();
+    /// // SAFETY: `r` came from `l` on this thread.
+    /// unsafe { l.read_unlock(r) };
+    /// assert!(l.allocated_chunks() <= 1);
+    /// ```
     pub fn allocated_chunks(&self) -> usize {
         self.chunks
             .iter()
