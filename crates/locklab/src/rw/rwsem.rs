@@ -127,6 +127,11 @@ const READER_BIAS: u64 = 1 << READER_SHIFT;
 /// Reader counts from here on are refused (module docs): bits 62-63 of the word.
 const READER_OVERFLOW: u64 = 0b11 << 62;
 /// Most read holds at once: a read lock beyond this panics (`try_read` fails).
+///
+/// ```
+/// use locklab::rw::rwsem::MAX_READERS;
+/// assert!(MAX_READERS > u64::from(u32::MAX)); // no real program gets near it
+/// ```
 pub const MAX_READERS: u64 = (1 << 62) >> READER_SHIFT;
 /// What makes a reader's fast path fail.
 const READ_FAILED_MASK: u64 = WRITER_LOCKED | WAITERS | HANDOFF | UPGRADING | READER_OVERFLOW;
@@ -143,21 +148,63 @@ const NONSPINNABLE: u64 = 1 << 1;
 const OWNER_TAG_SHIFT: u32 = 2;
 
 /// Readers granted per wake-up batch (the kernel's `MAX_READERS_WAKEUP`).
+///
+/// ```
+/// use locklab::rw::rwsem::MAX_READERS_WAKEUP;
+/// assert_eq!(MAX_READERS_WAKEUP, 256);
+/// ```
 pub const MAX_READERS_WAKEUP: usize = 256;
 /// A first waiter that has waited this long asks for hand-off (the kernel: 4 ms).
+///
+/// ```
+/// use locklab::rw::rwsem::HANDOFF_NS;
+/// assert_eq!(std::time::Duration::from_nanos(HANDOFF_NS).as_millis(), 4);
+/// ```
 pub const HANDOFF_NS: u64 = 4_000_000;
 /// Writer spinning on a writer owner: at most this long per owner.
+///
+/// ```
+/// use locklab::rw::rwsem::{OWNER_SPIN_NS, SPIN_MAX_NS};
+/// assert!(OWNER_SPIN_NS <= SPIN_MAX_NS);
+/// ```
 pub const OWNER_SPIN_NS: u64 = 10_000;
 /// Writer spinning on reader owners: base of the deadline.
+///
+/// ```
+/// use locklab::rw::rwsem::{READER_SPIN_BASE_NS, READER_SPIN_MAX_NS};
+/// assert!(READER_SPIN_BASE_NS <= READER_SPIN_MAX_NS);
+/// ```
 pub const READER_SPIN_BASE_NS: u64 = 10_000;
 /// Writer spinning on reader owners: added per reader.
+///
+/// ```
+/// use locklab::rw::rwsem::*;
+/// // Readers past this many no longer lengthen a writer's spin on them.
+/// let readers = (READER_SPIN_MAX_NS - READER_SPIN_BASE_NS) / READER_SPIN_PER_READER_NS;
+/// assert_eq!(readers, 30);
+/// ```
 pub const READER_SPIN_PER_READER_NS: u64 = 500;
 /// Writer spinning on reader owners: cap of the deadline.
+///
+/// ```
+/// use locklab::rw::rwsem::{READER_SPIN_MAX_NS, SPIN_MAX_NS};
+/// assert!(READER_SPIN_MAX_NS <= SPIN_MAX_NS);
+/// ```
 pub const READER_SPIN_MAX_NS: u64 = 25_000;
 /// A reader that finds a writer holding the lock (and nobody queued) watches the word this long before
 /// it queues and sleeps (default rwsem only).
+///
+/// ```
+/// use locklab::rw::rwsem::READER_SPIN_ON_WRITER_NS;
+/// assert!(READER_SPIN_ON_WRITER_NS < 1_000_000); // well under a millisecond
+/// ```
 pub const READER_SPIN_ON_WRITER_NS: u64 = 10_000;
 /// Overall cap on one writer's spinning, OSQ wait included.
+///
+/// ```
+/// use locklab::rw::rwsem::{HANDOFF_NS, SPIN_MAX_NS};
+/// assert!(SPIN_MAX_NS < HANDOFF_NS); // a spinner gives up long before anyone asks for hand-off
+/// ```
 pub const SPIN_MAX_NS: u64 = 50_000;
 /// Most `pause`s between two looks while spinning; at the cap the spinner yields instead ([`Backoff`]).
 const MAX_SPIN_BACKOFF: u32 = 64;
@@ -265,6 +312,11 @@ type Waiters<'a> = LockedList<'a>;
 impl RawRwSem {
     crate::primitive::const_unless_loom! {
         /// A new, unlocked rwsem.
+        ///
+        /// ```
+        /// let l = locklab::raw::RawRwSem::new();
+        /// assert!(!l.is_locked());
+        /// ```
         pub fn new() -> Self {
             Self::build(SPIN_ALL)
         }
@@ -351,6 +403,18 @@ impl RawRwSem {
     // ----- readers ------------------------------------------------------------------------------
 
     /// Takes the lock shared.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _a = l.read();
+    /// let _b = l.read(); // readers share it
+    /// assert!(l.is_locked() && !l.is_locked_exclusive());
+    /// // SAFETY: this thread took two shared holds above; each unlock releases one.
+    /// unsafe { l.read_unlock() };
+    /// // SAFETY: as above.
+    /// unsafe { l.read_unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub fn read(&self) -> RwSemToken {
         let tag = current_tag();
@@ -365,6 +429,17 @@ impl RawRwSem {
     }
 
     /// Takes the lock shared if that needs no waiting.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _r = l.try_read().expect("no writer");
+    /// // SAFETY: the `try_read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// let _w = l.write();
+    /// assert!(l.try_read().is_none()); // a writer holds it
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn try_read(&self) -> Option<RwSemToken> {
         let tag = current_tag();
@@ -492,6 +567,14 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock shared.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _r = l.read();
+    /// // SAFETY: the `read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub unsafe fn read_unlock(&self) {
         // Release pairs with the Acquire of the next writer.
@@ -531,6 +614,15 @@ impl RawRwSem {
     // ----- writers ------------------------------------------------------------------------------
 
     /// Takes the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _w = l.write();
+    /// assert!(l.is_locked_exclusive());
+    /// assert!(l.try_read().is_none());
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn write(&self) -> RwSemToken {
         let tag = current_tag();
@@ -548,6 +640,14 @@ impl RawRwSem {
     }
 
     /// Takes the lock exclusively if it is free.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _w = l.try_write().expect("free");
+    /// assert!(l.try_write().is_none());
+    /// // SAFETY: the `try_write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     #[inline]
     pub fn try_write(&self) -> Option<RwSemToken> {
         let tag = current_tag();
@@ -689,6 +789,14 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _w = l.write();
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// assert!(!l.is_locked());
+    /// ```
     #[inline]
     pub unsafe fn write_unlock(&self) {
         // Relaxed: a hint.
@@ -707,6 +815,14 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock exclusively, with `token`.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let w = l.write();
+    /// // SAFETY: `w` is this thread's exclusive hold of `l`.
+    /// unsafe { l.write_unlock_fair(&w) }; // nobody waits: the lock is simply freed
+    /// assert!(!l.is_locked());
+    /// ```
     pub unsafe fn write_unlock_fair(&self, token: &RwSemToken) {
         // Relaxed: a hint; a waiter that queues after this load is woken by `write_unlock` as usual.
         if self.count.load(Ordering::Relaxed) & WAITERS == 0 {
@@ -750,6 +866,17 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let w = l.write();
+    /// // SAFETY: `w` is this thread's exclusive hold of `l`.
+    /// unsafe { l.downgrade(&w) };
+    /// assert!(l.is_locked() && !l.is_locked_exclusive());
+    /// assert!(l.try_write().is_none()); // still a reader in
+    /// // SAFETY: the downgrade left this thread a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// ```
     pub unsafe fn downgrade(&self, token: &RwSemToken) {
         self.set_reader_owned(token.tag);
         // `WRITER_LOCKED -> one reader`. Release: readers let in now see our writes.

@@ -25,6 +25,14 @@ impl RawRwSem {
     }
 
     /// Takes the lock shared and upgradable if that needs no waiting.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _u = l.try_read_upgradable().expect("free");
+    /// assert!(l.try_read_upgradable().is_none()); // one upgradable reader at a time
+    /// // SAFETY: the `try_read_upgradable` above took an upgradable hold.
+    /// unsafe { l.upgradable_unlock() };
+    /// ```
     pub fn try_read_upgradable(&self) -> Option<RwSemToken> {
         let t = self.try_read()?;
         if self.mark_upgradable() {
@@ -107,6 +115,17 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock upgradable.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _u = l.read_upgradable();
+    /// // SAFETY: the `read_upgradable` above took an upgradable hold.
+    /// unsafe { l.upgradable_unlock() };
+    /// assert!(!l.is_locked());
+    /// let _next = l.try_read_upgradable().expect("free for the next one");
+    /// // SAFETY: the `try_read_upgradable` above took an upgradable hold.
+    /// unsafe { l.upgradable_unlock() };
+    /// ```
     pub unsafe fn upgradable_unlock(&self) {
         // Release pairs with the Acquire of the next writer or upgradable reader.
         let c = self.clear_upgradable(READER_BIAS, Ordering::Release);
@@ -119,6 +138,18 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock upgradable.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _u = l.read_upgradable();
+    /// // SAFETY: the `read_upgradable` above took an upgradable hold.
+    /// unsafe { l.downgrade_upgradable() };
+    /// let _u2 = l.try_read_upgradable().expect("ours is a plain read hold now");
+    /// // SAFETY: the second upgradable hold, then the plain read hold, each released once.
+    /// unsafe { l.upgradable_unlock() };
+    /// // SAFETY: as above.
+    /// unsafe { l.read_unlock() };
+    /// ```
     pub unsafe fn downgrade_upgradable(&self) {
         // Release pairs with the next upgradable reader's Acquire.
         self.clear_upgradable(0, Ordering::Release);
@@ -128,6 +159,17 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock exclusively.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let w = l.write();
+    /// // SAFETY: `w` is this thread's exclusive hold of `l`.
+    /// unsafe { l.downgrade_to_upgradable(&w) };
+    /// assert!(!l.is_locked_exclusive());
+    /// assert!(l.try_read_upgradable().is_none()); // ours is the upgradable hold
+    /// // SAFETY: the downgrade left this thread an upgradable hold.
+    /// unsafe { l.upgradable_unlock() };
+    /// ```
     pub unsafe fn downgrade_to_upgradable(&self, token: &RwSemToken) {
         self.set_reader_owned(token.tag);
         // `WRITER_LOCKED -> one reader, UPGRADABLE` (no upgradable reader can exist while a writer
@@ -147,6 +189,16 @@ impl RawRwSem {
     /// # Safety
     /// The caller holds the lock upgradable, with `token`, and no other read hold of it (it would
     /// wait for itself).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let u = l.read_upgradable();
+    /// // SAFETY: `u` is this thread's upgradable hold and its only hold of `l`.
+    /// let _w = unsafe { l.upgrade(u) };
+    /// assert!(l.is_locked_exclusive());
+    /// // SAFETY: the upgrade made it an exclusive hold.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub unsafe fn upgrade(&self, token: RwSemToken) -> RwSemToken {
         let ok = self.upgrade_until(&token, None);
         debug_assert!(ok, "no deadline");
@@ -157,6 +209,20 @@ impl RawRwSem {
     ///
     /// # Safety
     /// The caller holds the lock upgradable, with `token`.
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let u = l.read_upgradable();
+    /// let _r = l.read(); // another read hold: no upgrade yet
+    /// // SAFETY: `u` is this thread's upgradable hold of `l`.
+    /// assert!(!unsafe { l.try_upgrade(&u) });
+    /// // SAFETY: the plain read hold taken above.
+    /// unsafe { l.read_unlock() };
+    /// // SAFETY: as above; ours is now the only read hold.
+    /// assert!(unsafe { l.try_upgrade(&u) });
+    /// // SAFETY: the upgrade made it an exclusive hold.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub unsafe fn try_upgrade(&self, token: &RwSemToken) -> bool {
         self.convert_upgradable(token.tag)
     }

@@ -150,12 +150,33 @@ impl RawRwSem {
     }
 
     /// Whether anyone holds the lock (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// assert!(!l.is_locked());
+    /// let _r = l.read();
+    /// assert!(l.is_locked());
+    /// // SAFETY: the `read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// ```
     pub fn is_locked(&self) -> bool {
         let c = self.count.load(Ordering::Relaxed);
         c & WRITER_LOCKED != 0 || readers(c) != 0
     }
 
     /// Whether a writer holds the lock (a snapshot).
+    ///
+    /// ```
+    /// let l = locklab::raw::RawRwSem::new();
+    /// let _r = l.read();
+    /// assert!(!l.is_locked_exclusive()); // held, but shared
+    /// // SAFETY: the `read` above took a shared hold.
+    /// unsafe { l.read_unlock() };
+    /// let _w = l.write();
+    /// assert!(l.is_locked_exclusive());
+    /// // SAFETY: the `write` above took the lock exclusively.
+    /// unsafe { l.write_unlock() };
+    /// ```
     pub fn is_locked_exclusive(&self) -> bool {
         self.count.load(Ordering::Relaxed) & WRITER_LOCKED != 0
     }
