@@ -55,6 +55,11 @@ use core::cell::UnsafeCell;
 use core::ptr;
 
 /// How long a waiter watches its word before it sleeps (ns).
+///
+/// ```
+/// use locklab::sleep::{condvar::WAIT_SPIN_NS, mutex::OWNER_SPIN_NS};
+/// assert!(WAIT_SPIN_NS <= OWNER_SPIN_NS); // a waiter watches its word briefly, then sleeps
+/// ```
 pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
@@ -85,6 +90,11 @@ unsafe impl Send for RawCondvar {}
 impl RawCondvar {
     crate::primitive::const_unless_loom! {
         /// A new condvar.
+        ///
+        /// ```
+        /// let cv = locklab::raw::RawCondvar::new();
+        /// assert_eq!(cv.notify_all(), 0);
+        /// ```
         pub fn new() -> Self {
             RawCondvar {
                 mutex: AtomicPtr::new(ptr::null_mut()),
@@ -253,11 +263,50 @@ impl RawCondvar {
     }
 
     /// Wakes one waiter; returns whether there was one.
+    ///
+    /// ```
+    /// use locklab::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(0), Condvar::new());
+    /// assert!(!cv.notify_one(), "nobody waits");
+    /// std::thread::scope(|s| {
+    ///     let waiter = s.spawn(|| {
+    ///         let mut n = m.lock();
+    ///         cv.wait_while(&mut n, |n| *n == 0);
+    ///     });
+    ///     *m.lock() = 1;
+    ///     // The waiter may not be waiting yet: notify until it is done.
+    ///     while !waiter.is_finished() {
+    ///         cv.notify_one();
+    ///         std::thread::yield_now();
+    ///     }
+    /// });
+    /// ```
     pub fn notify_one(&self) -> bool {
         self.notify(1) == 1
     }
 
     /// Wakes every waiter; returns how many there were.
+    ///
+    /// ```
+    /// use locklab::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(false), Condvar::new());
+    /// assert_eq!(cv.notify_all(), 0, "nobody waits");
+    /// std::thread::scope(|s| {
+    ///     let waiters: Vec<_> = (0..2)
+    ///         .map(|_| {
+    ///             s.spawn(|| {
+    ///                 let mut go = m.lock();
+    ///                 cv.wait_while(&mut go, |go| !*go);
+    ///             })
+    ///         })
+    ///         .collect();
+    ///     *m.lock() = true;
+    ///     while !waiters.iter().all(|w| w.is_finished()) {
+    ///         cv.notify_all();
+    ///         std::thread::yield_now();
+    ///     }
+    /// });
+    /// ```
     pub fn notify_all(&self) -> usize {
         self.notify(usize::MAX)
     }

@@ -136,8 +136,18 @@ const OWNER_SHIFT: u32 = 4;
 const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
 
 /// A spinner gives up after the same owner has held the lock this long (ns).
+///
+/// ```
+/// use locklab::sleep::mutex::{OWNER_SPIN_NS, SPIN_MAX_NS};
+/// assert!(OWNER_SPIN_NS <= SPIN_MAX_NS);
+/// ```
 pub const OWNER_SPIN_NS: u64 = 10_000;
 /// Overall cap on optimistic spinning per acquisition, OSQ wait included (ns).
+///
+/// ```
+/// use locklab::sleep::mutex::{HANDOFF_NS, SPIN_MAX_NS};
+/// assert!(SPIN_MAX_NS < HANDOFF_NS); // spinning ends long before a waiter asks for hand-off
+/// ```
 pub const SPIN_MAX_NS: u64 = 40_000;
 /// Looks (with `pause`s) a would-be spinner takes, waiting for the spinner slot, before it yields
 /// between looks.
@@ -146,6 +156,11 @@ const OSQ_WAIT_SPINS: u32 = 2;
 const MAX_SPIN_BACKOFF: u32 = 64;
 /// A first waiter that has waited this long asks for hand-off (ns). The kernel's rwsem uses 4 ms; we
 /// pick 1 ms so that a starved waiter waits at most a few milliseconds even on a loaded 2-CPU VM.
+///
+/// ```
+/// use locklab::sleep::mutex::HANDOFF_NS;
+/// assert_eq!(std::time::Duration::from_nanos(HANDOFF_NS).as_millis(), 1);
+/// ```
 pub const HANDOFF_NS: u64 = 1_000_000;
 
 /// The calling thread's owner tag: its stack address in 2 MiB units (28 bits, never 0).
@@ -273,6 +288,11 @@ type Waiters<'a> = LockedList<'a>;
 impl RawMutex {
     crate::primitive::const_unless_loom! {
         /// A new, unlocked mutex.
+        ///
+        /// ```
+        /// let m = locklab::raw::RawMutex::new();
+        /// assert!(!m.is_locked());
+        /// ```
         pub fn new() -> Self {
             RawMutex {
                 dep: crate::dep::Dep::new(),
@@ -300,6 +320,13 @@ impl RawMutex {
     }
 
     /// Byte offsets of the three 32-bit words the mutex never touches (see "Layout").
+    ///
+    /// ```
+    /// use locklab::raw::RawMutex;
+    /// for off in RawMutex::SPARE_OFFSETS {
+    ///     assert!(off % 4 == 0 && off + 4 <= size_of::<RawMutex>());
+    /// }
+    /// ```
     pub const SPARE_OFFSETS: [usize; 3] = [4, 8, 16];
 
     /// Releases the lock held by any thread, as POSIX lets a default `pthread_mutex_t` be unlocked by a
@@ -344,6 +371,21 @@ impl RawMutex {
     }
 
     /// Takes the lock, spinning and then sleeping as needed.
+    ///
+    /// ```
+    /// let m = std::sync::Arc::new(locklab::raw::RawMutex::new());
+    /// let t = m.lock();
+    /// let m2 = m.clone();
+    /// let other = std::thread::spawn(move || {
+    ///     let t = m2.lock(); // spins, then sleeps until the main thread unlocks
+    ///     // SAFETY: `t` is this thread's acquisition of `m2`.
+    ///     unsafe { m2.unlock(t) };
+    /// });
+    /// // SAFETY: `t` is this thread's acquisition of `m`.
+    /// unsafe { m.unlock(t) };
+    /// other.join().unwrap();
+    /// assert!(!m.is_locked());
+    /// ```
     #[inline]
     pub fn lock(&self) -> MutexToken {
         let tag = current_tag();
@@ -415,6 +457,16 @@ impl RawMutex {
     ///
     /// # Safety
     /// As [`try_lock_unshared`](Self::try_lock_unshared); the acquisition's token is never used again.
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// // SAFETY: no other thread can see `m`; the token is dropped unused.
+    /// unsafe {
+    ///     let _t = m.try_lock_unshared().expect("free");
+    ///     assert!(m.unlock_unshared());
+    /// }
+    /// assert!(!m.is_locked());
+    /// ```
     // For locklab-pthread (its pthread_mutex_* entry points); hidden from the user's docs.
     #[doc(hidden)]
     #[inline]
@@ -428,6 +480,14 @@ impl RawMutex {
     }
 
     /// Takes the lock if it is free (and no hand-off is pending).
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// let t = m.try_lock().expect("free");
+    /// assert!(m.try_lock().is_none());
+    /// // SAFETY: `t` is this thread's acquisition of `m`.
+    /// unsafe { m.unlock(t) };
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> Option<MutexToken> {
         let tag = current_tag();
@@ -454,6 +514,14 @@ impl RawMutex {
     ///
     /// # Safety
     /// `token` is the state of the caller's current acquisition of this mutex.
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// let t = m.lock();
+    /// // SAFETY: `t` is this thread's current acquisition of `m`.
+    /// unsafe { m.unlock(t) };
+    /// assert!(!m.is_locked());
+    /// ```
     #[inline]
     pub unsafe fn unlock(&self, token: MutexToken) {
         // `(me,h,k,w,1) -> (0,h,k,w,0)`: one RMW whatever the flags.
@@ -468,6 +536,14 @@ impl RawMutex {
     ///
     /// # Safety
     /// As [`unlock`](Self::unlock).
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// let t = m.lock();
+    /// // SAFETY: `t` is this thread's current acquisition of `m`.
+    /// unsafe { m.unlock_fair(t) }; // nobody waits: simply freed
+    /// assert!(!m.is_locked());
+    /// ```
     #[inline]
     pub unsafe fn unlock_fair(&self, token: MutexToken) {
         // Release pairs with the Acquire of whoever takes the lock next.
@@ -481,6 +557,15 @@ impl RawMutex {
     }
 
     /// Whether the lock is held (a snapshot).
+    ///
+    /// ```
+    /// let m = locklab::raw::RawMutex::new();
+    /// assert!(!m.is_locked());
+    /// let t = m.lock();
+    /// assert!(m.is_locked());
+    /// // SAFETY: `t` is this thread's acquisition of `m`.
+    /// unsafe { m.unlock(t) };
+    /// ```
     #[inline]
     pub fn is_locked(&self) -> bool {
         self.state.load(Ordering::Relaxed) & LOCKED != 0
