@@ -76,9 +76,20 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Length of one thread's list down to which a flooding thread waits (see [`LIMIT`]).
+///
+/// ```
+/// use locklab::rcu::{HIGH_WATER, LIMIT};
+/// // A flooding thread waits at `LIMIT` queued callbacks until its list is back under `HIGH_WATER`.
+/// assert!(HIGH_WATER < LIMIT);
+/// ```
 pub const HIGH_WATER: usize = 10_000;
 /// Length of one thread's list at which `call_rcu` waits for it to drain below [`HIGH_WATER`] (unless
 /// the caller may not wait: module docs of `locklab::rcu`, "Flood control").
+///
+/// ```
+/// use locklab::rcu::{HIGH_WATER, LIMIT};
+/// assert_eq!(LIMIT, 4 * HIGH_WATER);
+/// ```
 pub const LIMIT: usize = 4 * HIGH_WATER;
 
 /// How long the idle grace-period thread sleeps between looks (a missed wake costs at most this).

@@ -14,6 +14,13 @@
 use crate::primitive::{AtomicU64, Ordering, fence};
 
 /// Low bits of a memb record's `ctr` that count the nesting depth.
+///
+/// ```
+/// use locklab::rcu::NEST_BITS;
+/// // A grace period moves `gp` by one unit above the nesting field.
+/// let one_gp = 1u64 << NEST_BITS;
+/// assert_eq!(one_gp, 65_536);
+/// ```
 pub const NEST_BITS: u32 = 16;
 /// The nesting field of a memb `ctr`.
 pub(crate) const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
