@@ -130,6 +130,16 @@ impl LockClass {
 
 /// A lock the validator can be told the class of: the library's lock types (with the `lockdep`
 /// feature, each carries its class).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{Classed, LockClass};
+/// static CONFIG: LockClass = LockClass::new("doc-config");
+/// let m = locklab::Mutex::new(0);
+/// m.set_lockdep_class(&CONFIG); // what `lockdep::set_class(&m, &CONFIG)` calls
+/// *m.lock() += 1;
+/// assert_eq!(*m.lock(), 1);
+/// ```
 pub trait Classed {
     /// Gives the lock `class` (before its first acquisition, or the change applies from the next).
     fn set_lockdep_class(&self, class: &'static LockClass);

@@ -181,6 +181,18 @@ fn pid() -> u32 {
 // --- the store -------------------------------------------------------------------------------------------
 
 /// What kind of problem a report is.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::ReportKind;
+/// assert_eq!(ReportKind::Recursion.name(), "recursive-locking");
+/// // Reports are told apart by kind.
+/// let cycles = locklab::lockdep::reports()
+///     .into_iter()
+///     .filter(|r| r.kind == ReportKind::Cycle)
+///     .count();
+/// assert!(cycles <= locklab::lockdep::reports().len());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ReportKind {
@@ -246,6 +258,29 @@ impl ReportKind {
 }
 
 /// One report, as [`reports`] returns it.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, LockClass, ReportKind};
+/// static FIRST: LockClass = LockClass::new("doc-report-first");
+/// static SECOND: LockClass = LockClass::new("doc-report-second");
+/// let (a, b) = (locklab::Mutex::new(()), locklab::Mutex::new(()));
+/// lockdep::set_class(&a, &FIRST);
+/// lockdep::set_class(&b, &SECOND);
+/// drop((a.lock(), b.lock())); // first, then second
+/// drop((b.lock(), a.lock())); // second, then first: a potential deadlock
+/// let report = lockdep::reports().into_iter().find(|r| {
+///     r.kind == ReportKind::Cycle && r.classes.iter().any(|c| c.contains("doc-report-first"))
+/// });
+/// if cfg!(feature = "lockdep") {
+///     let report = report.expect("AB-BA reported");
+///     assert!(report.classes.iter().any(|c| c.contains("doc-report-second")));
+///     assert!(!report.text.is_empty());
+/// } else {
+///     // Without the `lockdep` feature the locks never call the validator.
+///     assert!(report.is_none());
+/// }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Report {
     /// The problem.
