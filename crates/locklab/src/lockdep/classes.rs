@@ -5,6 +5,16 @@
 use super::*;
 
 /// What kind of lock a class is (names it in reports; picks the RCU messages).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, hooks::{Kind, Origin, Site}};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let key = 0x5a_0000; // a site, a `LockClass`'s address or an object's
+/// let c = lockdep::hooks::class_for(key, Kind::SpinLock, Origin::Created, Site::UNKNOWN, 0);
+/// // The kind is recorded when the class is made; the key alone finds it again.
+/// assert_eq!(c, lockdep::hooks::class_for(key, Kind::SpinLock, Origin::Created, Site::UNKNOWN, 0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
@@ -53,6 +63,16 @@ impl Kind {
 }
 
 /// How a class's key came about (said in reports).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, hooks::{Kind, Origin, Site}};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// // A class keyed by the site that first locked an object of it.
+/// let site = Site::caller();
+/// let c = lockdep::hooks::class_for(0x5b_0000, Kind::Mutex, Origin::FirstLocked, site, 0);
+/// assert_eq!(c, lockdep::hooks::class_for(0x5b_0000, Kind::Mutex, Origin::FirstLocked, site, 0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Origin {

@@ -5,6 +5,15 @@
 use super::*;
 
 /// How a lock is taken.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, hooks::{Flags, Mode, Site}};
+/// static C: lockdep::LockClass = lockdep::LockClass::new("mode-doc");
+/// lockdep::hooks::acquire(0x18, C.id(), Mode::Read, Site::caller(), Flags::NONE);
+/// assert!(lockdep::hooks::holds(0x18));
+/// assert!(lockdep::hooks::release(0x18, Site::caller()));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Mode {
@@ -36,25 +45,76 @@ impl Mode {
 }
 
 /// Properties of one acquisition.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::hooks::Flags;
+/// let timed_try = Flags::TRY.with(Flags::TIMED);
+/// assert!(timed_try.has(Flags::TIMED) && !timed_try.has(Flags::RECURSIVE));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags(pub(super) u8);
 
 impl Flags {
     /// A blocking acquisition of a lock without special rules.
+    ///
+    /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+    /// use locklab::lockdep::hooks::Flags;
+    /// assert_eq!(Flags::NONE.with(Flags::TRY), Flags::TRY);
+    /// ```
     pub const NONE: Flags = Flags(0);
     /// A trylock that succeeded: pushed, adds no dependency.
+    ///
+    /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+    /// use locklab::lockdep::{self, hooks::{Flags, Mode, Site}};
+    /// static C: lockdep::LockClass = lockdep::LockClass::new("try-doc");
+    /// // After a trylock succeeded: recorded as held, no dependency added.
+    /// lockdep::hooks::acquire(0x28, C.id(), Mode::Write, Site::caller(), Flags::TRY);
+    /// assert!(lockdep::hooks::holds(0x28));
+    /// assert!(lockdep::hooks::release(0x28, Site::caller()));
+    /// ```
     pub const TRY: Flags = Flags(1);
     /// The kind allows the holder to take it again (a recursive mutex).
+    ///
+    /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+    /// use locklab::lockdep::hooks::Flags;
+    /// let recursive_mutex = Flags::NONE.with(Flags::RECURSIVE);
+    /// assert!(recursive_mutex.has(Flags::RECURSIVE));
+    /// ```
     pub const RECURSIVE: Flags = Flags(2);
     /// Taking again what the thread holds for writing returns an error instead of deadlocking (an
     /// error-checking mutex, a pthread rwlock): the caller will [`forget`] it.
+    ///
+    /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+    /// use locklab::lockdep::hooks::Flags;
+    /// let error_checking = Flags::RELOCK_ERRORS;
+    /// assert!(!error_checking.has(Flags::RECURSIVE));
+    /// ```
     pub const RELOCK_ERRORS: Flags = Flags(4);
     /// A timed acquisition: it adds dependencies as a blocking one, but taking a lock the thread
     /// holds is not reported (it times out; the caller [`forget`]s it).
+    ///
+    /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+    /// use locklab::lockdep::hooks::Flags;
+    /// let timed = Flags::TIMED;
+    /// assert!(timed.has(Flags::NONE) && !timed.has(Flags::TRY));
+    /// ```
     pub const TIMED: Flags = Flags(8);
     /// Any thread may unlock it (glibc's normal mutexes, which programs use as binary semaphores):
     /// its holder taking it again waits for another thread's unlock, not for ever, and is not
     /// reported.
+    ///
+    /// ```
+    /// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+    /// use locklab::lockdep::hooks::Flags;
+    /// let normal_pthread_mutex = Flags::OWNERLESS;
+    /// assert!(normal_pthread_mutex.with(Flags::TRY).has(Flags::OWNERLESS));
+    /// ```
     pub const OWNERLESS: Flags = Flags(16);
 
     /// Both sets of flags.
@@ -326,6 +386,14 @@ pub fn without_dependencies<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// The subclass set by [`with_subclass`] on this thread (0 outside it).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{current_subclass, with_subclass};
+/// assert_eq!(current_subclass(), 0);
+/// assert_eq!(with_subclass(2, current_subclass), 2);
+/// assert_eq!(current_subclass(), 0);
+/// ```
 #[inline]
 pub fn current_subclass() -> u8 {
     THREAD

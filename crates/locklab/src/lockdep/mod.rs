@@ -154,6 +154,13 @@ use table::{Table, zeroed_array};
 // --- configuration -------------------------------------------------------------------------------------
 
 /// What the validator does when it finds a problem.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, Action};
+/// lockdep::set_mode(Action::Report); // print, record and continue
+/// assert!(lockdep::enabled());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Validate nothing.
@@ -332,6 +339,13 @@ impl core::ops::Deref for ValueBuf {
 }
 
 /// Whether the validator runs: one Relaxed load.
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep;
+/// lockdep::set_mode(lockdep::Action::Report);
+/// assert!(lockdep::enabled());
+/// ```
 #[inline]
 pub fn enabled() -> bool {
     match ACTION.load(Ordering::Relaxed) {

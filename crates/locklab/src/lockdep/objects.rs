@@ -65,6 +65,16 @@ pub fn object_class_or_new(obj: usize, kind: Kind, site: Site) -> u32 {
 }
 
 /// Records `class` as the class of the object at `obj` (an init call, or a first acquisition).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, hooks::{Kind, Origin, Site}};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let c = lockdep::hooks::class_for(0x5c_0000, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
+/// lockdep::hooks::set_object_class(0x2000, c);
+/// assert_eq!(lockdep::hooks::object_class(0x2000), Some(c));
+/// # lockdep::hooks::forget_object(0x2000);
+/// ```
 pub fn set_object_class(obj: usize, class: u32) {
     if class == 0 || obj == 0 {
         return;
@@ -196,6 +206,16 @@ pub(super) fn run_exit_hook() {
 }
 
 /// Forgets the object at `obj` (destroyed: a later object at that address gets a class of its own).
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// use locklab::lockdep::{self, hooks::{Kind, Origin, Site}};
+/// lockdep::set_mode(lockdep::Action::Report);
+/// let c = lockdep::hooks::class_for(0x5d_0000, Kind::Mutex, Origin::Created, Site::UNKNOWN, 0);
+/// lockdep::hooks::set_object_class(0x3000, c);
+/// lockdep::hooks::forget_object(0x3000); // destroyed
+/// assert_eq!(lockdep::hooks::object_class(0x3000), None);
+/// ```
 pub fn forget_object(obj: usize) {
     if obj == 0 {
         return;

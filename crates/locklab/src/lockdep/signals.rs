@@ -55,6 +55,13 @@ pub fn signal_enter(sig: i32) -> u64 {
 }
 
 /// Leaves a handler entered with [`signal_enter`].
+///
+/// ```
+/// # if cfg!(miri) { return; } // Miri: too slow for the validator's tables
+/// let saved = locklab::lockdep::hooks::signal_enter(10);
+/// // ... the handler's locks ...
+/// locklab::lockdep::hooks::signal_leave(saved);
+/// ```
 pub fn signal_leave(saved: u64) {
     if saved == u64::MAX {
         return;

@@ -61,10 +61,22 @@ const READERS: u32 = READERS_WAITING - 1;
 
 /// Most concurrent read holds (2^28 - 1); one more panics, with the count left as it was. The
 /// count field has 2^28 more values as headroom for the refused adds in flight (invariant 4).
+///
+/// ```
+/// use locklab::rw::recursive_rwsem::{COUNT_MASK, MAX_READERS};
+/// assert!(MAX_READERS <= COUNT_MASK); // the count field has room beyond the bound
+/// ```
 pub const MAX_READERS: u32 = (1 << 28) - 1;
 
 /// The bits of the lock word that count readers (for code that reads the word itself, such as a
 /// `pthread_rwlock_t` shim deciding which hold an unlock ends).
+///
+/// ```
+/// use locklab::rw::recursive_rwsem::COUNT_MASK;
+/// // The reader count of a lock word read directly (a shim deciding which hold an unlock ends).
+/// let word: u32 = 3; // three readers, no flag
+/// assert_eq!(word & COUNT_MASK, 3);
+/// ```
 pub const COUNT_MASK: u32 = READERS;
 
 /// A reader-preferring sleeping rwlock (module docs).
