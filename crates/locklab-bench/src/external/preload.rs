@@ -371,12 +371,20 @@ fn lockdep_summary(
             "complete": complete,
             "reports": reports,
         });
-        let body = serde_json::to_string_pretty(&doc)? + "\n";
-        if out == "-" {
-            let _ = std::io::stdout().write_all(body.as_bytes());
-        } else if let Err(e) = std::fs::write(out, body) {
-            eprintln!("locklab: error: cannot write {out}: {e}");
-        }
+        write_doc(out, &doc)?;
+    }
+    Ok(())
+}
+
+/// Writes a JSON document to `out` (`-`: standard output); a file that cannot be written is said
+/// on standard error, the run's result stands.
+fn write_doc(out: &str, doc: &serde_json::Value) -> anyhow::Result<()> {
+    let body = serde_json::to_string_pretty(doc)? + "\n";
+    if out == "-" {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(body.as_bytes());
+    } else if let Err(e) = std::fs::write(out, body) {
+        eprintln!("locklab: error: cannot write {out}: {e}");
     }
     Ok(())
 }
@@ -703,13 +711,7 @@ impl Supervision<'_> {
                 "command": self.cmd,
                 "processes": processes,
             });
-            let body = serde_json::to_string_pretty(&doc)? + "\n";
-            if out == "-" {
-                use std::io::Write as _;
-                let _ = std::io::stdout().write_all(body.as_bytes());
-            } else if let Err(e) = std::fs::write(out, body) {
-                eprintln!("locklab: error: cannot write {out}: {e}");
-            }
+            write_doc(out, &doc)?;
         }
         Ok(())
     }
