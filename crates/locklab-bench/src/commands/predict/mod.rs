@@ -257,9 +257,9 @@ pub fn ranking(cell: &[&CheckRow]) -> (usize, Vec<(String, String)>) {
 }
 
 /// `predict --self-check`: this machine calibrated, then the check locks measured (5 repeats of
-/// 200 ms, each after a line-transfer probe) and predicted with the probes' median transfer (20 ms virtual) at 1 and 2 threads under `mutex` and `rw` (90% reads),
-/// cs and think 100 ns (given to the simulator as long as the `none` row says they took here);
-/// each cell's ratio and the rankings.
+/// 200 ms, each after a line-transfer probe) and predicted (20 ms virtual, the probes' median as the
+/// transfer) at 1 and 2 threads under `mutex` and `rw` (90% reads), cs and think 100 ns (given to the
+/// simulator as long as the `none` row says they took here); each cell's ratio and the rankings.
 pub fn self_check(json: Option<&str>) -> anyhow::Result<()> {
     use crate::engine::workload::Workload;
     let m = describe_this();
