@@ -9,43 +9,58 @@
 //! `siglongjmp` out of a blocked `pthread_mutex_lock` (the old `SIGALRM` time-out idiom: a queued
 //! node would be left on a discarded stack). Threads that vanish in a `fork` child leave nothing
 //! behind either. So the preload library keeps the lesson of the kernel mutex that matters for
-//! throughput, optimistic spinning while the owner runs (seed 001), by one spinner at a time as the
-//! kernel's OSQ head, and sleeps the way glibc's futex mutex does, on the lock word.
+//! throughput, optimistic spinning while the owner runs (seed 001), and sleeps the way glibc's
+//! futex mutex does, on the lock word.
 //!
 //! # Algorithm
 //! - **Lock, fast path**: `cas(word: 0 -> LOCKED)`.
-//! - **Spin** (only when nobody sleeps and nobody else spins): set `SPINNER`; while the lock is
+//! - **Spin** (every newcomer whose CAS failed, as glibc's adaptive mutex): while the lock is
 //!   held, watch the owner's TID (glibc's `__owner` field, which the caller records after each
 //!   acquisition) and take the lock the moment it is free. Stop once the same owner has held it for
-//!   [`OWNER_SPIN`] (probably preempted, or in a long section) or after [`SPIN_MAX`] in all. The
-//!   first looks are `pause`s with exponential backoff; later ones yield the CPU, which the holder
-//!   may need when threads outnumber CPUs.
+//!   [`OWNER_SPIN`] (probably preempted, or in a long section) or after [`SPIN_MAX`] in all (the
+//!   clock is read from the eighth look on). The first looks are `pause`s with exponential
+//!   backoff; later ones yield the CPU, which the holder may need when threads outnumber CPUs.
+//!   Spinning is not limited to one thread (the kernel's OSQ head) and does not stop for sleepers:
+//!   in userspace a spinner can be preempted, and a spinner's flag in the word then sent every
+//!   other newcomer to sleep for a time slice; with threads outnumbering CPUs that turned most
+//!   acquisitions into a futex sleep and a wake-up (0.6x glibc's adaptive mutex, 2,000 times its
+//!   system calls, on a 2-CPU machine with 16-64 threads).
 //! - **Sleep**: take a free word; else count oneself in the word while the lock is held and
 //!   `futex_wait` on the value just written; back from the sleep (woken, a signal, or the watchdog
 //!   every 100 ms), leave the count and look again.
-//! - **Unlock**: clear `LOCKED`; if the count is non-zero and the lock was not taken again at once
-//!   (whose holder's unlock will wake instead), wake one sleeper.
+//! - **Unlock**: clear `LOCKED`; if the count is non-zero, no woken sleeper is still on its way
+//!   (`WAKING`) and the lock was not taken again at once (whose holder's unlock will wake instead),
+//!   set `WAKING` and wake one sleeper. Without `WAKING`, every unlock between a wake-up and the
+//!   woken thread's first look (on a loaded machine, a whole run-queue wait) woke another sleeper:
+//!   a herd of wake-ups, each a system call for the unlocker, most of them only to sleep again.
 //!
 //! # State word (bytes 0-3 of `pthread_mutex_t`)
 //! | bits | name      | meaning                                               |
 //! |------|-----------|-------------------------------------------------------|
 //! | 0    | `LOCKED`  | held                                                  |
-//! | 1    | `SPINNER` | a newcomer is spinning: other newcomers sleep         |
+//! | 1    | `WAKING`  | a sleeper was woken and has not looked yet            |
 //! | 2-31 | count     | threads asleep (or about to sleep) on the word        |
 //!
-//! Transitions: take `s -> s | LOCKED` (from any `s` without `LOCKED`); spin `s -> s | SPINNER` and
-//! back; sleep `s -> s + ONE` on a held word, back `s -> s - ONE`; unlock `s -> s & !LOCKED`, then a
-//! wake-up if the count was non-zero and the word is still free.
+//! Transitions: take `s -> s | LOCKED` (from any `s` without `LOCKED`); sleep `s -> s + ONE` on a held word, back `s -> s - ONE` and `s -> s & !WAKING`; unlock
+//! `s -> s & !LOCKED`, then, if the count is non-zero and neither `LOCKED` nor `WAKING` is set,
+//! `s -> s | WAKING` and a wake-up.
 //!
 //! # Invariants
 //! 1. No lost wake-up: a thread sleeps only on the exact value it wrote with its count (the kernel
 //!    compares and sleeps atomically), so an unlock between its count and its sleep makes the sleep
 //!    return at once. An unlock after it sees the count; it wakes one sleeper unless the lock is
 //!    held again, and then that holder's unlock sees the count in turn (the count leaves the word
-//!    only with its sleeper).
+//!    only with its sleeper), or unless `WAKING` is set: then a woken thread has yet to come back
+//!    from its sleep, and every thread back from a sleep clears `WAKING` and then looks at the word
+//!    (takes a free lock, or counts itself on a held one, whose unlock then wakes), so an unlock
+//!    that skipped its wake-up is followed by a look.
 //! 2. Nothing outside the word refers to a waiter. A waiter that leaves without finishing
 //!    (`siglongjmp`, thread death in a `fork` child) leaves at most its count (unlocks make a spare
-//!    wake-up, newcomers do not spin) or `SPINNER` (newcomers do not spin): costs, never a hang.
+//!    wake-up): a cost, never a hang.
+//!    `WAKING` is cleared by the waker itself when its wake-up found nobody asleep, and by an
+//!    unlock that finds nobody counted; a woken thread that leaves without coming back
+//!    (`siglongjmp` from a signal that raced the wake-up) while others are counted leaves it set
+//!    until one of them comes back (its watchdog: within 100 ms): a delay, never a hang.
 //! 3. A nested acquisition by a signal handler of the lock its thread waits for is an ordinary
 //!    locker: it spins or sleeps on the word like any other thread and is woken like one.
 //!
@@ -54,7 +69,8 @@
 //!
 //! # Memory orderings
 //! Every take is an Acquire CAS, paired with the Release `fetch_and` of the unlock that freed the
-//! lock. The count and `SPINNER` publish nothing (Relaxed); the futex system calls order the rest.
+//! lock. The count and `WAKING` publish nothing (Relaxed); the futex system calls order
+//! the rest.
 //!
 //! ```c
 //! pthread_mutex_lock(&m);   /* with LOCKLAB_MUTEX=adaptive (the default) */
@@ -67,8 +83,8 @@ use std::time::{Duration, Instant};
 
 /// Held.
 const LOCKED: u32 = 1;
-/// A newcomer is spinning.
-const SPINNER: u32 = 2;
+/// An unlocker woke a sleeper that has not looked at the word since: unlocks do not wake another.
+const WAKING: u32 = 2;
 /// One sleeper in the count (bits 2-31).
 const ONE: u32 = 4;
 /// A spinner stops after the same owner has held the lock this long.
@@ -144,13 +160,18 @@ impl Adaptive {
     #[inline]
     pub(crate) fn unlock(self) {
         // Release pairs with the next taker's Acquire CAS.
-        if self.word.fetch_and(!LOCKED, Ordering::Release) >= ONE {
+        let s = self.word.fetch_and(!LOCKED, Ordering::Release);
+        if s >= ONE && s & WAKING == 0 {
             self.wake_one();
+        } else if s & WAKING != 0 && s < ONE {
+            // Nobody counted: the woken thread is back (and about to clear the flag itself) or
+            // gone without clearing it; either way nobody else will.
+            self.word.fetch_and(!WAKING, Ordering::Relaxed);
         }
     }
 
     /// Releases a lock whose word is exactly `LOCKED` with one CAS; `false` (nothing done) if the
-    /// word says anything else (a spinner or a sleeper arrived: [`unlock`](Self::unlock) then).
+    /// word says anything else (a sleeper arrived: [`unlock`](Self::unlock) then).
     #[inline(always)]
     pub(crate) fn unlock_quiet(self) -> bool {
         // Release pairs with the next taker's Acquire CAS.
@@ -159,12 +180,31 @@ impl Adaptive {
             .is_ok()
     }
 
-    /// Wakes one sleeper, unless the lock was taken again (invariant 1).
+    /// Wakes one sleeper, unless the lock was taken again or a woken sleeper has not yet looked
+    /// (invariant 1): sets `WAKING` on a free word with sleepers, and wakes one if it did.
     #[cold]
     #[inline(never)]
     fn wake_one(self) {
-        if self.word.load(Ordering::Relaxed) & LOCKED == 0 {
-            sys::futex_wake(self.word, 1, false);
+        let mut s = self.word.load(Ordering::Relaxed);
+        while s & (LOCKED | WAKING) == 0 && s >= ONE {
+            // Relaxed: the flag publishes nothing; the futex call orders the wake-up.
+            match self.word.compare_exchange_weak(
+                s,
+                s | WAKING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    // Nobody asleep (the counted threads are on their way to a sleep that the new
+                    // value will refuse, or left without their count): nobody will come back to
+                    // clear the flag, so the waker does.
+                    if sys::futex_wake_count(self.word, 1, false) == 0 {
+                        self.word.fetch_and(!WAKING, Ordering::Relaxed);
+                    }
+                    return;
+                }
+                Err(now) => s = now,
+            }
         }
     }
 
@@ -193,20 +233,8 @@ impl Adaptive {
     #[cold]
     #[inline(never)]
     fn lock_slow(self, until: Option<(libc::clockid_t, &libc::timespec)>) -> bool {
-        // Spinning while others sleep would barge past them, and a second spinner only takes a
-        // CPU from the holder: such a newcomer sleeps at once.
-        let s = self.word.load(Ordering::Relaxed);
-        if s & !LOCKED == 0
-            && self
-                .word
-                .compare_exchange(s, s | SPINNER, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            let took = self.spin();
-            self.word.fetch_and(!SPINNER, Ordering::Relaxed);
-            if took {
-                return true;
-            }
+        if self.spin() {
+            return true;
         }
         loop {
             if self.try_lock() {
@@ -230,7 +258,13 @@ impl Adaptive {
                 }
                 Some(_) => !sys::futex_wait_until(self.word, s + ONE, until),
             };
-            self.word.fetch_sub(ONE, Ordering::Relaxed);
+            // Back (woken, a signal, the watchdog, or the word changed before the sleep): leave the
+            // count, and clear `WAKING` (whoever was woken, it is this thread or one that will
+            // look as this one does; a spare wake-up at worst).
+            let s = self.word.fetch_sub(ONE, Ordering::Relaxed);
+            if s & WAKING != 0 {
+                self.word.fetch_and(!WAKING, Ordering::Relaxed);
+            }
             if timed_out {
                 return self.try_lock();
             }
@@ -240,16 +274,17 @@ impl Adaptive {
     /// Optimistic spinning while the owner runs; `true` if it took the lock. Stops when a sleeper
     /// appears.
     fn spin(self) -> bool {
-        let start = Instant::now();
+        // The clock is read from the eighth look on, not at the start: most spins end within a
+        // few looks, and a clock reading (a vDSO call, tens of ns on a VM) on every contended
+        // acquisition was a sixth of a contended loop's time. The first looks' backoff (at most
+        // ~255 `pause`s) is then outside the budgets below.
+        let mut start: Option<Instant> = None;
         let mut owner = self.owner.load(Ordering::Relaxed);
-        let mut since = start;
+        let mut owner_since: Option<Instant> = None;
         let mut backoff = 1u32;
         let mut looks = 0u32;
         loop {
             let s = self.word.load(Ordering::Relaxed);
-            if s >= ONE {
-                return false;
-            }
             if s & LOCKED == 0 {
                 // Acquire pairs with the Release of the last unlock.
                 if self
@@ -273,10 +308,12 @@ impl Adaptive {
             }
             if looks.is_multiple_of(8) {
                 let now = Instant::now();
+                let start = *start.get_or_insert(now);
                 let o = self.owner.load(Ordering::Relaxed);
-                if o != owner {
-                    (owner, since) = (o, now);
+                if o != owner || owner_since.is_none() {
+                    (owner, owner_since) = (o, Some(now));
                 }
+                let since = owner_since.unwrap_or(now);
                 if now.duration_since(since) > OWNER_SPIN || now.duration_since(start) > SPIN_MAX {
                     return false;
                 }
@@ -322,7 +359,7 @@ mod tests {
         assert_eq!(
             m.word.load(Ordering::Relaxed),
             0,
-            "no count, spinner or hold left"
+            "no count, waking flag or hold left"
         );
     }
 
@@ -376,10 +413,28 @@ mod tests {
         m.lock();
         m.unlock();
         assert_eq!(m.word.load(Ordering::Relaxed), ONE);
-        // And a stale SPINNER only keeps others from spinning.
-        m.word.store(SPINNER, Ordering::Relaxed);
+        // And a stale WAKING (its woken thread gone) neither keeps the lock from being taken nor
+        // outlives the next unlock that finds nobody counted.
+        m.word.store(WAKING, Ordering::Relaxed);
         m.lock();
         m.unlock();
-        assert_eq!(m.word.load(Ordering::Relaxed), SPINNER);
+        assert_eq!(m.word.load(Ordering::Relaxed), 0);
+        // With a stale count beside it, the unlock's wake-up finds nobody and clears it.
+        m.word.store(WAKING | ONE, Ordering::Relaxed);
+        m.lock();
+        m.unlock();
+        assert_eq!(
+            m.word.load(Ordering::Relaxed),
+            WAKING | ONE,
+            "a woken thread may be on its way"
+        );
+        m.word.store(ONE, Ordering::Relaxed);
+        m.lock();
+        m.unlock();
+        assert_eq!(
+            m.word.load(Ordering::Relaxed),
+            ONE,
+            "the wake-up found nobody: flag cleared"
+        );
     }
 }

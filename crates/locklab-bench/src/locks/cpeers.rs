@@ -601,6 +601,7 @@ mod built_ck {
 mod built {
     #[cfg(ck)]
     pub use super::built_ck::ck;
+    #[allow(unused_imports)] // with `ck` alone, nothing else here uses the parent's items
     use super::*;
     #[allow(unused_imports)]
     use crate::locks::lock;
