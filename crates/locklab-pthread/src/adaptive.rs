@@ -67,6 +67,10 @@
 //! No FIFO order and no hand-off, as glibc: a woken sleeper competes with newcomers (and looks again
 //! at least every 100 ms).
 //!
+//! A loom model runs this file unchanged over a model futex (`locklab`'s
+//! `loom_models::preload_adaptive`): three lockers, two lockers twice each, a timed-out locker among
+//! plain ones; a lost wake-up is a deadlock there (its watchdog wait has no time-out in the model).
+//!
 //! # Memory orderings
 //! Every take is an Acquire CAS, paired with the Release `fetch_and` of the unlock that freed the
 //! lock. The count and `WAKING` publish nothing (Relaxed); the futex system calls order
@@ -77,8 +81,10 @@
 //! pthread_mutex_unlock(&m);
 //! ```
 
-use crate::sys;
-use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+// `super::` rather than `crate::`: the loom model (`locklab`'s `loom_models::preload_adaptive`)
+// includes this file beside a `sys` of its own, with loom's atomics and a model futex.
+use super::sys;
+use super::sys::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Held.
@@ -297,6 +303,10 @@ impl Adaptive {
                 continue;
             }
             looks += 1;
+            if sys::MODEL {
+                // In the loom model: one look, then the sleeping path (the spin is time-bound).
+                return false;
+            }
             if looks < PAUSE_LOOKS {
                 for _ in 0..backoff {
                     core::hint::spin_loop();
@@ -322,7 +332,7 @@ impl Adaptive {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;

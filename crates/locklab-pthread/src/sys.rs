@@ -5,6 +5,15 @@ use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The atomics the adaptive mutex is built from: core's; loom's in its model (`locklab`'s
+/// `loom_models::preload_adaptive` includes `adaptive.rs` beside a `sys` of its own).
+pub(crate) mod atomic {
+    pub(crate) use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+}
+
+/// Whether the code runs in that loom model (a spin takes one look and reads no clock): never here.
+pub(crate) const MODEL: bool = false;
+
 std::thread_local! {
     /// This thread's kernel TID, 0 until first asked (the fallback when glibc's own field cannot be
     /// read). No destructor (no allocation, readable during thread exit).

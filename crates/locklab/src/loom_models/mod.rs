@@ -1,4 +1,5 @@
-//! Loom models of every protocol in the crate. Run with
+//! Loom models of every protocol in the crate, and of the preload library's adaptive mutex (its
+//! source included unchanged, `preload_adaptive`). Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=1 cargo test -p locklab --release --lib loom_models`
 //! (`.ci/run` does; the run time is noted there).
 //!
@@ -111,6 +112,8 @@ spin_exclusion_model! {
     tas_mutual_exclusion: crate::spin::tas::RawTasLock;
 }
 
+#[cfg(unix)]
+mod preload_adaptive;
 mod rcu;
 mod rw;
 mod sleep;

@@ -1,0 +1,194 @@
+//! Loom model of the preload library's `adaptive` mutex (`crates/locklab-pthread/src/adaptive.rs`,
+//! included here unchanged): its lock word (`LOCKED`, `WAKING`, a sleeper count), its sleep on the
+//! word and its unlock's single wake-up in flight.
+//!
+//! The file is compiled beside the `sys` below instead of the library's: loom's atomics, and a model
+//! futex with the kernel's semantics where they matter here: a wait compares the word and sleeps
+//! atomically, a wake wakes at most `n` threads that are asleep at that moment (oldest first) and
+//! says how many. The watchdog's 100 ms wait is modelled as a wait with no time-out, so a model that
+//! deadlocks is a lost wake-up the watchdog would have hidden; a timed lock's wait times out at once
+//! (the time-out path, exiting with its count and perhaps `WAKING`, is what is explored). Spins take
+//! one look (`sys::MODEL`).
+
+#![allow(dead_code)] // the parts of the included file the models do not call
+
+#[path = "../../../locklab-pthread/src/adaptive.rs"]
+mod adaptive;
+
+mod sys {
+    pub mod atomic {
+        pub use core::sync::atomic::Ordering;
+        pub use loom::sync::atomic::{AtomicI32, AtomicU32};
+    }
+
+    /// Spins take one look, read no clock.
+    pub const MODEL: bool = true;
+
+    use atomic::AtomicU32;
+    use loom::sync::{Condvar, Mutex};
+
+    /// The model futex: sleepers in arrival order, and those a wake has picked.
+    #[derive(Default)]
+    struct Queue {
+        next: usize,
+        asleep: Vec<usize>,
+        woken: Vec<usize>,
+    }
+
+    loom::lazy_static! {
+        static ref FUTEX: (Mutex<Queue>, Condvar) = (Mutex::new(Queue::default()), Condvar::new());
+    }
+
+    fn wait(word: &AtomicU32, expected: u32) {
+        let mut q = FUTEX.0.lock().unwrap();
+        // Relaxed: the model mutex orders this check against a waker's store and wake.
+        if word.load(atomic::Ordering::Relaxed) != expected {
+            return;
+        }
+        let me = q.next;
+        q.next += 1;
+        q.asleep.push(me);
+        loop {
+            q = FUTEX.1.wait(q).unwrap();
+            if let Some(i) = q.woken.iter().position(|&w| w == me) {
+                q.woken.swap_remove(i);
+                return;
+            }
+        }
+    }
+
+    pub fn futex_wake_count(_word: *const AtomicU32, n: i32, _shared: bool) -> i64 {
+        let mut q = FUTEX.0.lock().unwrap();
+        let k = (n.max(0) as usize).min(q.asleep.len());
+        let picked: Vec<usize> = q.asleep.drain(..k).collect();
+        q.woken.extend(picked);
+        FUTEX.1.notify_all();
+        k as i64
+    }
+
+    pub fn futex_wake(word: *const AtomicU32, n: i32, shared: bool) {
+        let _ = futex_wake_count(word, n, shared);
+    }
+
+    /// The watchdog's wait: no time-out in the model.
+    pub fn futex_wait_for(word: &AtomicU32, expected: u32, _rel: &libc::timespec) {
+        wait(word, expected)
+    }
+
+    /// A timed wait times out at once (`false`); without a deadline, a plain wait.
+    pub fn futex_wait_until(
+        word: &AtomicU32,
+        expected: u32,
+        until: Option<(libc::clockid_t, &libc::timespec)>,
+    ) -> bool {
+        if until.is_some() {
+            loom::thread::yield_now();
+            return false;
+        }
+        wait(word, expected);
+        true
+    }
+}
+
+use super::*;
+use adaptive::Adaptive;
+
+/// A fresh mutex for one model execution (leaked: `Adaptive` holds `'static` references).
+fn mutex() -> Adaptive {
+    Adaptive {
+        word: Box::leak(Box::new(sys::atomic::AtomicU32::new(0))),
+        owner: Box::leak(Box::new(sys::atomic::AtomicI32::new(0))),
+    }
+}
+
+/// Three lockers, each sleeping when it finds the lock held: mutual exclusion, nobody left asleep
+/// (a lost wake-up is a deadlock loom reports), and a clean word at the end (no count, no
+/// `WAKING`).
+#[test]
+fn three_lockers_no_lost_wake_up() {
+    model_with_preemptions(2, || {
+        let m = mutex();
+        let data = Arc::new(Guarded::new());
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let data = data.clone();
+                thread::spawn(move || {
+                    m.lock();
+                    data.critical();
+                    m.unlock();
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+    });
+}
+
+/// Two lockers taking it twice each: an unlock's wake-up in flight (`WAKING`) while the woken
+/// thread has not looked yet must not cost the other sleeper its wake-up.
+#[test]
+fn two_lockers_twice_each() {
+    model_with_preemptions(2, || {
+        let m = mutex();
+        let data = Arc::new(Guarded::new());
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let data = data.clone();
+                thread::spawn(move || {
+                    for _ in 0..2 {
+                        m.lock();
+                        data.critical();
+                        m.unlock();
+                    }
+                })
+            })
+            .collect();
+        m.lock();
+        data.critical();
+        m.unlock();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+    });
+}
+
+/// A timed locker that gives up (leaving with its count, and clearing `WAKING` if an unlock had
+/// just set it for it) racing two plain lockers: the plain ones still get in.
+#[test]
+fn a_timed_out_locker_costs_the_others_nothing() {
+    model_with_preemptions(2, || {
+        let m = mutex();
+        let data = Arc::new(Guarded::new());
+        let timed = {
+            let data = data.clone();
+            thread::spawn(move || {
+                let far = libc::timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                };
+                if m.lock_until(libc::CLOCK_MONOTONIC, &far) {
+                    data.critical();
+                    m.unlock();
+                }
+            })
+        };
+        let plain: Vec<_> = (0..2)
+            .map(|_| {
+                let data = data.clone();
+                thread::spawn(move || {
+                    m.lock();
+                    data.critical();
+                    m.unlock();
+                })
+            })
+            .collect();
+        timed.join().unwrap();
+        for h in plain {
+            h.join().unwrap();
+        }
+        assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+    });
+}
