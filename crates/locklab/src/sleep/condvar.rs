@@ -48,7 +48,7 @@
 
 use crate::primitive::{AtomicPtr, AtomicU32, Ordering};
 use crate::sleep::mutex::{MutexToken, RawMutex, current_tag};
-use crate::sleep::wait_list::{NOTIFIED, SLEEPING, WaitList, Waiter};
+use crate::sleep::wait_list::{NOTIFIED, SLEEPING, WATCHING, WaitList, Waiter};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wait;
 use core::cell::UnsafeCell;
@@ -63,6 +63,17 @@ use core::ptr;
 pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
+/// `notify_one` serves the front waiter first once it has slept this long (ns); until then it prefers
+/// a watching waiter, which needs no wake-up. The bound on how long a watcher can be preferred.
+///
+/// ```
+/// use locklab::sleep::{condvar::FAIR_NS, mutex::HANDOFF_NS};
+/// assert_eq!(FAIR_NS, HANDOFF_NS); // the mutex's starvation bound, too
+/// ```
+pub const FAIR_NS: u64 = crate::sleep::mutex::HANDOFF_NS;
+/// How many waiters from the back `notify_one` looks at for a watcher (watchers are the latest to
+/// wait, and at most as many as CPUs).
+const WATCHER_SCAN: usize = 4;
 
 /// The condition variable. See the [module documentation](self). Use it through [`crate::Condvar`];
 /// the raw notify calls work alone:
@@ -80,6 +91,10 @@ pub struct RawCondvar {
     waiters: UnsafeCell<WaitList>,
     /// Waiters watching their word before they sleep (at most as many as CPUs).
     watchers: AtomicU32,
+    /// Under loom: the most watchers (the models set it to reach the sleeping paths, which a
+    /// watcher's yields otherwise leave unexplored: a yield lets the notifier run).
+    #[cfg(loom)]
+    pub(crate) max_watchers: u32,
 }
 
 // SAFETY: `waiters` is only accessed with `lock` held.
@@ -101,6 +116,8 @@ impl RawCondvar {
                 lock: RawTasLock::new(),
                 waiters: UnsafeCell::new(WaitList::new()),
                 watchers: AtomicU32::new(0),
+                #[cfg(loom)]
+                max_watchers: 2,
             }
         }
     }
@@ -133,38 +150,59 @@ impl RawCondvar {
     ) -> bool {
         let waiter = Waiter::new(current_tag());
         let me = mutex as *const RawMutex as *mut RawMutex;
-        self.locked(|list| {
+        let watch = self.locked(|list| {
             let current = self.mutex.load(Ordering::Relaxed);
             if current.is_null() {
                 self.mutex.store(me, Ordering::Relaxed);
             } else if current != me {
                 panic!("locklab::Condvar: waited on with two different mutexes at once");
             }
+            // Watch before sleeping (untimed waits only), at most as many watchers as CPUs: more
+            // would take the CPUs from the threads that notify. Relaxed (the count and its check): a
+            // sizing hint, publishing nothing.
+            #[cfg(not(loom))]
+            let max = crate::sys::cpus() as u32;
+            #[cfg(loom)]
+            let max = self.max_watchers;
+            let watch = deadline.is_none() && self.watchers.load(Ordering::Relaxed) < max;
+            if watch {
+                self.watchers.fetch_add(1, Ordering::Relaxed);
+                // Relaxed: notifiers read it under `lock`, which we hold.
+                waiter.futex.store(WATCHING, Ordering::Relaxed);
+            }
             waiter.in_condvar.set(true);
             // SAFETY: `waiter` stays on this frame until it is out of both lists (below).
             unsafe { list.push_back(&waiter) };
+            watch
         });
         let held = core::mem::replace(token, MutexToken::placeholder());
         // SAFETY: `held` is the caller's current acquisition.
         unsafe { mutex.unlock(held) };
 
-        // Spin a little before sleeping (loads of our own word only): a notifier that is already running
-        // (the other end of a producer/consumer pair) usually comes within microseconds, and a futex
-        // sleep costs a wake-up latency of 4-20 us here. The word is looked at again before sleeping,
-        // so this only delays the sleep. At most as many watchers as CPUs: more would take the CPUs
-        // from the threads that notify (64 threads on a 1-slot queue, 2 CPUs: 32-50 k messages/s
-        // with every waiter watching).
-        if deadline.is_none() {
-            // Relaxed (the count and its check): a sizing hint, publishing nothing.
-            if self.watchers.fetch_add(1, Ordering::Relaxed) < crate::sys::cpus() as u32 {
-                let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
-                let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-                // Relaxed: a hint; the loop below does the Acquire load.
-                while waiter.futex.load(Ordering::Relaxed) == SLEEPING && !budget.expired() {
-                    backoff.wait();
-                }
+        // Watch our word a little before sleeping (loads only): a notifier that is already running
+        // (the other end of a producer/consumer pair) usually comes within microseconds, and it
+        // prefers a watcher (see `notify`), which it moves with no futex wake at all.
+        if watch {
+            let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
+            #[cfg(not(loom))]
+            let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+            // Relaxed: a hint; the compare-and-swap below decides.
+            while waiter.futex.load(Ordering::Relaxed) == WATCHING && !budget.expired() {
+                // Under loom the budget (a few polls) bounds the loop; a yield there would always let
+                // the notifier run, and the models would never see a watch end unnotified.
+                #[cfg(not(loom))]
+                backoff.wait();
             }
             self.watchers.fetch_sub(1, Ordering::Relaxed);
+            // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
+            // if a notifier stored NOTIFIED first. Acquire (failure) pairs with that Release CAS;
+            // Relaxed (success): publishes nothing, the word's modification order decides.
+            let _ = waiter.futex.compare_exchange(
+                WATCHING,
+                SLEEPING,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            );
         }
         let mut timed_out = false;
         loop {
@@ -214,8 +252,37 @@ impl RawCondvar {
         false
     }
 
-    /// Notifies up to `n` waiters: with the mutex free, wakes the first directly (`NOTIFIED`); moves the
-    /// rest to the mutex's wait list. Returns how many.
+    /// Dequeues the waiter `notify_one` serves: the front one, unless it is a sleeper younger than
+    /// [`FAIR_NS`] and one of the last [`WATCHER_SCAN`] waiters is watching.
+    fn pick_one(list: &mut WaitList) -> WaitList {
+        let mut one = WaitList::new();
+        let Some(front) = list.front() else {
+            return one;
+        };
+        // Relaxed (every word load here): under `lock` the word is WATCHING or SLEEPING, and a
+        // watcher may turn itself SLEEPING at any time: a hint, the CAS in `notify` decides.
+        let pick = if front.futex.load(Ordering::Relaxed) == WATCHING
+            || front.since.older_than(FAIR_NS)
+        {
+            front
+        } else {
+            list.find_from_back(WATCHER_SCAN, |w| {
+                w.futex.load(Ordering::Relaxed) == WATCHING
+            })
+            .unwrap_or(front)
+        };
+        let pick = pick as *const Waiter;
+        // SAFETY: `pick` is in `list`, alive while queued; it moves list to list.
+        unsafe {
+            list.remove(&*pick);
+            one.push_back(&*pick);
+        }
+        one
+    }
+
+    /// Notifies up to `n` waiters (see the module documentation): watchers get `NOTIFIED` with no
+    /// wake-up; of the sleepers, with the mutex free, the first is woken directly (`NOTIFIED`) and the
+    /// rest move to the mutex's wait list. Returns how many.
     pub(crate) fn notify(&self, n: usize) -> usize {
         if self.mutex.load(Ordering::Relaxed).is_null() {
             return 0;
@@ -226,32 +293,52 @@ impl RawCondvar {
             if mutex.is_null() {
                 return 0;
             }
-            let mut moved = list.split_front(n);
-            let mut count = 0;
-            moved.for_each(|w| {
-                w.in_condvar.set(false);
-                count += 1;
-            });
+            let mut moved = if n == 1 {
+                Self::pick_one(list)
+            } else {
+                list.split_front(n)
+            };
             if list.is_empty() {
                 self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+            }
+            // Watchers are running: NOTIFIED is all they need. Sleepers stay in `moved`.
+            let mut sleepers = WaitList::new();
+            let mut count = 0;
+            while let Some(w) = moved.pop_front() {
+                count += 1;
+                // SAFETY: `w` was in our list, so alive until a NOTIFIED store reaches it (the
+                // waiter waits for its word to change); we touch it through raw places only.
+                unsafe {
+                    (*w).in_condvar.set(false);
+                    // Release pairs with the waiter's Acquire (its failed WATCHING -> SLEEPING CAS,
+                    // or its load of NOTIFIED). On success, our last access to it.
+                    if (*w)
+                        .futex
+                        .compare_exchange(WATCHING, NOTIFIED, Ordering::Release, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        // SLEEPING (under `lock`, a queued word is WATCHING or SLEEPING).
+                        sleepers.push_back(&*w);
+                    } else {
+                    }
+                }
             }
             // SAFETY: `mutex` is alive: its waiters (those we notify) borrow it until they re-lock.
             let mutex = unsafe { &*mutex };
             if !mutex.is_locked() {
-                let direct = moved.split_front(1);
-                if let Some(w) = direct.front() {
-                    wake = ptr::addr_of!(w.futex);
+                if let Some(w) = sleepers.pop_front() {
+                    // SAFETY: `w` is alive until it sees this store (it waits for a non-SLEEPING
+                    // word, or takes our lock to check `in_condvar`, which we hold): the store is
+                    // our last access to it. Release pairs with its Acquire load of NOTIFIED.
+                    unsafe {
+                        wake = ptr::addr_of!((*w).futex);
+                        (*wake).store(NOTIFIED, Ordering::Release);
+                    }
                 }
             }
             // SAFETY: each moved waiter stays alive until it leaves the mutex's list (it only returns
-            // then), and was made by its thread for this mutex.
-            unsafe { mutex.requeue(&mut moved) };
-            if !wake.is_null() {
-                // SAFETY: the waiter is alive until it sees this store (it waits for a non-SLEEPING word,
-                // or takes our lock to check `in_condvar`, which we hold): the store is our last access
-                // to it. Release pairs with its Acquire load of NOTIFIED.
-                unsafe { (*wake).store(NOTIFIED, Ordering::Release) };
-            }
+            // then), and was made by its thread for this mutex; its word is SLEEPING.
+            unsafe { mutex.requeue(&mut sleepers) };
             count
         });
         if !wake.is_null() {

@@ -15,7 +15,8 @@
 //! | `SLEEPING` | asleep, or about to sleep; set by the waiter itself under the list lock      |
 //! | `WOKEN`    | woken to retry: dequeued by the waker (mutex) or still queued (rwsem)        |
 //! | `HANDED`   | the lock was handed to this waiter, which has been removed from the list   |
-//! | `NOTIFIED` | (condvar) notified and dequeued while the mutex was free: it re-locks with `lock()` |
+//! | `NOTIFIED` | (condvar) notified and dequeued: it re-locks with `lock()`                    |
+//! | `WATCHING` | (condvar) queued on the condvar, running and watching its word: it will not sleep before a compare-and-swap to `SLEEPING` |
 //!
 //! # Lifetime rule
 //! A waker's store to a waiter's `futex` is its *last access* to the node: after it the waiter may
@@ -35,8 +36,12 @@ pub(crate) const SLEEPING: u32 = 0;
 pub(crate) const WOKEN: u32 = 1;
 /// Handed the lock, dequeued by the waker.
 pub(crate) const HANDED: u32 = 2;
-/// A condvar waiter notified while the mutex was free: in no list; it takes the mutex like any locker.
+/// A notified condvar waiter, dequeued: in no list; it takes the mutex like any locker.
 pub(crate) const NOTIFIED: u32 = 3;
+/// A condvar waiter still queued on the condvar and watching its word (running, not asleep): a notifier
+/// moves it with a compare-and-swap to `NOTIFIED` and no futex wake; the waiter goes to sleep only
+/// after its own compare-and-swap to `SLEEPING`.
+pub(crate) const WATCHING: u32 = 4;
 
 /// One sleeping thread. Lives on its thread's stack while the thread waits.
 pub(crate) struct Waiter {
@@ -381,6 +386,29 @@ impl WaitList {
                 p = next;
             }
         }
+    }
+
+    /// The waiter nearest the back, among the last `max`, for which `f` holds.
+    pub(crate) fn find_from_back(&self, max: usize, f: impl Fn(&Waiter) -> bool) -> Option<&Waiter> {
+        let mut p = self.tail;
+        for _ in 0..max {
+            // SAFETY: queued nodes are alive while the list lock is held (the caller's `&self`).
+            let w = unsafe { p.as_ref() }?;
+            if f(w) {
+                return Some(w);
+            }
+            p = w.prev.get();
+        }
+        None
+    }
+
+    /// Unlinks and returns the front waiter, as a raw pointer: the caller's next store to it may be
+    /// its last access (the lifetime rule), so no `&Waiter` is handed out.
+    pub(crate) fn pop_front(&mut self) -> Option<*const Waiter> {
+        let w = self.head;
+        // SAFETY: the front is queued, hence alive; `remove` only relinks.
+        unsafe { self.remove(w.as_ref()?) };
+        Some(w)
     }
 
     /// Calls `f` on every waiter, front to back.
