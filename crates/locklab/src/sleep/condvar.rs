@@ -253,8 +253,8 @@ impl RawCondvar {
     }
 
     /// Dequeues the waiter `notify_one` serves: the front one, unless it is a sleeper younger than
-    /// [`FAIR_NS`] and one of the last [`WATCHER_SCAN`] waiters is watching.
-    fn pick_one(list: &mut WaitList) -> WaitList {
+    /// `fair_ns` ([`FAIR_NS`]) and one of the last [`WATCHER_SCAN`] waiters is watching.
+    fn pick_one(list: &mut WaitList, fair_ns: u64) -> WaitList {
         let mut one = WaitList::new();
         let Some(front) = list.front() else {
             return one;
@@ -262,7 +262,7 @@ impl RawCondvar {
         // Relaxed (every word load here): under `lock` the word is WATCHING or SLEEPING, and a
         // watcher may turn itself SLEEPING at any time: a hint, the CAS in `notify` decides.
         let pick = if front.futex.load(Ordering::Relaxed) == WATCHING
-            || front.since.older_than(FAIR_NS)
+            || front.since.older_than(fair_ns)
         {
             front
         } else {
@@ -294,7 +294,7 @@ impl RawCondvar {
                 return 0;
             }
             let mut moved = if n == 1 {
-                Self::pick_one(list)
+                Self::pick_one(list, FAIR_NS)
             } else {
                 list.split_front(n)
             };
@@ -455,5 +455,41 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
         );
         // SAFETY: forwarded contract.
         unsafe { self.wait_until_impl(mutex, guard, Some(timeout)) }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The waiter `notify_one` serves: a watcher near the back before a young front sleeper; the front
+    /// when it watches itself, when nobody watches, when the watcher is beyond the scan, and once the
+    /// front has slept longer than `FAIR_NS` (the bound on being passed over).
+    #[test]
+    fn pick_one_prefers_a_watcher_within_the_fairness_bound() {
+        let ws: Vec<Waiter> = (0..6).map(Waiter::new).collect();
+        let picked_after = |fair_ns: u64, words: &[u32]| {
+            let mut l = WaitList::new();
+            for (w, &word) in ws.iter().zip(words) {
+                w.futex.store(word, Ordering::Relaxed);
+                unsafe { l.push_back(w) };
+            }
+            let one = RawCondvar::pick_one(&mut l, fair_ns);
+            let tag = one.front().map(|w| w.tag);
+            let mut rest = 0;
+            l.for_each(|_| rest += 1);
+            assert_eq!(rest + tag.is_some() as usize, words.len(), "one dequeued");
+            tag
+        };
+        // Everyone is younger than a bound that never passes.
+        let picked = |words: &[u32]| picked_after(u64::MAX, words);
+        let (s, w) = (SLEEPING, WATCHING);
+        assert_eq!(picked(&[s, s, w]), Some(2), "the watcher, not the young sleeper");
+        assert_eq!(picked(&[s, w, s]), Some(1), "the watcher nearest the back");
+        assert_eq!(picked(&[w, s, w]), Some(0), "the front, watching");
+        assert_eq!(picked(&[s, s, s]), Some(0), "nobody watches: the front");
+        assert_eq!(picked(&[s, w, s, s, s, s]), Some(0), "the watcher is beyond the scan");
+        assert_eq!(picked(&[]), None);
+        assert_eq!(picked_after(0, &[s, s, w]), Some(0), "the front has waited out the bound");
     }
 }

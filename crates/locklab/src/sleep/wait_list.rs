@@ -461,6 +461,31 @@ mod tests {
         assert!(empty.is_empty());
     }
 
+    /// `find_from_back` looks at no more than `max` waiters from the tail, nearest first;
+    /// `pop_front` unlinks in order and leaves the list empty at the end.
+    #[test]
+    fn find_from_back_and_pop_front() {
+        let ws: Vec<Waiter> = (0..5).map(Waiter::new).collect();
+        let mut l = WaitList::new();
+        assert!(l.find_from_back(4, |_| true).is_none());
+        for w in &ws {
+            unsafe { l.push_back(w) };
+        }
+        assert_eq!(l.find_from_back(4, |_| true).unwrap().tag, 4);
+        assert_eq!(l.find_from_back(4, |w| w.tag < 3).unwrap().tag, 2);
+        assert_eq!(l.find_from_back(4, |w| w.tag == 1).unwrap().tag, 1);
+        assert!(l.find_from_back(4, |w| w.tag == 0).is_none(), "beyond `max`");
+        assert!(l.find_from_back(0, |_| true).is_none());
+        let mut popped = vec![];
+        while let Some(w) = l.pop_front() {
+            popped.push(unsafe { (*w).tag });
+        }
+        assert_eq!(popped, [0, 1, 2, 3, 4]);
+        assert!(l.is_empty());
+        unsafe { l.push_back(&ws[3]) };
+        assert_eq!(order(&l), [3], "relinked cleanly after popping");
+    }
+
     /// `push_front` on an empty and a non-empty list keeps both ends linked: removals from either
     /// end and a later `push_back` see the right neighbours.
     #[test]
