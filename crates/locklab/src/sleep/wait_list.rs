@@ -389,7 +389,11 @@ impl WaitList {
     }
 
     /// The waiter nearest the back, among the last `max`, for which `f` holds.
-    pub(crate) fn find_from_back(&self, max: usize, f: impl Fn(&Waiter) -> bool) -> Option<&Waiter> {
+    pub(crate) fn find_from_back(
+        &self,
+        max: usize,
+        f: impl Fn(&Waiter) -> bool,
+    ) -> Option<&Waiter> {
         let mut p = self.tail;
         for _ in 0..max {
             // SAFETY: queued nodes are alive while the list lock is held (the caller's `&self`).
@@ -474,7 +478,10 @@ mod tests {
         assert_eq!(l.find_from_back(4, |_| true).unwrap().tag, 4);
         assert_eq!(l.find_from_back(4, |w| w.tag < 3).unwrap().tag, 2);
         assert_eq!(l.find_from_back(4, |w| w.tag == 1).unwrap().tag, 1);
-        assert!(l.find_from_back(4, |w| w.tag == 0).is_none(), "beyond `max`");
+        assert!(
+            l.find_from_back(4, |w| w.tag == 0).is_none(),
+            "beyond `max`"
+        );
         assert!(l.find_from_back(0, |_| true).is_none());
         let mut popped = vec![];
         while let Some(w) = l.pop_front() {
