@@ -34,8 +34,8 @@
 //! workload (one slot), 4-64 threads on 2 CPUs, every message cost two futex wake-ups and two sleeps
 //! while the watchers spun for nothing; and every notification made a futex wake system call, even
 //! to a waiter that was watching. Preferring watchers and skipping the call for them brought the
-//! wake-ups to 0.02 per message at 8 threads and 0.34 at 64, which is the rate the fairness bound
-//! sets: each sleeper that waits out [`FAIR_NS`] is woken in turn. The figures:
+//! wake-ups to 0.02 per message at 8 threads and 0.06-0.07 at 64, the rate the fairness bound sets:
+//! each sleeper that waits out [`FAIR_NS`] is woken in turn. The figures:
 //! `docs/results/2026-12-05-condvar-wake.md`.
 //!
 //! # The waiter's word (see `crate::sleep::wait_list`)
@@ -93,13 +93,16 @@ pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
 /// `notify_one` serves the front waiter first once it has slept this long (ns); until then it prefers
-/// a watching waiter, which needs no wake-up. The bound on how long a watcher can be preferred.
+/// a watching waiter, which needs no wake-up. The bound on how long a sleeper can be passed over, and
+/// what sets the wake-up rate with more waiters than watchers: each sleeper that waits it out is woken
+/// in turn. 4 ms, the kernel rwsem's hand-off figure (on the one-slot `condvar` workload, 64 threads
+/// on 2 CPUs: 1 ms gave 0.55-0.76 sleeps per message, 4 ms 0.06-0.07, for 1.5-1.9x the messages).
 ///
 /// ```
 /// use locklab::sleep::{condvar::FAIR_NS, mutex::HANDOFF_NS};
-/// assert_eq!(FAIR_NS, HANDOFF_NS); // the mutex's starvation bound, too
+/// assert_eq!(FAIR_NS, 4 * HANDOFF_NS); // passed over for at most 4 ms
 /// ```
-pub const FAIR_NS: u64 = crate::sleep::mutex::HANDOFF_NS;
+pub const FAIR_NS: u64 = 4_000_000;
 /// How many waiters from the back `notify_one` looks at for a watcher (watchers are the latest to
 /// wait, and at most as many as CPUs).
 const WATCHER_SCAN: usize = 4;
