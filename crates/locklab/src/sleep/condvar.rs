@@ -351,21 +351,20 @@ impl RawCondvar {
                     {
                         // SLEEPING (under `lock`, a queued word is WATCHING or SLEEPING).
                         sleepers.push_back(&*w);
-                    } else {
                     }
                 }
             }
             // SAFETY: `mutex` is alive: its waiters (those we notify) borrow it until they re-lock.
             let mutex = unsafe { &*mutex };
-            if !mutex.is_locked() {
-                if let Some(w) = sleepers.pop_front() {
-                    // SAFETY: `w` is alive until it sees this store (it waits for a non-SLEEPING
-                    // word, or takes our lock to check `in_condvar`, which we hold): the store is
-                    // our last access to it. Release pairs with its Acquire load of NOTIFIED.
-                    unsafe {
-                        wake = ptr::addr_of!((*w).futex);
-                        (*wake).store(NOTIFIED, Ordering::Release);
-                    }
+            if !mutex.is_locked()
+                && let Some(w) = sleepers.pop_front()
+            {
+                // SAFETY: `w` is alive until it sees this store (it waits for a non-SLEEPING word,
+                // or takes our lock to check `in_condvar`, which we hold): the store is our last
+                // access to it. Release pairs with its Acquire load of NOTIFIED.
+                unsafe {
+                    wake = ptr::addr_of!((*w).futex);
+                    (*wake).store(NOTIFIED, Ordering::Release);
                 }
             }
             // SAFETY: each moved waiter stays alive until it leaves the mutex's list (it only returns
