@@ -124,8 +124,8 @@ pub struct RawCondvar {
     /// Waiters watching their word before they sleep (at most as many as CPUs; counted up under
     /// `lock` as they queue, down by each as its watch ends).
     watchers: AtomicU32,
-    /// Under loom: the most watchers (the models set it to reach the sleeping paths, which a
-    /// watcher's yields otherwise leave unexplored: a yield lets the notifier run).
+    /// Under loom: the most watchers, the CPU count (2) unless a model lowers it to reach the
+    /// sleeping paths.
     #[cfg(loom)]
     pub(crate) max_watchers: u32,
 }
@@ -150,7 +150,7 @@ impl RawCondvar {
                 waiters: UnsafeCell::new(WaitList::new()),
                 watchers: AtomicU32::new(0),
                 #[cfg(loom)]
-                max_watchers: 2,
+                max_watchers: crate::sys::cpus() as u32,
             }
         }
     }
