@@ -91,7 +91,7 @@ pub fn entries() -> Vec<LockInfo> {
         condvar::<OurCondvar>(
             "condvar",
             Kind::Ours,
-            "locklab Mutex + Condvar (notify requeues waiters onto the mutex; no herd)",
+            "locklab Mutex + Condvar (notify moves a watching waiter with no wake-up, requeues sleepers onto the mutex; no herd)",
         ),
         lock::<Tas>(
             "tas",

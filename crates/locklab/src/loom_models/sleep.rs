@@ -134,9 +134,13 @@ fn mutex_timeout_removal() {
 /// (`under_mutex`: the waiter is requeued) or after unlocking it (the `condvar` workload's pattern: the
 /// waiter is woken directly, `NOTIFIED` and in no list, when the mutex is free). The waiter never misses
 /// the flag (the wait registers before releasing the mutex) and the mutex ends free.
-fn condvar_flag(under_mutex: bool) {
+/// `watchers`: how many waiters may watch (0: the waiter sleeps at once, so the notification must
+/// wake it with a futex wake; 1: it watches, and the notifier's compare-and-swap races its own).
+fn condvar_flag(under_mutex: bool, watchers: u32) {
     model(move || {
-        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(false)));
+        let mut cv = RawCondvar::new();
+        cv.max_watchers = watchers;
+        let s = Arc::new((RawMutex::new(), cv, UnsafeCell::new(false)));
         let s2 = s.clone();
         let h = thread::spawn(move || {
             let t = s2.0.lock();
@@ -164,12 +168,24 @@ fn condvar_flag(under_mutex: bool) {
 
 #[test]
 fn condvar_notify() {
-    condvar_flag(true);
+    condvar_flag(true, 1);
 }
 
 #[test]
 fn condvar_notify_after_unlock() {
-    condvar_flag(false);
+    condvar_flag(false, 1);
+}
+
+/// As [`condvar_notify`], the waiter asleep: requeued onto the mutex, woken by its unlock.
+#[test]
+fn condvar_notify_sleeper() {
+    condvar_flag(true, 0);
+}
+
+/// As [`condvar_notify_after_unlock`], the waiter asleep: woken directly with the mutex free.
+#[test]
+fn condvar_notify_sleeper_after_unlock() {
+    condvar_flag(false, 0);
 }
 
 /// Condvar `notify_all` under the mutex with two waiters (the herd in miniature): both are requeued onto
@@ -226,5 +242,106 @@ fn condvar_timeout_vs_notify() {
         h.join().unwrap();
         assert!(!s.0.is_locked());
         assert_eq!(s.1.notify_all(), 0);
+    });
+}
+
+/// A consumer of `s.2` (tokens, under `s.0`): waits until a token is there and takes it. `timed`:
+/// the first wait has a deadline (a sleeper from the start: timed waits do not watch), and may time
+/// out; later waits have none.
+fn condvar_take_token(s: &(RawMutex, RawCondvar, UnsafeCell<u32>), timed: Option<u32>) {
+    let mut t = s.0.lock();
+    let mut deadline = timed.map(Deadline::after_polls);
+    while s.2.with(|n| unsafe { *n }) == 0 {
+        // SAFETY: `t` is this thread's acquisition of `s.0`.
+        unsafe { s.1.wait_until_impl(&s.0, &mut t, deadline.take().as_ref()) };
+        assert!(s.0.is_locked(), "a wait returns with the mutex re-locked");
+    }
+    s.2.with_mut(|n| unsafe { *n -= 1 });
+    // SAFETY: this thread's acquisition.
+    unsafe { s.0.unlock(t) };
+}
+
+/// Condvar `notify_one` with a sleeper and a watcher (one watcher at most): two tokens posted one at
+/// a time, each followed by a `notify_one` after the unlock (the `condvar` workload's pattern). With
+/// the sleeper in front, the first notification prefers the watcher (the front sleeper is young), its
+/// compare-and-swap racing the watcher's own WATCHING -> SLEEPING; the timed waiter's deadline races
+/// the notifications. Every
+/// token is taken (no lost wake-up: loom reports a waiter left blocked as a deadlock), and the mutex
+/// and the condvar end empty.
+#[test]
+fn condvar_notify_one_prefers_watcher() {
+    condvar_two_consumers(None);
+}
+
+/// As [`condvar_notify_one_prefers_watcher`], the first consumer's first wait timed (a deadline of one
+/// poll): its time-out races each notification (taken off the condvar's list by itself, or moved by
+/// the notifier first and then counted as notified), and it waits again untimed.
+#[test]
+fn condvar_timeout_vs_notify_one() {
+    condvar_two_consumers(Some(1));
+}
+
+fn condvar_two_consumers(timed: Option<u32>) {
+    model(move || {
+        // One watcher at most, so that the second untimed wait sleeps at once.
+        let mut cv = RawCondvar::new();
+        cv.max_watchers = 1;
+        let s = Arc::new((RawMutex::new(), cv, UnsafeCell::new(0u32)));
+        let sleeper = {
+            let s = s.clone();
+            thread::spawn(move || condvar_take_token(&s, timed))
+        };
+        let watcher = {
+            let s = s.clone();
+            thread::spawn(move || condvar_take_token(&s, None))
+        };
+        for _ in 0..2 {
+            let t = s.0.lock();
+            s.2.with_mut(|n| unsafe { *n += 1 });
+            // SAFETY: this thread's acquisition.
+            unsafe { s.0.unlock(t) };
+            s.1.notify_one();
+        }
+        sleeper.join().unwrap();
+        watcher.join().unwrap();
+        assert_eq!(s.2.with(|n| unsafe { *n }), 0);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+        assert_eq!(s.1.notify_all(), 0, "a waiter left on the condvar");
+    });
+}
+
+/// Condvar `notify_all` after the unlock with three waiters: two watch (the cap is the CPU count, 2
+/// under loom), the third sleeps; the notification gives the watchers NOTIFIED (no wake-up), wakes a
+/// sleeper directly if the mutex is free and requeues any other onto the mutex. All three see the
+/// flag and leave; the mutex word ends at 0. Each waiter may also see the flag before waiting
+/// (notify before wait: nothing to miss, as the flag is read under the mutex).
+#[test]
+fn condvar_notify_all_three_waiters() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(0u32)));
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    let mut t = s.0.lock();
+                    while s.2.with(|f| unsafe { *f }) == 0 {
+                        // SAFETY: `t` is this thread's acquisition of `s.0`.
+                        unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
+                    }
+                    // SAFETY: this thread's acquisition.
+                    unsafe { s.0.unlock(t) };
+                })
+            })
+            .collect();
+        let t = s.0.lock();
+        s.2.with_mut(|f| unsafe { *f = 1 });
+        // SAFETY: this thread's acquisition.
+        unsafe { s.0.unlock(t) };
+        s.1.notify_all();
+        for h in waiters {
+            h.join().unwrap();
+        }
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+        assert_eq!(s.1.notify_all(), 0, "a waiter left on the condvar");
     });
 }

@@ -1,41 +1,67 @@
 //! A condition variable for [`RawMutex`], without a thundering herd.
 //!
 //! # Algorithm
-//! Waiters queue FIFO on the condvar's own `WaitList` (under a small internal spinlock), then release
-//! the mutex and sleep on their own futex word. A notification does not wake anyone directly: it
-//! **moves** the notified waiters onto the mutex's wait list (the kernel's and parking_lot's *requeue*),
-//! where they wait for the mutex like any other waiter. If the mutex is free at that moment, the front
-//! waiter is woken to take it; otherwise the mutex's next unlock wakes it. So `notify_all` with N waiters
-//! wakes at most two threads (the one woken directly, below, and the mutex list's front), and a notifier
-//! that holds the mutex wakes none: each unlock then wakes the next one in turn.
+//! 1. **Registering.** A waiter queues FIFO on the condvar's own `WaitList` (under a small internal
+//!    spinlock, `lock`), then releases the mutex. An untimed waiter queues **watching** (its word
+//!    `WATCHING`) if fewer of this condvar's waiters than there are CPUs watch (more would take the
+//!    CPUs from the threads that notify); any other queues `SLEEPING`.
+//! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`] (backing
+//!    off, yielding at the cap): the other end of a producer/consumer pair is usually running and
+//!    notifies within microseconds, while a futex sleep costs a wake-up latency of 4-20 us on these
+//!    VMs. It then announces its sleep with a compare-and-swap `WATCHING -> SLEEPING`, which fails only
+//!    if a notifier got there first, and sleeps on its word while it reads `SLEEPING`.
+//! 3. **Choosing whom to notify.** `notify_one` serves the front waiter if it watches, or if it has
+//!    slept longer than [`FAIR_NS`]; otherwise the watcher nearest the back among the last
+//!    `WATCHER_SCAN` (4) waiters (watchers are the latest to wait); otherwise the front. `notify_all`
+//!    takes every waiter.
+//! 4. **Notifying a watcher costs no wake-up.** The notifier moves it with a compare-and-swap
+//!    `WATCHING -> NOTIFIED`; the waiter sees it (it is running) and re-locks the mutex like any locker.
+//! 5. **Notifying a sleeper costs at most one.** If the mutex is free, the first notified sleeper is
+//!    dequeued, its word set to `NOTIFIED`, and woken (after `lock` is released); it takes the mutex as
+//!    any locker does, spinning included (parking_lot's choice too). Every other notified sleeper is
+//!    **moved** onto the mutex's wait list (the kernel's and parking_lot's *requeue*), where it waits
+//!    for the mutex like any other waiter: the mutex's next unlock wakes it (or `requeue` wakes the
+//!    mutex's front if the mutex is free). So `notify_one` wakes at most one thread, none when it
+//!    finds a watcher; `notify_all` with N waiters wakes at most two (the one woken directly and the
+//!    mutex list's front), and a notifier that holds the mutex wakes none: each unlock then wakes the
+//!    next one in turn.
+//! 6. **Time-outs.** Timed waits do not watch. One that times out takes itself off the condvar's list
+//!    if it is still there. If a notifier took it first, it counts as notified and continues as a
+//!    mutex waiter, or re-locks if it was `NOTIFIED` (no timeout: it must re-lock).
 //!
-//! If the mutex is free when a notification comes (the notifier unlocked first, the pattern std's docs
-//! show), the front notified waiter is not queued on the mutex: it is dequeued, its word set to
-//! `NOTIFIED`, and woken, and it takes the mutex as any locker does, spinning included (parking_lot's
-//! choice too). Queued on the mutex it could only be woken by an unlock and would lose the lock to
-//! spinners and sleep again: on the `condvar` workload with 8 producers and 8 consumers on 2 CPUs (64
-//! slots) that was 1.0-1.6 sleeps per message and 0.02-0.04x the better peer's messages per second; with
-//! the direct wake, 0.1-0.5 and 0.28-0.53x (`notify_one`), 0.76x (`notify_all`). The price, measured in
-//! the same runs: one producer and one consumer went from 0.69-0.82x to 0.39-0.65x, as the consumer,
-//! no longer slowed by a queued producer's bookkeeping, empties the queue and sleeps before the woken
-//! producer runs (more idle time, fewer sleeps).
+//! Why prefer a watcher: with the queue FIFO and every notification to the front, a watcher (the
+//! latest waiter, at the back) was never the one notified once sleepers queued: on the `condvar`
+//! workload (one slot), 4-64 threads on 2 CPUs, every message cost two futex wake-ups and two sleeps
+//! while the watchers spun for nothing; and every notification made a futex wake system call, even
+//! to a waiter that was watching. Preferring watchers and skipping the call for them brought the
+//! wake-ups to 0.02 per message at 8 threads and 0.06-0.07 at 64, the rate the fairness bound sets:
+//! each sleeper that waits out [`FAIR_NS`] is woken in turn. The figures:
+//! `docs/results/2026-12-05-condvar-wake.md`.
 //!
-//! Before it sleeps, an untimed waiter watches its own word for up to [`WAIT_SPIN_NS`] (loads only,
-//! backing off, yielding at the cap): the other end of a producer/consumer pair is usually running and
-//! notifies within microseconds, while a futex sleep costs a wake-up latency of 4-20 us on these VMs.
-//! Same runs, ours / the better peer, 2 / 4 / 8+8 threads: 64 slots `notify_one` 0.43/0.90/0.57x ->
-//! 2.26/2.02/2.38x, `notify_all` 0.58/0.83/0.36x -> 1.15/1.12/0.36x; one slot `notify_one`
-//! 0.92/0.96/0.32x -> 132/69/9.9x (the peers sleep on every message), `notify_all` 0.98/0.05/0.32x ->
-//! 131/0.32/0.05x. Sleeps per message fell to ~0 everywhere; the cost is CPU time spent watching
-//! (idle 65% -> 2-14% at 2 threads).
+//! # The waiter's word (see `crate::sleep::wait_list`)
+//! - `WATCHING -> NOTIFIED`: a notifier's compare-and-swap (under `lock`; no wake-up).
+//! - `WATCHING -> SLEEPING`: the watcher's own compare-and-swap when its watch ends.
+//! - `SLEEPING -> NOTIFIED`: a notifier, under `lock`, with the mutex free; then a futex wake.
+//! - `SLEEPING` moved to the mutex's list: then the mutex's `WOKEN` or `HANDED`.
 //!
-//! A timed wait that times out takes itself off the condvar's list if it is still there. If a notifier
-//! moved it first, it counts as notified and continues as a mutex waiter (no timeout: it must re-lock).
+//! # Invariants
+//! 1. Under `lock`, a waiter in the condvar's list (`in_condvar`) reads `WATCHING` or `SLEEPING`, and
+//!    only the notifier (under `lock`) and the waiter itself (its one compare-and-swap) change it.
+//! 2. No lost wake-up: a waiter sleeps only on `SLEEPING`. Of the watcher's `WATCHING -> SLEEPING` and
+//!    a notifier's `WATCHING -> NOTIFIED`, exactly one succeeds (one modification order); a notifier
+//!    that fails has a sleeper, which it wakes or moves onto the mutex, whose unlock wakes it (the
+//!    mutex's invariant 4). A waiter registers before it releases the mutex, so a notification sent
+//!    under the mutex afterwards, or after the waiter's unlock, finds it.
+//! 3. A notifier's last access to a waiter is its `NOTIFIED` store or compare-and-swap (the lifetime
+//!    rule); the futex wake that may follow uses only the word's address.
+//! 4. Bounded preference: a front sleeper is passed over only while it has slept less than
+//!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`].
 //!
 //! # Properties
 //! No spurious wake-ups: `wait` returns only when notified or timed out, so `notify_one` reports whether
 //! it notified a waiter and `notify_all` how many. One condvar serves one mutex at a time: waiting with
 //! another mutex while waiters of the first remain panics (the misuse `lock_api` allows us to reject).
+//! Not FIFO: `notify_one` may serve a later watcher before an earlier sleeper, within the bound above.
 //!
 //! # Lock order
 //! condvar `lock` -> mutex `wait_lock` (in `notify`). Nothing takes them the other way round.
@@ -45,10 +71,13 @@
 //! in `notify` (`mutex` null: nobody waits) is Relaxed: a waiter registers before it releases the mutex,
 //! so a notifier that holds the mutex afterwards sees the registration through the mutex's own
 //! Acquire/Release; a notifier that does not hold it has no ordering to expect (as with every condvar).
+//! The notifier's `NOTIFIED` (store or successful compare-and-swap) is Release; it pairs with the
+//! waiter's Acquire: its failed `WATCHING -> SLEEPING` compare-and-swap or its load of `NOTIFIED`.
+//! The mutex's own hand-over orders the data the waiter reads once it holds the mutex again.
 
 use crate::primitive::{AtomicPtr, AtomicU32, Ordering};
 use crate::sleep::mutex::{MutexToken, RawMutex, current_tag};
-use crate::sleep::wait_list::{NOTIFIED, SLEEPING, WaitList, Waiter};
+use crate::sleep::wait_list::{NOTIFIED, SLEEPING, WATCHING, WaitList, Waiter};
 use crate::spin::tas::RawTasLock;
 use crate::sys::futex_wait;
 use core::cell::UnsafeCell;
@@ -63,6 +92,20 @@ use core::ptr;
 pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
+/// `notify_one` serves the front waiter first once it has slept this long (ns); until then it prefers
+/// a watching waiter, which needs no wake-up. The bound on how long a sleeper can be passed over, and
+/// what sets the wake-up rate with more waiters than watchers: each sleeper that waits it out is woken
+/// in turn. 4 ms, the kernel rwsem's hand-off figure (on the one-slot `condvar` workload, 64 threads
+/// on 2 CPUs: 1 ms gave 0.55-0.76 sleeps per message, 4 ms 0.06-0.07, for 1.5-1.9x the messages).
+///
+/// ```
+/// use locklab::sleep::{condvar::FAIR_NS, mutex::HANDOFF_NS};
+/// assert_eq!(FAIR_NS, 4 * HANDOFF_NS); // passed over for at most 4 ms
+/// ```
+pub const FAIR_NS: u64 = 4_000_000;
+/// How many waiters from the back `notify_one` looks at for a watcher (watchers are the latest to
+/// wait, and at most as many as CPUs).
+const WATCHER_SCAN: usize = 4;
 
 /// The condition variable. See the [module documentation](self). Use it through [`crate::Condvar`];
 /// the raw notify calls work alone:
@@ -78,8 +121,13 @@ pub struct RawCondvar {
     /// Protects `waiters` and writes of `mutex`.
     lock: RawTasLock,
     waiters: UnsafeCell<WaitList>,
-    /// Waiters watching their word before they sleep (at most as many as CPUs).
+    /// Waiters watching their word before they sleep (at most as many as CPUs; counted up under
+    /// `lock` as they queue, down by each as its watch ends).
     watchers: AtomicU32,
+    /// Under loom: the most watchers, the CPU count (2) unless a model lowers it to reach the
+    /// sleeping paths.
+    #[cfg(loom)]
+    pub(crate) max_watchers: u32,
 }
 
 // SAFETY: `waiters` is only accessed with `lock` held.
@@ -101,6 +149,8 @@ impl RawCondvar {
                 lock: RawTasLock::new(),
                 waiters: UnsafeCell::new(WaitList::new()),
                 watchers: AtomicU32::new(0),
+                #[cfg(loom)]
+                max_watchers: crate::sys::cpus() as u32,
             }
         }
     }
@@ -133,38 +183,59 @@ impl RawCondvar {
     ) -> bool {
         let waiter = Waiter::new(current_tag());
         let me = mutex as *const RawMutex as *mut RawMutex;
-        self.locked(|list| {
+        let watch = self.locked(|list| {
             let current = self.mutex.load(Ordering::Relaxed);
             if current.is_null() {
                 self.mutex.store(me, Ordering::Relaxed);
             } else if current != me {
                 panic!("locklab::Condvar: waited on with two different mutexes at once");
             }
+            // Watch before sleeping (untimed waits only), at most as many watchers as CPUs: more
+            // would take the CPUs from the threads that notify. Relaxed (the count and its check): a
+            // sizing hint, publishing nothing.
+            #[cfg(not(loom))]
+            let max = crate::sys::cpus() as u32;
+            #[cfg(loom)]
+            let max = self.max_watchers;
+            let watch = deadline.is_none() && self.watchers.load(Ordering::Relaxed) < max;
+            if watch {
+                self.watchers.fetch_add(1, Ordering::Relaxed);
+                // Relaxed: notifiers read it under `lock`, which we hold.
+                waiter.futex.store(WATCHING, Ordering::Relaxed);
+            }
             waiter.in_condvar.set(true);
             // SAFETY: `waiter` stays on this frame until it is out of both lists (below).
             unsafe { list.push_back(&waiter) };
+            watch
         });
         let held = core::mem::replace(token, MutexToken::placeholder());
         // SAFETY: `held` is the caller's current acquisition.
         unsafe { mutex.unlock(held) };
 
-        // Spin a little before sleeping (loads of our own word only): a notifier that is already running
-        // (the other end of a producer/consumer pair) usually comes within microseconds, and a futex
-        // sleep costs a wake-up latency of 4-20 us here. The word is looked at again before sleeping,
-        // so this only delays the sleep. At most as many watchers as CPUs: more would take the CPUs
-        // from the threads that notify (64 threads on a 1-slot queue, 2 CPUs: 32-50 k messages/s
-        // with every waiter watching).
-        if deadline.is_none() {
-            // Relaxed (the count and its check): a sizing hint, publishing nothing.
-            if self.watchers.fetch_add(1, Ordering::Relaxed) < crate::sys::cpus() as u32 {
-                let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
-                let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-                // Relaxed: a hint; the loop below does the Acquire load.
-                while waiter.futex.load(Ordering::Relaxed) == SLEEPING && !budget.expired() {
-                    backoff.wait();
-                }
+        // Watch our word a little before sleeping (loads only): a notifier that is already running
+        // (the other end of a producer/consumer pair) usually comes within microseconds, and it
+        // prefers a watcher (see `notify`), which it moves with no futex wake at all.
+        if watch {
+            let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
+            #[cfg(not(loom))]
+            let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+            // Relaxed: a hint; the compare-and-swap below decides.
+            while waiter.futex.load(Ordering::Relaxed) == WATCHING && !budget.expired() {
+                // Under loom the budget (a few polls) bounds the loop; a yield there would always let
+                // the notifier run, and the models would never see a watch end unnotified.
+                #[cfg(not(loom))]
+                backoff.wait();
             }
             self.watchers.fetch_sub(1, Ordering::Relaxed);
+            // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
+            // if a notifier stored NOTIFIED first. Acquire (failure) pairs with that Release CAS;
+            // Relaxed (success): publishes nothing, the word's modification order decides.
+            let _ = waiter.futex.compare_exchange(
+                WATCHING,
+                SLEEPING,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            );
         }
         let mut timed_out = false;
         loop {
@@ -214,8 +285,36 @@ impl RawCondvar {
         false
     }
 
-    /// Notifies up to `n` waiters: with the mutex free, wakes the first directly (`NOTIFIED`); moves the
-    /// rest to the mutex's wait list. Returns how many.
+    /// Dequeues the waiter `notify_one` serves: the front one, unless it is a sleeper younger than
+    /// `fair_ns` ([`FAIR_NS`]) and one of the last [`WATCHER_SCAN`] waiters is watching.
+    fn pick_one(list: &mut WaitList, fair_ns: u64) -> WaitList {
+        let mut one = WaitList::new();
+        let Some(front) = list.front() else {
+            return one;
+        };
+        // Relaxed (every word load here): under `lock` the word is WATCHING or SLEEPING, and a
+        // watcher may turn itself SLEEPING at any time: a hint, the CAS in `notify` decides.
+        let pick =
+            if front.futex.load(Ordering::Relaxed) == WATCHING || front.since.older_than(fair_ns) {
+                front
+            } else {
+                list.find_from_back(WATCHER_SCAN, |w| {
+                    w.futex.load(Ordering::Relaxed) == WATCHING
+                })
+                .unwrap_or(front)
+            };
+        let pick = pick as *const Waiter;
+        // SAFETY: `pick` is in `list`, alive while queued; it moves list to list.
+        unsafe {
+            list.remove(&*pick);
+            one.push_back(&*pick);
+        }
+        one
+    }
+
+    /// Notifies up to `n` waiters (see the module documentation): watchers get `NOTIFIED` with no
+    /// wake-up; of the sleepers, with the mutex free, the first is woken directly (`NOTIFIED`) and the
+    /// rest move to the mutex's wait list. Returns how many.
     pub(crate) fn notify(&self, n: usize) -> usize {
         if self.mutex.load(Ordering::Relaxed).is_null() {
             return 0;
@@ -226,32 +325,51 @@ impl RawCondvar {
             if mutex.is_null() {
                 return 0;
             }
-            let mut moved = list.split_front(n);
-            let mut count = 0;
-            moved.for_each(|w| {
-                w.in_condvar.set(false);
-                count += 1;
-            });
+            let mut moved = if n == 1 {
+                Self::pick_one(list, FAIR_NS)
+            } else {
+                list.split_front(n)
+            };
             if list.is_empty() {
                 self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
             }
+            // Watchers are running: NOTIFIED is all they need. Sleepers stay in `moved`.
+            let mut sleepers = WaitList::new();
+            let mut count = 0;
+            while let Some(w) = moved.pop_front() {
+                count += 1;
+                // SAFETY: `w` was in our list, so alive until a NOTIFIED store reaches it (the
+                // waiter waits for its word to change); we touch it through raw places only.
+                unsafe {
+                    (*w).in_condvar.set(false);
+                    // Release pairs with the waiter's Acquire (its failed WATCHING -> SLEEPING CAS,
+                    // or its load of NOTIFIED). On success, our last access to it.
+                    if (*w)
+                        .futex
+                        .compare_exchange(WATCHING, NOTIFIED, Ordering::Release, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        // SLEEPING (under `lock`, a queued word is WATCHING or SLEEPING).
+                        sleepers.push_back(&*w);
+                    }
+                }
+            }
             // SAFETY: `mutex` is alive: its waiters (those we notify) borrow it until they re-lock.
             let mutex = unsafe { &*mutex };
-            if !mutex.is_locked() {
-                let direct = moved.split_front(1);
-                if let Some(w) = direct.front() {
-                    wake = ptr::addr_of!(w.futex);
+            if !mutex.is_locked()
+                && let Some(w) = sleepers.pop_front()
+            {
+                // SAFETY: `w` is alive until it sees this store (it waits for a non-SLEEPING word,
+                // or takes our lock to check `in_condvar`, which we hold): the store is our last
+                // access to it. Release pairs with its Acquire load of NOTIFIED.
+                unsafe {
+                    wake = ptr::addr_of!((*w).futex);
+                    (*wake).store(NOTIFIED, Ordering::Release);
                 }
             }
             // SAFETY: each moved waiter stays alive until it leaves the mutex's list (it only returns
-            // then), and was made by its thread for this mutex.
-            unsafe { mutex.requeue(&mut moved) };
-            if !wake.is_null() {
-                // SAFETY: the waiter is alive until it sees this store (it waits for a non-SLEEPING word,
-                // or takes our lock to check `in_condvar`, which we hold): the store is our last access
-                // to it. Release pairs with its Acquire load of NOTIFIED.
-                unsafe { (*wake).store(NOTIFIED, Ordering::Release) };
-            }
+            // then), and was made by its thread for this mutex; its word is SLEEPING.
+            unsafe { mutex.requeue(&mut sleepers) };
             count
         });
         if !wake.is_null() {
@@ -368,5 +486,53 @@ unsafe impl lock_api::RawCondvarTimed for RawCondvar {
         );
         // SAFETY: forwarded contract.
         unsafe { self.wait_until_impl(mutex, guard, Some(timeout)) }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The waiter `notify_one` serves: a watcher near the back before a young front sleeper; the front
+    /// when it watches itself, when nobody watches, when the watcher is beyond the scan, and once the
+    /// front has slept longer than `FAIR_NS` (the bound on being passed over).
+    #[test]
+    fn pick_one_prefers_a_watcher_within_the_fairness_bound() {
+        let ws: Vec<Waiter> = (0..6).map(Waiter::new).collect();
+        let picked_after = |fair_ns: u64, words: &[u32]| {
+            let mut l = WaitList::new();
+            for (w, &word) in ws.iter().zip(words) {
+                w.futex.store(word, Ordering::Relaxed);
+                unsafe { l.push_back(w) };
+            }
+            let one = RawCondvar::pick_one(&mut l, fair_ns);
+            let tag = one.front().map(|w| w.tag);
+            let mut rest = 0;
+            l.for_each(|_| rest += 1);
+            assert_eq!(rest + tag.is_some() as usize, words.len(), "one dequeued");
+            tag
+        };
+        // Everyone is younger than a bound that never passes.
+        let picked = |words: &[u32]| picked_after(u64::MAX, words);
+        let (s, w) = (SLEEPING, WATCHING);
+        assert_eq!(
+            picked(&[s, s, w]),
+            Some(2),
+            "the watcher, not the young sleeper"
+        );
+        assert_eq!(picked(&[s, w, s]), Some(1), "the watcher nearest the back");
+        assert_eq!(picked(&[w, s, w]), Some(0), "the front, watching");
+        assert_eq!(picked(&[s, s, s]), Some(0), "nobody watches: the front");
+        assert_eq!(
+            picked(&[s, w, s, s, s, s]),
+            Some(0),
+            "the watcher is beyond the scan"
+        );
+        assert_eq!(picked(&[]), None);
+        assert_eq!(
+            picked_after(0, &[s, s, w]),
+            Some(0),
+            "the front has waited out the bound"
+        );
     }
 }

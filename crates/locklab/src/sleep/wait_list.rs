@@ -15,7 +15,8 @@
 //! | `SLEEPING` | asleep, or about to sleep; set by the waiter itself under the list lock      |
 //! | `WOKEN`    | woken to retry: dequeued by the waker (mutex) or still queued (rwsem)        |
 //! | `HANDED`   | the lock was handed to this waiter, which has been removed from the list   |
-//! | `NOTIFIED` | (condvar) notified and dequeued while the mutex was free: it re-locks with `lock()` |
+//! | `NOTIFIED` | (condvar) notified and dequeued: it re-locks with `lock()`                    |
+//! | `WATCHING` | (condvar) queued on the condvar, running and watching its word: it will not sleep before a compare-and-swap to `SLEEPING` |
 //!
 //! # Lifetime rule
 //! A waker's store to a waiter's `futex` is its *last access* to the node: after it the waiter may
@@ -35,8 +36,12 @@ pub(crate) const SLEEPING: u32 = 0;
 pub(crate) const WOKEN: u32 = 1;
 /// Handed the lock, dequeued by the waker.
 pub(crate) const HANDED: u32 = 2;
-/// A condvar waiter notified while the mutex was free: in no list; it takes the mutex like any locker.
+/// A notified condvar waiter, dequeued: in no list; it takes the mutex like any locker.
 pub(crate) const NOTIFIED: u32 = 3;
+/// A condvar waiter still queued on the condvar and watching its word (running, not asleep): a notifier
+/// moves it with a compare-and-swap to `NOTIFIED` and no futex wake; the waiter goes to sleep only
+/// after its own compare-and-swap to `SLEEPING`.
+pub(crate) const WATCHING: u32 = 4;
 
 /// One sleeping thread. Lives on its thread's stack while the thread waits.
 pub(crate) struct Waiter {
@@ -383,6 +388,33 @@ impl WaitList {
         }
     }
 
+    /// The waiter nearest the back, among the last `max`, for which `f` holds.
+    pub(crate) fn find_from_back(
+        &self,
+        max: usize,
+        f: impl Fn(&Waiter) -> bool,
+    ) -> Option<&Waiter> {
+        let mut p = self.tail;
+        for _ in 0..max {
+            // SAFETY: queued nodes are alive while the list lock is held (the caller's `&self`).
+            let w = unsafe { p.as_ref() }?;
+            if f(w) {
+                return Some(w);
+            }
+            p = w.prev.get();
+        }
+        None
+    }
+
+    /// Unlinks and returns the front waiter, as a raw pointer: the caller's next store to it may be
+    /// its last access (the lifetime rule), so no `&Waiter` is handed out.
+    pub(crate) fn pop_front(&mut self) -> Option<*const Waiter> {
+        let w = self.head;
+        // SAFETY: the front is queued, hence alive; `remove` only relinks.
+        unsafe { self.remove(w.as_ref()?) };
+        Some(w)
+    }
+
     /// Calls `f` on every waiter, front to back.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&Waiter)) {
         let mut p = self.head;
@@ -431,6 +463,34 @@ mod tests {
         unsafe { empty.remove(&ws[1]) };
         unsafe { empty.remove(&ws[3]) };
         assert!(empty.is_empty());
+    }
+
+    /// `find_from_back` looks at no more than `max` waiters from the tail, nearest first;
+    /// `pop_front` unlinks in order and leaves the list empty at the end.
+    #[test]
+    fn find_from_back_and_pop_front() {
+        let ws: Vec<Waiter> = (0..5).map(Waiter::new).collect();
+        let mut l = WaitList::new();
+        assert!(l.find_from_back(4, |_| true).is_none());
+        for w in &ws {
+            unsafe { l.push_back(w) };
+        }
+        assert_eq!(l.find_from_back(4, |_| true).unwrap().tag, 4);
+        assert_eq!(l.find_from_back(4, |w| w.tag < 3).unwrap().tag, 2);
+        assert_eq!(l.find_from_back(4, |w| w.tag == 1).unwrap().tag, 1);
+        assert!(
+            l.find_from_back(4, |w| w.tag == 0).is_none(),
+            "beyond `max`"
+        );
+        assert!(l.find_from_back(0, |_| true).is_none());
+        let mut popped = vec![];
+        while let Some(w) = l.pop_front() {
+            popped.push(unsafe { (*w).tag });
+        }
+        assert_eq!(popped, [0, 1, 2, 3, 4]);
+        assert!(l.is_empty());
+        unsafe { l.push_back(&ws[3]) };
+        assert_eq!(order(&l), [3], "relinked cleanly after popping");
     }
 
     /// `push_front` on an empty and a non-empty list keeps both ends linked: removals from either
