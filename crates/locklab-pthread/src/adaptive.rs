@@ -26,13 +26,16 @@
 //!   acquisitions into a futex sleep and a wake-up (0.6x glibc's adaptive mutex, 2,000 times its
 //!   system calls, on a 2-CPU machine with 16-64 threads).
 //! - **Sleep**: take a free word; else count oneself in the word while the lock is held and
-//!   `futex_wait` on the value just written; back from the sleep (woken, a signal, or the watchdog
-//!   every 100 ms), leave the count and look again.
-//! - **Unlock**: clear `LOCKED`; if the count is non-zero, no woken sleeper is still on its way
-//!   (`WAKING`) and the lock was not taken again at once (whose holder's unlock will wake instead),
-//!   set `WAKING` and wake one sleeper. Without `WAKING`, every unlock between a wake-up and the
-//!   woken thread's first look (on a loaded machine, a whole run-queue wait) woke another sleeper:
-//!   a herd of wake-ups, each a system call for the unlocker, most of them only to sleep again.
+//!   `futex_wait` on the value just written (at most 100 ms at a time, the watchdog, timed or
+//!   not); back from the sleep (woken, a signal, the watchdog), leave the count, clear `WAKING`,
+//!   and look again.
+//! - **Unlock**: one compare-and-swap that clears `LOCKED` and, if the count is non-zero and no
+//!   woken sleeper is still on its way (`WAKING`), sets `WAKING`; then, if it set it, a futex wake
+//!   of one sleeper. Nothing reads or writes the word after that compare-and-swap (the next owner
+//!   may destroy the mutex and reuse its memory at once). Without `WAKING`, every unlock between a
+//!   wake-up and the woken thread's first look (on a loaded machine, a whole run-queue wait) woke
+//!   another sleeper: a herd of wake-ups, each a system call for the unlocker, most of them only to
+//!   sleep again.
 //!
 //! # State word (bytes 0-3 of `pthread_mutex_t`)
 //! | bits | name      | meaning                                               |
@@ -41,26 +44,25 @@
 //! | 1    | `WAKING`  | a sleeper was woken and has not looked yet            |
 //! | 2-31 | count     | threads asleep (or about to sleep) on the word        |
 //!
-//! Transitions: take `s -> s | LOCKED` (from any `s` without `LOCKED`); sleep `s -> s + ONE` on a held word, back `s -> s - ONE` and `s -> s & !WAKING`; unlock
-//! `s -> s & !LOCKED`, then, if the count is non-zero and neither `LOCKED` nor `WAKING` is set,
-//! `s -> s | WAKING` and a wake-up.
+//! Transitions: take `s -> s | LOCKED` (from any `s` without `LOCKED`); sleep `s -> s + ONE` on a
+//! held word, back `s -> (s - ONE) & !WAKING`; unlock `s -> (s & !LOCKED) | WAKING` and a wake-up
+//! if the count is non-zero and `WAKING` clear, else `s -> s & !(LOCKED | WAKING)` with no count,
+//! else `s -> s & !LOCKED`.
 //!
 //! # Invariants
 //! 1. No lost wake-up: a thread sleeps only on the exact value it wrote with its count (the kernel
 //!    compares and sleeps atomically), so an unlock between its count and its sleep makes the sleep
-//!    return at once. An unlock after it sees the count; it wakes one sleeper unless the lock is
-//!    held again, and then that holder's unlock sees the count in turn (the count leaves the word
-//!    only with its sleeper), or unless `WAKING` is set: then a woken thread has yet to come back
-//!    from its sleep, and every thread back from a sleep clears `WAKING` and then looks at the word
-//!    (takes a free lock, or counts itself on a held one, whose unlock then wakes), so an unlock
-//!    that skipped its wake-up is followed by a look.
+//!    return at once. An unlock after it sees the count (the count leaves the word only with its
+//!    sleeper) and wakes one sleeper, unless `WAKING` is set: then a woken thread has yet to come
+//!    back from its sleep, and every thread back from a sleep clears `WAKING` and then looks at
+//!    the word (takes a free lock, or counts itself on a held one, whose unlock then wakes), so an
+//!    unlock that skipped its wake-up is followed by a look.
 //! 2. Nothing outside the word refers to a waiter. A waiter that leaves without finishing
 //!    (`siglongjmp`, thread death in a `fork` child) leaves at most its count (unlocks make a spare
-//!    wake-up): a cost, never a hang.
-//!    `WAKING` is cleared by the waker itself when its wake-up found nobody asleep, and by an
-//!    unlock that finds nobody counted; a woken thread that leaves without coming back
-//!    (`siglongjmp` from a signal that raced the wake-up) while others are counted leaves it set
-//!    until one of them comes back (its watchdog: within 100 ms): a delay, never a hang.
+//!    wake-up): a cost, never a hang. A `WAKING` whose woken thread never comes back (it
+//!    `siglongjmp`ed out, or a `fork` child does not have it) is cleared by the next unlock that
+//!    finds nobody counted, or by the next sleeper back from its sleep, at the latest by its
+//!    watchdog: a delay of at most 100 ms, timed waits included, never a hang.
 //! 3. A nested acquisition by a signal handler of the lock its thread waits for is an ordinary
 //!    locker: it spins or sleeps on the word like any other thread and is woken like one.
 //!
@@ -72,8 +74,7 @@
 //! plain ones; a lost wake-up is a deadlock there (its watchdog wait has no time-out in the model).
 //!
 //! # Memory orderings
-//! Every take is an Acquire CAS, paired with the Release `fetch_and` of the unlock that freed the
-//! lock. The count and `WAKING` publish nothing (Relaxed); the futex system calls order
+//! Every take is an Acquire CAS, paired with the Release CAS of the unlock that freed the lock. The count and `WAKING` publish nothing (Relaxed); the futex system calls order
 //! the rest.
 //!
 //! ```c
@@ -101,11 +102,6 @@ pub const SPIN_MAX: Duration = Duration::from_micros(40);
 const PAUSE_LOOKS: u32 = 16;
 /// Most `pause`s between two looks at the word.
 const MAX_BACKOFF: u32 = 64;
-/// A sleeper with no deadline looks at the word again after this long, woken or not.
-const WATCHDOG: libc::timespec = libc::timespec {
-    tv_sec: 0,
-    tv_nsec: 100_000_000,
-};
 
 /// The lock word of a `pthread_mutex_t` under the `adaptive` choice, with the owner field beside it.
 #[derive(Clone, Copy)]
@@ -165,14 +161,33 @@ impl Adaptive {
     /// Releases the lock (any thread; a free lock stays free).
     #[inline]
     pub(crate) fn unlock(self) {
-        // Release pairs with the next taker's Acquire CAS.
-        let s = self.word.fetch_and(!LOCKED, Ordering::Release);
+        // The release and the decision to wake in one compare-and-swap, and nothing touches the
+        // word after it: the next owner may destroy the mutex and reuse its memory at once (POSIX
+        // allows it; glibc's unlock keeps the same rule, its wake-up never reads the address).
+        let mut s = self.word.load(Ordering::Relaxed);
+        loop {
+            // Sleepers and no wake-up in flight: this unlock wakes one. Nobody counted: a `WAKING`
+            // left by a woken thread that is back (and clearing it too) or gone is cleared here.
+            let wake = s >= ONE && s & WAKING == 0;
+            let new = if wake {
+                (s & !LOCKED) | WAKING
+            } else if s < ONE {
+                s & !(LOCKED | WAKING)
+            } else {
+                s & !LOCKED
+            };
+            // Release pairs with the next taker's Acquire CAS.
+            match self
+                .word
+                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
         if s >= ONE && s & WAKING == 0 {
-            self.wake_one();
-        } else if s & WAKING != 0 && s < ONE {
-            // Nobody counted: the woken thread is back (and about to clear the flag itself) or
-            // gone without clearing it; either way nobody else will.
-            self.word.fetch_and(!WAKING, Ordering::Relaxed);
+            // `futex_wake` never dereferences the address.
+            sys::futex_wake(self.word, 1, false);
         }
     }
 
@@ -184,34 +199,6 @@ impl Adaptive {
         self.word
             .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
             .is_ok()
-    }
-
-    /// Wakes one sleeper, unless the lock was taken again or a woken sleeper has not yet looked
-    /// (invariant 1): sets `WAKING` on a free word with sleepers, and wakes one if it did.
-    #[cold]
-    #[inline(never)]
-    fn wake_one(self) {
-        let mut s = self.word.load(Ordering::Relaxed);
-        while s & (LOCKED | WAKING) == 0 && s >= ONE {
-            // Relaxed: the flag publishes nothing; the futex call orders the wake-up.
-            match self.word.compare_exchange_weak(
-                s,
-                s | WAKING,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    // Nobody asleep (the counted threads are on their way to a sleep that the new
-                    // value will refuse, or left without their count): nobody will come back to
-                    // clear the flag, so the waker does.
-                    if sys::futex_wake_count(self.word, 1, false) == 0 {
-                        self.word.fetch_and(!WAKING, Ordering::Relaxed);
-                    }
-                    return;
-                }
-                Err(now) => s = now,
-            }
-        }
     }
 
     /// Takes a free lock with plain accesses: only while the process has a single thread (no other
@@ -256,20 +243,23 @@ impl Adaptive {
             {
                 continue;
             }
-            let timed_out = match until {
-                // The watchdog: a sleeper looks again now and then (invariant 2).
-                None => {
-                    sys::futex_wait_for(self.word, s + ONE, &WATCHDOG);
-                    false
-                }
-                Some(_) => !sys::futex_wait_until(self.word, s + ONE, until),
-            };
+            // The watchdog: a sleeper, timed or not, looks again at least every 100 ms
+            // (invariant 2).
+            let timed_out = !sys::futex_wait_watched(self.word, s + ONE, until);
             // Back (woken, a signal, the watchdog, or the word changed before the sleep): leave the
-            // count, and clear `WAKING` (whoever was woken, it is this thread or one that will
-            // look as this one does; a spare wake-up at worst).
-            let s = self.word.fetch_sub(ONE, Ordering::Relaxed);
-            if s & WAKING != 0 {
-                self.word.fetch_and(!WAKING, Ordering::Relaxed);
+            // count and clear `WAKING` in one step (whoever was woken, it is this thread or one
+            // that will look as this one does; a spare wake-up at worst).
+            let mut s = self.word.load(Ordering::Relaxed);
+            loop {
+                match self.word.compare_exchange_weak(
+                    s,
+                    s.wrapping_sub(ONE) & !WAKING,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => s = now,
+                }
             }
             if timed_out {
                 return self.try_lock();
@@ -416,35 +406,33 @@ mod tests {
 
     #[test]
     fn a_stale_count_costs_a_wake_up_not_a_hang() {
-        // A waiter that vanished (siglongjmp, a fork child) left its count behind.
+        // A waiter that vanished (siglongjmp, a fork child) left its count behind: the lock is
+        // still taken and released; the unlock's wake-up finds nobody and leaves `WAKING` set.
         let m = leak();
         m.word.store(ONE, Ordering::Relaxed);
         assert!(!m.try_lock_fast());
         m.lock();
         m.unlock();
-        assert_eq!(m.word.load(Ordering::Relaxed), ONE);
-        // And a stale WAKING (its woken thread gone) neither keeps the lock from being taken nor
-        // outlives the next unlock that finds nobody counted.
+        assert_eq!(m.word.load(Ordering::Relaxed), ONE | WAKING);
+        // A stale WAKING alone neither keeps the lock from being taken nor outlives the next
+        // unlock that finds nobody counted.
         m.word.store(WAKING, Ordering::Relaxed);
         m.lock();
         m.unlock();
         assert_eq!(m.word.load(Ordering::Relaxed), 0);
-        // With a stale count beside it, the unlock's wake-up finds nobody and clears it.
-        m.word.store(WAKING | ONE, Ordering::Relaxed);
+        // Beside a stale count, a real sleeper is not woken by the unlock (a wake-up seems to be in
+        // flight) but looks again at its watchdog and gets the lock: a delay, not a hang.
+        m.word.store(ONE | WAKING, Ordering::Relaxed);
         m.lock();
+        let t = std::thread::spawn(move || {
+            m.lock();
+            m.unlock();
+        });
+        std::thread::sleep(Duration::from_millis(20));
         m.unlock();
-        assert_eq!(
-            m.word.load(Ordering::Relaxed),
-            WAKING | ONE,
-            "a woken thread may be on its way"
-        );
-        m.word.store(ONE, Ordering::Relaxed);
-        m.lock();
-        m.unlock();
-        assert_eq!(
-            m.word.load(Ordering::Relaxed),
-            ONE,
-            "the wake-up found nobody: flag cleared"
-        );
+        t.join().unwrap();
+        let left = m.word.load(Ordering::Relaxed);
+        assert_eq!(left & LOCKED, 0, "released");
+        assert_eq!(left & !(LOCKED | WAKING), ONE, "only the stale count left");
     }
 }

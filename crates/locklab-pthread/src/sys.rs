@@ -353,6 +353,41 @@ pub(crate) fn futex_wake_count(word: *const AtomicU32, n: i32, shared: bool) -> 
     unsafe { libc::syscall(libc::SYS_futex, word, op, n) }
 }
 
+/// How long a sleeper on a lock word sleeps at most before it looks again, woken or not: what
+/// bounds the cost of a waiter that left without its share of the protocol (`siglongjmp` out of a
+/// wait, threads gone in a `fork` child).
+pub(crate) const WATCHDOG: libc::timespec = libc::timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
+
+/// Sleeps while `*word == expected` (a private futex, not a cancellation point), at most
+/// [`WATCHDOG`] at a time, and not past the absolute `(clock, time)` if given; `false` once that
+/// time has passed. Returns early (`true`) when woken, on a signal, or when the watchdog ends.
+pub(crate) fn futex_wait_watched(
+    word: &AtomicU32,
+    expected: u32,
+    until: Option<(libc::clockid_t, &libc::timespec)>,
+) -> bool {
+    const WATCHDOG_NS: u64 = WATCHDOG.tv_nsec as u64 + WATCHDOG.tv_sec as u64 * 1_000_000_000;
+    match until {
+        None => {
+            futex_wait_for(word, expected, &WATCHDOG);
+            true
+        }
+        Some((clock, abs)) => match time_left(clock, abs) {
+            None => false,
+            Some(left) if left.as_nanos() <= WATCHDOG_NS as u128 => {
+                futex_wait_until(word, expected, until)
+            }
+            Some(_) => {
+                futex_wait_for(word, expected, &WATCHDOG);
+                true
+            }
+        },
+    }
+}
+
 /// Sleeps while `*word == expected`, for at most `rel` (a private futex, relative time-out, not a
 /// cancellation point); may return early.
 pub(crate) fn futex_wait_for(word: &AtomicU32, expected: u32, rel: &libc::timespec) {

@@ -163,3 +163,15 @@ fn glibc_adaptive_turns_normal_mutexes_adaptive_and_keeps_the_rest() {
     ]);
     matrix("glibc_adaptive.c", "glibc_adaptive_c", &choices);
 }
+
+/// An unlock touches nothing after its release (the last user of a reference-counted object
+/// destroys the mutex and reuses the memory at once), and a timed locker in a fork child whose
+/// parent forked while a woken sleeper had not yet run is woken by the unlock, not its deadline.
+#[test]
+fn unlock_leaves_the_memory_alone_and_wakes_timed_lockers_after_fork() {
+    matrix(
+        "unlock_then_reuse.c",
+        "unlock_then_reuse_c",
+        &mutex_choices(),
+    );
+}

@@ -57,7 +57,7 @@ mod sys {
         }
     }
 
-    pub fn futex_wake_count(_word: *const AtomicU32, n: i32, _shared: bool) -> i64 {
+    fn futex_wake_count(_word: *const AtomicU32, n: i32, _shared: bool) -> i64 {
         let mut q = FUTEX.0.lock().unwrap();
         let k = (n.max(0) as usize).min(q.asleep.len());
         let picked: Vec<usize> = q.asleep.drain(..k).collect();
@@ -70,13 +70,9 @@ mod sys {
         let _ = futex_wake_count(word, n, shared);
     }
 
-    /// The watchdog's wait: no time-out in the model.
-    pub fn futex_wait_for(word: &AtomicU32, expected: u32, _rel: &libc::timespec) {
-        wait(word, expected)
-    }
-
-    /// A timed wait times out at once (`false`); without a deadline, a plain wait.
-    pub fn futex_wait_until(
+    /// A timed wait times out at once (`false`); without a deadline, a plain wait (the watchdog's
+    /// 100 ms has no time-out in the model).
+    pub fn futex_wait_watched(
         word: &AtomicU32,
         expected: u32,
         until: Option<(libc::clockid_t, &libc::timespec)>,
