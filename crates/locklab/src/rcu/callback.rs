@@ -217,6 +217,10 @@ pub(super) struct Engine {
     fork_pending: AtomicU32,
     /// 1 while a pass may hold batches (from before its check of `fork_pending` to their end).
     in_pass: AtomicU32,
+    /// The grace-period thread's last round had work: it paces once more before sleeping idle, so
+    /// that callers streaming callbacks do not wake it from idle over and over. Relaxed: that
+    /// thread's own (an atomic only because the engine is shared).
+    had_work: AtomicBool,
 }
 
 std::thread_local! {
@@ -261,6 +265,7 @@ impl Engine {
             requested: AtomicU64::new(0),
             fork_pending: AtomicU32::new(0),
             in_pass: AtomicU32::new(0),
+            had_work: AtomicBool::new(false),
         }
     }
 
@@ -525,14 +530,22 @@ fn step<H: Host>(h: &'static H) {
     }
     // Acquire: pairs with the AcqRel `fetch_max` of the request.
     let requested = e.requested.load(Ordering::Acquire);
-    if pass(h) || !h.gp().done(requested) {
+    if pass(h, true) || !h.gp().done(requested) {
+        e.had_work.store(true, Ordering::Relaxed);
         h.run_gp();
-        // Pass once more at once (run what this grace period released), then pace.
-        if pass(h) {
+        // Pass once more at once (run what this grace period released, except the owners' trivial
+        // drops: they get the pause to run them themselves), then pace.
+        if pass(h, false) {
             e.sleep(PACING, GP_INTERVAL);
         }
     } else if !e.any_pending() {
-        e.sleep(IDLE, IDLE_SLEEP);
+        if e.had_work.swap(false, Ordering::Relaxed) {
+            // One paced look more before idling: callers that stream callbacks find us pacing
+            // (no wake needed) rather than idle (a wake from their next call).
+            e.sleep(PACING, GP_INTERVAL);
+        } else {
+            e.sleep(IDLE, IDLE_SLEEP);
+        }
     } else {
         // Only ready callbacks left to their owners (trivial drops, which they run at their next
         // poll, or the next pass takes): not a busy loop on their lists' locks.
@@ -552,8 +565,9 @@ impl Drop for PassEnd<'_> {
 }
 
 /// One pass over every list: advance, take what is ready, accelerate; invoke. Returns whether a
-/// grace period is needed.
-fn pass<H: Host>(h: &'static H) -> bool {
+/// grace period is needed. Ready trivial drops of a live owner are taken only if `take_stale` and
+/// they were already ready at an earlier pass (the owner had a pause to run them).
+fn pass<H: Host>(h: &'static H, take_stale: bool) -> bool {
     let e = h.engine();
     let mut waiting = false;
     let mut batches = vec![];
@@ -581,7 +595,7 @@ fn pass<H: Host>(h: &'static H) -> bool {
             let trivial = unsafe { r.log.peek(&mut l.reader) }.trivial();
             // Ours to run: the owner is gone, or had a poll to do it, or cannot (not trivial).
             // Relaxed `in_use`: a stale `true` only delays this to the next pass.
-            let ours = l.done_stale || !r.in_use.load(Ordering::Relaxed) || !trivial;
+            let ours = (take_stale && l.done_stale) || !r.in_use.load(Ordering::Relaxed) || !trivial;
             // Acquire pairs with the Release that ended the last invoker's batch (FIFO per list).
             if ours
                 && r.invoking
@@ -610,7 +624,7 @@ fn pass<H: Host>(h: &'static H) -> bool {
 /// work: a pass, and a grace period if one is needed.
 fn help<H: Host>(h: &'static H) {
     if cfg!(miri) {
-        if pass(h) {
+        if pass(h, true) {
             h.run_gp();
         }
     } else {
@@ -827,5 +841,31 @@ mod tests {
         s.advance(gp + 1);
         run(&l, &mut s);
         assert_eq!(*log.lock().unwrap(), (0..total).collect::<Vec<_>>());
+    }
+
+    /// Emptied chunks come back to the producer: a second round of the same backlog allocates no
+    /// chunk.
+    #[test]
+    fn emptied_chunks_are_reused() {
+        let (l, r) = CbLog::new();
+        let mut s = Segs::new(r);
+        let nothing = || Callback::Closure(Box::new(|| {}));
+        let mut made = 0;
+        for round in 1..=3u64 {
+            for _ in 0..20 * CHUNK {
+                // SAFETY: this thread is the only producer.
+                unsafe { l.push(nothing()) };
+            }
+            s.accelerate(round, l.published());
+            s.advance(round);
+            run(&l, &mut s);
+            let now = crate::rcu::protocol::CHUNKS_MADE.load(core::sync::atomic::Ordering::Relaxed);
+            if round == 2 {
+                made = now;
+            }
+            if round == 3 {
+                assert_eq!(now, made, "round 3 allocated chunks");
+            }
+        }
     }
 }

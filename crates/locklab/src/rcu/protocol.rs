@@ -388,6 +388,8 @@ pub(crate) unsafe fn drop_box<T>(p: *mut ()) {
 
 /// Callbacks in one chunk of a [`CbLog`]: small under loom, so the models cross chunk boundaries.
 pub(crate) const CHUNK: usize = if cfg!(loom) { 2 } else { 64 };
+/// Emptied chunks a log keeps for reuse (beyond, the consumer frees them): 16,384 callbacks' worth.
+const KEEP_FREE: u64 = if cfg!(loom) { 1 } else { 256 };
 
 /// An `UnsafeCell` that loom checks for data races (its accesses must be ordered by the atomics
 /// around them); `core`'s elsewhere.
@@ -413,20 +415,30 @@ impl<T> RawCell<T> {
     }
 }
 
+/// Chunks allocated (tests: the free stack is reused).
+#[cfg(test)]
+pub(crate) static CHUNKS_MADE: AtomicU64 = AtomicU64::new(0);
+
 /// [`CHUNK`] callback slots of a [`CbLog`], linked in queue order.
 pub(crate) struct Chunk {
     /// The queue index of slot 0 (a multiple of [`CHUNK`]). Producer only.
     base: RawCell<u64>,
-    /// The chunk after this one: linked by the producer before it publishes any index in it.
+    /// The chunk after this one: linked by the producer before it publishes any index in it. In the
+    /// free stack, the chunk below.
     next: AtomicPtr<Chunk>,
+    /// In the free stack: chunks from this one down (an estimate, for the [`KEEP_FREE`] cap).
+    depth: AtomicU64,
     slots: [RawCell<MaybeUninit<Callback>>; CHUNK],
 }
 
 impl Chunk {
     fn boxed(base: u64) -> *mut Chunk {
+        #[cfg(test)]
+        CHUNKS_MADE.fetch_add(1, Ordering::Relaxed);
         Box::into_raw(Box::new(Chunk {
             base: RawCell::new(base),
             next: AtomicPtr::new(core::ptr::null_mut()),
+            depth: AtomicU64::new(0),
             slots: core::array::from_fn(|_| RawCell::new(MaybeUninit::uninit())),
         }))
     }
@@ -447,11 +459,15 @@ pub(crate) struct CbLog {
     tail: AtomicU64,
     /// The chunk holding index `tail - 1` (or the first chunk). Producer only.
     prod: RawCell<*mut Chunk>,
-    /// A chunk the consumer has emptied, for the producer's next boundary (no allocation per chunk).
-    spare: AtomicPtr<Chunk>,
+    /// Chunks the consumers have emptied, a stack: consumers push one at a time (CAS, under the
+    /// list lock, so one at a time), the producer takes them all at once (swap), so no ABA.
+    free: AtomicPtr<Chunk>,
+    /// Chunks the producer took from `free` and has not used yet, linked by `next`. Producer only.
+    stash: RawCell<*mut Chunk>,
 }
 
-// SAFETY: the raw pointers are chunks owned by the log; the producer's fields are touched by the
+// SAFETY: the raw pointers are chunks owned by the log; the producer's fields (`prod`, `stash`) are
+// touched by the
 // record's holder only (a handover between holders is ordered by the record's `in_use` claim), the
 // consumer's by the holder of the list lock; the callbacks are `Send`.
 unsafe impl Send for CbLog {}
@@ -478,7 +494,8 @@ impl CbLog {
         let log = CbLog {
             tail: AtomicU64::new(0),
             prod: RawCell::new(first),
-            spare: AtomicPtr::new(core::ptr::null_mut()),
+            free: AtomicPtr::new(core::ptr::null_mut()),
+            stash: RawCell::new(core::ptr::null_mut()),
         };
         let reader = LogReader {
             cons: first,
@@ -530,11 +547,18 @@ impl CbLog {
             // Relaxed: only producers write it (a handover is ordered by the record's claim).
             let mut n = (*c).next.load(Ordering::Relaxed);
             if n.is_null() {
-                // Acquire: pairs with the consumer's AcqRel hand-back (it is done reading the slots).
-                n = self.spare.swap(core::ptr::null_mut(), Ordering::Acquire);
+                n = self.stash.with_mut(|s| *s);
+                if n.is_null() {
+                    // Acquire: pairs with the consumers' Release push (they are done reading the
+                    // slots, and wrote the links).
+                    n = self.free.swap(core::ptr::null_mut(), Ordering::Acquire);
+                }
                 if n.is_null() {
                     n = Chunk::boxed(t);
                 } else {
+                    // Relaxed (both): ordered by the swap above, or ours since.
+                    let below = (*n).next.load(Ordering::Relaxed);
+                    self.stash.with_mut(|s| *s = below);
                     (*n).base.with_mut(|b| *b = t);
                     // Relaxed: published with the link below.
                     (*n).next.store(core::ptr::null_mut(), Ordering::Relaxed);
@@ -566,7 +590,7 @@ impl CbLog {
     /// As `peek`.
     pub(crate) unsafe fn take(&self, r: &mut LogReader) -> Callback {
         // SAFETY: as `peek`; the slot was written before `tail` passed it and is read once (the
-        // producer rewrites it only after the chunk comes back through `spare`).
+        // producer rewrites it only after the chunk comes back through the free stack).
         unsafe {
             self.step(r);
             let cb =
@@ -591,14 +615,44 @@ impl CbLog {
             let n = (*r.cons).next.load(Ordering::Acquire);
             let old = core::mem::replace(&mut r.cons, n);
             r.base += CHUNK as u64;
-            // AcqRel: Release so the producer's Acquire swap sees our reads of the slots done;
-            // Acquire is not needed on failure (the spare stays where it is).
-            if self
-                .spare
-                .compare_exchange(core::ptr::null_mut(), old, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
-                drop(Box::from_raw(old));
+            self.recycle(old);
+        }
+    }
+
+    /// Pushes an emptied chunk on the free stack, or frees it past [`KEEP_FREE`].
+    ///
+    /// # Safety
+    /// The caller holds the list lock, and nobody else uses `old` any more.
+    unsafe fn recycle(&self, old: *mut Chunk) {
+        // Relaxed: the Release CAS below publishes; a stale head only fails the CAS.
+        let mut h = self.free.load(Ordering::Relaxed);
+        // SAFETY: chunks are freed only here, under the list lock: `h`, even if the producer took
+        // it meanwhile, is alive (its `depth` is atomic; the value is an estimate).
+        unsafe {
+            loop {
+                let depth = if h.is_null() {
+                    0
+                } else {
+                    (*h).depth.load(Ordering::Relaxed)
+                };
+                if depth >= KEEP_FREE {
+                    drop(Box::from_raw(old));
+                    return;
+                }
+                // Relaxed (both): published by the Release CAS below.
+                (*old).depth.store(depth + 1, Ordering::Relaxed);
+                (*old).next.store(h, Ordering::Relaxed);
+                // Release: pairs with the producer's Acquire swap (our reads of the slots, and the
+                // link above, come first). Only the producer removes, and all at once: no ABA.
+                match self.free.compare_exchange_weak(
+                    h,
+                    old,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(now) => h = now,
+                }
             }
         }
     }
@@ -622,9 +676,12 @@ impl CbLog {
                 drop(Box::from_raw(c));
                 c = n;
             }
-            let s = self.spare.load(Ordering::Relaxed);
-            if !s.is_null() {
-                drop(Box::from_raw(s));
+            for mut c in [self.free.load(Ordering::Relaxed), self.stash.with_mut(|s| *s)] {
+                while !c.is_null() {
+                    let n = (*c).next.load(Ordering::Relaxed);
+                    drop(Box::from_raw(c));
+                    c = n;
+                }
             }
         }
     }
