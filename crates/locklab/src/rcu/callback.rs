@@ -859,7 +859,7 @@ mod tests {
             s.accelerate(round, l.published());
             s.advance(round);
             run(&l, &mut s);
-            let now = crate::rcu::protocol::CHUNKS_MADE.load(core::sync::atomic::Ordering::Relaxed);
+            let now = l.made.load(core::sync::atomic::Ordering::Relaxed);
             if round == 2 {
                 made = now;
             }

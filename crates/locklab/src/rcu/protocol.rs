@@ -415,10 +415,6 @@ impl<T> RawCell<T> {
     }
 }
 
-/// Chunks allocated (tests: the free stack is reused).
-#[cfg(test)]
-pub(crate) static CHUNKS_MADE: AtomicU64 = AtomicU64::new(0);
-
 /// [`CHUNK`] callback slots of a [`CbLog`], linked in queue order.
 pub(crate) struct Chunk {
     /// The queue index of slot 0 (a multiple of [`CHUNK`]). Producer only.
@@ -433,8 +429,6 @@ pub(crate) struct Chunk {
 
 impl Chunk {
     fn boxed(base: u64) -> *mut Chunk {
-        #[cfg(test)]
-        CHUNKS_MADE.fetch_add(1, Ordering::Relaxed);
         Box::into_raw(Box::new(Chunk {
             base: RawCell::new(base),
             next: AtomicPtr::new(core::ptr::null_mut()),
@@ -464,6 +458,9 @@ pub(crate) struct CbLog {
     free: AtomicPtr<Chunk>,
     /// Chunks the producer took from `free` and has not used yet, linked by `next`. Producer only.
     stash: RawCell<*mut Chunk>,
+    /// Chunks allocated at boundaries (tests: the free stack is reused).
+    #[cfg(test)]
+    pub(crate) made: core::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the raw pointers are chunks owned by the log; the producer's fields (`prod`, `stash`) are
@@ -496,6 +493,8 @@ impl CbLog {
             prod: RawCell::new(first),
             free: AtomicPtr::new(core::ptr::null_mut()),
             stash: RawCell::new(core::ptr::null_mut()),
+            #[cfg(test)]
+            made: core::sync::atomic::AtomicU64::new(0),
         };
         let reader = LogReader {
             cons: first,
@@ -555,6 +554,8 @@ impl CbLog {
                 }
                 if n.is_null() {
                     n = Chunk::boxed(t);
+                    #[cfg(test)]
+                    self.made.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                 } else {
                     // Relaxed (both): ordered by the swap above, or ours since.
                     let below = (*n).next.load(Ordering::Relaxed);
@@ -664,13 +665,13 @@ impl CbLog {
     ///
     /// # Safety
     /// No producer or consumer is left; `r` is this log's reader.
-    pub(crate) unsafe fn destroy(&self, mut r: LogReader) {
+    pub(crate) unsafe fn destroy(&self, r: &mut LogReader) {
         // SAFETY: the caller's contract: every chunk from `r.cons` on is ours.
         unsafe {
             while r.head < self.published() {
-                drop(self.take(&mut r));
+                drop(self.take(r));
             }
-            let mut c = r.cons;
+            let mut c = core::mem::replace(&mut r.cons, core::ptr::null_mut());
             while !c.is_null() {
                 let n = (*c).next.load(Ordering::Relaxed);
                 drop(Box::from_raw(c));
