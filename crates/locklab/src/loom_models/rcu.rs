@@ -336,7 +336,10 @@ fn rcu_call_rcu_exited_thread_adopted_racing_barrier() {
             }
             thread::yield_now();
         }
-        assert!(ran.load(Ordering::Relaxed) >= 2, "the barrier returned early");
+        assert!(
+            ran.load(Ordering::Relaxed) >= 2,
+            "the barrier returned early"
+        );
         let adopted = adopter.join().unwrap();
         gp_thread.join().unwrap();
         // Drain: nothing lost.

@@ -1,43 +1,60 @@
-//! `call_rcu` for every flavour: callbacks that run after a grace period, queued on per-thread
-//! segmented lists and run by one grace-period thread per domain.
+//! `call_rcu` for every flavour: callbacks that run after a grace period, appended to per-thread
+//! logs and run by one grace-period thread per domain.
 //!
-//! # Algorithm (the kernel's rcu_segcblist, per thread instead of per CPU)
+//! # Algorithm (the kernel's rcu_segcblist, per thread instead of per CPU, with a wait-free append)
 //! Each domain has an [`Engine`]: a pool of callback records (one per thread that queued on the
-//! domain) and the state of the domain's grace-period thread. A record owns a [`SegList`] under a
-//! small spinlock that only its thread and the grace-period thread take:
+//! domain) and the state of the domain's grace-period thread. A record has two sides:
+//!
+//! - the **log** ([`CbLog`], `protocol.rs`): a single-producer list of chunks of 64 callbacks that
+//!   only the record's holder appends to, and a `tail` count of callbacks published;
+//! - the **segments** ([`Segs`]), under a small spinlock that only the consumers take (the
+//!   grace-period thread once per pass, the holder once every [`POLL`] calls): the grace periods of
+//!   the log's callbacks, as index ranges, and the consumers' read position `head`:
 //!
 //! ```text
-//!   DONE        WAIT (gp a)      NEXT_READY (gp b)     NEXT
-//!   ready       after gp a       after gp b            no grace period assigned yet
+//!   [head, done_end)  [.., wait.end)   [.., ready.end)      [assigned, tail)
+//!   DONE: ready       WAIT (gp a)      NEXT_READY (gp b)    NEXT: no grace period assigned yet
 //! ```
 //!
-//! - `call_rcu` appends to NEXT: it locks the caller's own list (a locked instruction on the caller's
-//!   own cache line; the grace-period thread takes it once per pass) and bumps the list's length. No
-//!   shared counter, no shared queue, no fence: that is seed 004's point. The only shared accesses are
-//!   plain loads: the grace-period thread's `state` (to wake it if it sleeps) and the domain's
-//!   completed grace-period count (to advance the list).
+//! - **`call_rcu`** appends to the caller's own log: write the slot, store `tail + 1` (Release). No
+//!   lock, no read-modify-write, no fence, no shared counter: that is seed 004's point, carried to
+//!   its end (the kernel's `call_rcu` disables interrupts instead; a thread cannot). At a chunk
+//!   boundary (one call in 64) it takes a chunk the consumers emptied (a free stack: consumers
+//!   push one at a time, the producer takes all at once, so no ABA; allocation only when the backlog
+//!   grows). The only shared accesses are plain loads: the thread-started flag and the grace-period
+//!   thread's `state` (to wake it from idle: once per idle spell, never per call).
+//! - **Poll** (every [`POLL`] calls, the holder, with `try_lock` so never waiting for a pass):
+//!   advance its segments, run the trivial drops now ready (below), wake a pacing grace-period
+//!   thread if its list passed half of [`HIGH_WATER`] (once per batch), apply flood control.
 //! - **Accelerate** (grace-period thread, holding the domain's grace-period lock, so no grace period
-//!   is running): NEXT gets the target `completed + 1`, the next grace period, which starts after now.
+//!   is running): NEXT, up to the `tail` it loads (Acquire), gets the target `completed + 1`, the
+//!   next grace period, which starts after that load and so after those callbacks were queued.
 //! - **Advance**: a segment whose target is `<= completed` moves to DONE.
 //! - The grace-period thread loops: holding the grace-period lock, for every record: lock, advance,
-//!   take DONE, accelerate, unlock; then, with no lock held (a callback may call `synchronize`),
-//!   invoke the callbacks taken, in queue order; run a grace period if any list waits for one or a
-//!   polled grace period was requested, else sleep until kicked (or 10 ms).
+//!   take DONE (if ours to run, below), accelerate, unlock; then, with no lock held (a callback may
+//!   call `synchronize`), invoke the callbacks taken, in queue order; run a grace period if any list
+//!   waits for one or a polled grace period was requested, pass again, and pause [`GP_INTERVAL`]
+//!   (cut short by a long list). With nothing pending it pauses once more before sleeping idle
+//!   (10 ms, or until a `call_rcu` wakes it), so a stream of callbacks does not wake it per call.
 //!
 //! # Who runs callbacks
 //! The grace-period thread runs every callback, except trivial drops: `defer_drop` of a type with no
-//! drop glue is only a deallocation, which the queueing thread runs itself at its next `call_rcu` once
-//! the grace period is over, under its list's lock. Closures and drops with drop glue never run on a
-//! `call_rcu` caller's thread (they could take a lock the caller holds).
+//! drop glue is only a deallocation, which the queueing thread runs itself at its next poll once
+//! the grace period is over, under its list's lock (frees on the thread that allocated: the
+//! allocator's thread cache stays warm). The grace-period thread takes such drops only from a
+//! thread that is gone, or that left them ready across a pause (a stale DONE). Closures and drops
+//! with drop glue never run on a `call_rcu` caller's thread (they could take a lock the caller
+//! holds).
 //!
 //! # Flood control, and call_rcu inside a reader
-//! Every `call_rcu` wakes the grace-period thread if it sleeps idle. At [`LIMIT`] callbacks on one
-//! list, a thread that may wait for a grace period waits until its list drains below
+//! A `call_rcu` wakes the grace-period thread if it sleeps idle. At [`LIMIT`] callbacks on one
+//! list (checked at each poll, so up to [`POLL`] - 1 more), a thread that may wait for a grace
+//! period waits until its list drains below
 //! [`HIGH_WATER`]. A thread that may not (inside a read-side section of the domain, an online QSBR
 //! thread of it, or the grace-period thread itself, in a callback) never waits: it kicks the
 //! grace-period thread and its list grows past the mark, as the kernel's does. So one thread's list
 //! holds at most [`LIMIT`] callbacks plus those it queues without a quiescent state in between (inside
-//! one read-side section, or in one batch of callbacks).
+//! one read-side section, or in one batch of callbacks), plus [`POLL`].
 //!
 //! # Panics
 //! A panicking callback is caught and reported (the others still run), including one whose panic
@@ -50,7 +67,10 @@
 //! updated. The child has no grace-period thread: the next `call_rcu`, barrier or polled request
 //! starts one, and it runs the callbacks that were pending at the fork (in the child, on the child's
 //! copy of the memory, as the parent runs them on its own). Lists of threads that do not exist in the
-//! child go back to the pool. A callback that forks (itself, or through `std::process::Command`)
+//! child go back to the pool. Appends are not locked: a thread caught by the fork in the middle
+//! of one leaves the child's log consistent, because each step of an append is one word (link a
+//! chunk, move to it, write the slot, publish `tail`) and the next holder redoes what is missing
+//! (it reuses a chunk already linked and rewrites an unpublished slot). A callback that forks (itself, or through `std::process::Command`)
 //! is the exception: the prepare handler cannot wait for the batch it is part of, so that batch
 //! stays in flight in both processes, each finished by its copy of the grace-period thread (in the
 //! child, the only thread). Nor can another thread's fork wait for a pass that waits for it (a
@@ -67,6 +87,17 @@
 //!    grace period it was assigned, which started after it was queued, has completed.
 //! 3. Records are never freed: a thread that exits leaves its callbacks to the grace-period thread,
 //!    which scans every record, in use or not. Nothing is lost or run early.
+//! 4. One producer per log at a time: the record's holder (claim Acquire, release Release, so a
+//!    thread that adopts a record continues the log where the last holder stopped). Consumers read
+//!    only below a `tail` they loaded (Acquire), so every slot they read is written, and free or
+//!    recycle a chunk only once `tail` is past it (the producer is done with it).
+//!
+//! # Memory orderings
+//! `tail`: the producer's Release store pairs with the consumers' Acquire load (slot contents and
+//! chunk links). The free stack: the consumers' Release CAS pairs with the producer's Acquire swap
+//! (their reads of the slots come before the producer rewrites them). `invoked`: Release after each
+//! batch, Acquire in barriers. `completed`: Acquire (the grace period's waits happen-before the
+//! callbacks it releases). `state`: Relaxed (a missed wake costs at most the idle sleep).
 
 use super::gp::GpSeq;
 use super::protocol::{Callback, CbLog, Segs, drop_box, segments_pass, warn};
@@ -595,7 +626,8 @@ fn pass<H: Host>(h: &'static H, take_stale: bool) -> bool {
             let trivial = unsafe { r.log.peek(&mut l.reader) }.trivial();
             // Ours to run: the owner is gone, or had a poll to do it, or cannot (not trivial).
             // Relaxed `in_use`: a stale `true` only delays this to the next pass.
-            let ours = (take_stale && l.done_stale) || !r.in_use.load(Ordering::Relaxed) || !trivial;
+            let ours =
+                (take_stale && l.done_stale) || !r.in_use.load(Ordering::Relaxed) || !trivial;
             // Acquire pairs with the Release that ended the last invoker's batch (FIFO per list).
             if ours
                 && r.invoking

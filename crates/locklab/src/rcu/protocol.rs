@@ -555,7 +555,8 @@ impl CbLog {
                 if n.is_null() {
                     n = Chunk::boxed(t);
                     #[cfg(test)]
-                    self.made.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                    self.made
+                        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                 } else {
                     // Relaxed (both): ordered by the swap above, or ours since.
                     let below = (*n).next.load(Ordering::Relaxed);
@@ -594,8 +595,8 @@ impl CbLog {
         // producer rewrites it only after the chunk comes back through the free stack).
         unsafe {
             self.step(r);
-            let cb =
-                (*r.cons).slots[(r.head % CHUNK as u64) as usize].with_mut(|s| (*s).assume_init_read());
+            let cb = (*r.cons).slots[(r.head % CHUNK as u64) as usize]
+                .with_mut(|s| (*s).assume_init_read());
             r.head += 1;
             cb
         }
@@ -645,12 +646,10 @@ impl CbLog {
                 (*old).next.store(h, Ordering::Relaxed);
                 // Release: pairs with the producer's Acquire swap (our reads of the slots, and the
                 // link above, come first). Only the producer removes, and all at once: no ABA.
-                match self.free.compare_exchange_weak(
-                    h,
-                    old,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
+                match self
+                    .free
+                    .compare_exchange_weak(h, old, Ordering::Release, Ordering::Relaxed)
+                {
                     Ok(_) => return,
                     Err(now) => h = now,
                 }
@@ -677,7 +676,10 @@ impl CbLog {
                 drop(Box::from_raw(c));
                 c = n;
             }
-            for mut c in [self.free.load(Ordering::Relaxed), self.stash.with_mut(|s| *s)] {
+            for mut c in [
+                self.free.load(Ordering::Relaxed),
+                self.stash.with_mut(|s| *s),
+            ] {
                 while !c.is_null() {
                     let n = (*c).next.load(Ordering::Relaxed);
                     drop(Box::from_raw(c));
