@@ -848,6 +848,8 @@ mod tests {
         assert_eq!(*log.lock().unwrap(), [1, 2, 3, 4]);
         assert_eq!((s.reader.head, l.published()), (4, 4));
         assert!(!s.waiting());
+        // SAFETY: nobody else uses the log.
+        unsafe { l.destroy(&mut s.reader) };
     }
 
     /// The log across many chunks, consumed in bursts between pushes: every callback runs once, in
@@ -873,6 +875,8 @@ mod tests {
         s.advance(gp + 1);
         run(&l, &mut s);
         assert_eq!(*log.lock().unwrap(), (0..total).collect::<Vec<_>>());
+        // SAFETY: nobody else uses the log.
+        unsafe { l.destroy(&mut s.reader) };
     }
 
     /// Emptied chunks come back to the producer: a second round of the same backlog allocates no
@@ -899,5 +903,7 @@ mod tests {
                 assert_eq!(now, made, "round 3 allocated chunks");
             }
         }
+        // SAFETY: nobody else uses the log.
+        unsafe { l.destroy(&mut s.reader) };
     }
 }

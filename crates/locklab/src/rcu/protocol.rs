@@ -658,9 +658,10 @@ impl CbLog {
     }
 }
 
-#[cfg(loom)]
+#[cfg(any(loom, test))]
 impl CbLog {
-    /// Drops the callbacks not taken (unrun) and frees the chunks (the models' teardown).
+    /// Drops the callbacks not taken (unrun) and frees the chunks (the models' and unit tests'
+    /// teardown: a domain's logs live as long as the process).
     ///
     /// # Safety
     /// No producer or consumer is left; `r` is this log's reader.
