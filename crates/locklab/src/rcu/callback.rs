@@ -25,7 +25,8 @@
 //!   thread's `state` (to wake it from idle: once per idle spell, never per call).
 //! - **Poll** (every [`POLL`] calls, the holder, with `try_lock` so never waiting for a pass):
 //!   advance its segments, run the trivial drops now ready (below), wake a pacing grace-period
-//!   thread if its list passed half of [`HIGH_WATER`] (once per batch), apply flood control.
+//!   thread if its list passed half of [`HIGH_WATER`] (once per batch), apply flood control (also
+//!   at any call that finds its list at [`LIMIT`]).
 //! - **Accelerate** (grace-period thread, holding the domain's grace-period lock, so no grace period
 //!   is running): NEXT, up to the `tail` it loads (Acquire), gets the target `completed + 1`, the
 //!   next grace period, which starts after that load and so after those callbacks were queued.
@@ -48,13 +49,12 @@
 //!
 //! # Flood control, and call_rcu inside a reader
 //! A `call_rcu` wakes the grace-period thread if it sleeps idle. At [`LIMIT`] callbacks on one
-//! list (checked at each poll, so up to [`POLL`] - 1 more), a thread that may wait for a grace
-//! period waits until its list drains below
+//! list, a thread that may wait for a grace period waits until its list drains below
 //! [`HIGH_WATER`]. A thread that may not (inside a read-side section of the domain, an online QSBR
 //! thread of it, or the grace-period thread itself, in a callback) never waits: it kicks the
 //! grace-period thread and its list grows past the mark, as the kernel's does. So one thread's list
 //! holds at most [`LIMIT`] callbacks plus those it queues without a quiescent state in between (inside
-//! one read-side section, or in one batch of callbacks), plus [`POLL`].
+//! one read-side section, or in one batch of callbacks).
 //!
 //! # Panics
 //! A panicking callback is caught and reported (the others still run), including one whose panic
@@ -691,7 +691,8 @@ pub(super) fn enqueue<H: Host>(h: &'static H, cb: Callback) {
     if e.state.load(Ordering::Relaxed) == IDLE {
         e.kick(0);
     }
-    if tail % POLL == 0 {
+    // `len`: two plain loads of the record's own line (flood control is exact, not once a poll).
+    if tail % POLL == 0 || rec.len() >= LIMIT {
         poll(h, rec);
     }
 }
