@@ -123,8 +123,8 @@ impl Published {
     }
 }
 
-/// `rcu-memb`: our memb-flavour RCU; retire is `defer_drop` (call_rcu of the free) on the thread's own
-/// segmented list.
+/// `rcu-memb`: our memb-flavour RCU; retire is `defer_drop` (call_rcu of the free) appended to the
+/// thread's own log.
 pub struct MembRcu {
     obj: Published,
     slots: Slots,
@@ -532,7 +532,7 @@ pub fn ours() -> Vec<LockInfo> {
             ..rcu::<MembRcu>(
                 "rcu-memb",
                 Kind::Ours,
-                "our RCU, memb flavour: read = two plain stores, no fence; retire = call_rcu on the thread's own segmented list; synchronize batched",
+                "our RCU, memb flavour: read = two plain stores, no fence; retire = call_rcu appended to the thread's own log (no lock, no RMW); synchronize batched",
             )
         },
         LockInfo {

@@ -170,55 +170,187 @@ fn rcu_memb_shared_grace_periods_still_wait() {
     });
 }
 
-/// call_rcu: a thread unpublishes object 0 and queues its free on its own segmented list; the
-/// grace-period thread's passes (`segments_pass` under the grace-period lock, then the DONE
-/// callbacks, then a grace period if a segment waits) must not run it before a grace period that
-/// began after it was queued, whatever a reader that loaded object 0 is doing.
+/// One thread's call_rcu log and its consumers' side (the record's list lock is a loom `Mutex`).
+struct Rec {
+    log: p::CbLog,
+    list: loom::sync::Mutex<p::Segs>,
+    /// Callbacks invoked (barriers wait for `invoked >= published-at-the-barrier`).
+    invoked: AtomicU64,
+    /// A thread holds the record (the registry's claim, `in_use`).
+    in_use: loom::sync::atomic::AtomicBool,
+}
+
+impl Rec {
+    fn new() -> Arc<Self> {
+        let (log, reader) = p::CbLog::new();
+        Arc::new(Rec {
+            log,
+            list: loom::sync::Mutex::new(p::Segs::new(reader)),
+            invoked: AtomicU64::new(0),
+            in_use: loom::sync::atomic::AtomicBool::new(true),
+        })
+    }
+    /// The holder's `call_rcu`.
+    fn push(&self, f: impl FnOnce() + Send + 'static) {
+        // SAFETY: the models call this only on the thread that holds the record.
+        unsafe { self.log.push(p::Callback::Closure(Box::new(f))) };
+    }
+    /// A consumer's pass (the grace-period thread's, under the grace-period lock: no grace period
+    /// runs meanwhile): advance, assign NEXT up to the published tail, run what is ready, as the
+    /// engine's `pass` (the batch runs under the list lock here; the engine's `invoking` flag
+    /// orders batches the same way). Returns whether a segment waits for a grace period.
+    fn pass(&self, completed: u64) -> bool {
+        let mut l = self.list.lock().unwrap();
+        let tail = self.log.published();
+        let waiting = p::segments_pass(&mut l, completed, tail);
+        // SAFETY: we hold the list lock of `self.log`.
+        let n = unsafe { l.take_done(&self.log, |_| true, p::Callback::invoke) };
+        // Release: pairs with the barrier's Acquire load (the callbacks' effects are visible).
+        self.invoked.fetch_add(n, Ordering::Release);
+        waiting
+    }
+}
+
+impl Drop for Rec {
+    fn drop(&mut self) {
+        let mut l = self.list.lock().unwrap();
+        // SAFETY: the last reference: no producer or consumer is left.
+        unsafe { self.log.destroy(&mut l.reader) };
+    }
+}
+
+/// call_rcu: a thread unpublishes object 0 and appends its free to its own log (plain stores and a
+/// Release `tail`, no lock), then two more callbacks (crossing a chunk boundary: two callbacks a
+/// chunk under loom), racing the grace-period thread's passes (`segments_pass` under the
+/// grace-period lock, then the DONE callbacks, then a grace period if a segment waits). The free
+/// must not run before a grace period that began after it was queued, whatever a reader that
+/// loaded object 0 is doing; every callback runs once, in queue order, and the emptied chunk
+/// comes back through the free stack. Bound 2: a push preempted between its steps while a pass
+/// and a grace period run, and the reader preempted inside its section.
 #[test]
-fn rcu_call_rcu_segments_wait_for_a_grace_period() {
-    use crate::rcu_protocol::{Callback, SegList};
-    model(|| {
+fn rcu_call_rcu_push_races_collection() {
+    model_with_preemptions(2, || {
         let o = Objects::new();
         let m = Memb::new();
         let completed = AtomicU64::new(0);
-        let list = Arc::new(loom::sync::Mutex::new(SegList::default()));
+        let rec = Rec::new();
+        let order = Arc::new(AtomicUsize::new(0));
         let r = m.reader(&o);
         let caller = {
-            let (o, list) = (o.clone(), list.clone());
+            let (o, rec, order) = (o.clone(), rec.clone(), order.clone());
             thread::spawn(move || {
                 o.publish(1);
                 let o2 = o.clone();
-                list.lock()
-                    .unwrap()
-                    .push(Callback::Closure(Box::new(move || o2.free(0))));
+                let ord = order.clone();
+                rec.push(move || {
+                    o2.free(0);
+                    assert_eq!(ord.swap(1, Ordering::Relaxed), 0, "FIFO");
+                });
+                for k in 1..3 {
+                    let ord = order.clone();
+                    rec.push(move || assert_eq!(ord.swap(k + 1, Ordering::Relaxed), k, "FIFO"));
+                }
             })
         };
         // The grace-period thread (this one): the grace-period lock is implicit (one thread). A
         // pass may be followed by a grace period or not (the real thread paces them).
         let pass = |then_gp: bool| {
-            let (done, waiting) = {
-                let mut l = list.lock().unwrap();
-                let waiting = p::segments_pass(&mut l, completed.load(Ordering::Acquire));
-                (l.take_done(), waiting)
-            };
-            for cb in done {
-                cb.invoke();
-            }
-            if waiting && then_gp {
+            if rec.pass(completed.load(Ordering::Acquire)) && then_gp {
                 m.grace_period();
                 completed.fetch_add(1, Ordering::Release);
             }
         };
         pass(false);
-        pass(false);
+        pass(true);
         caller.join().unwrap();
+        pass(false);
         pass(false);
         // Every callback queued runs within three passes with grace periods.
         for _ in 0..3 {
             pass(true);
         }
-        assert_eq!(list.lock().unwrap().len, 0, "the callback ran");
+        assert_eq!(order.load(Ordering::Relaxed), 3, "every callback ran once");
+        assert_eq!(rec.invoked.load(Ordering::Relaxed), 3);
         r.join().unwrap();
+    });
+}
+
+/// A thread that exits with callbacks queued: its record goes back to the pool with them (`in_use`
+/// false, Release), another thread adopts it (the claim's Acquire CAS) and appends to the same log,
+/// racing an `rcu_barrier` on a third thread that snapshots the published count and helps (passes)
+/// until that many callbacks have run, and the grace-period thread's own pass. The barrier must not
+/// return before the exited thread's callbacks ran; nothing is lost or run twice, in queue order.
+#[test]
+fn rcu_call_rcu_exited_thread_adopted_racing_barrier() {
+    model_with_preemptions(2, || {
+        let rec = Rec::new();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let completed = Arc::new(AtomicU64::new(0));
+        let exiting = {
+            let (rec, ran) = (rec.clone(), ran.clone());
+            thread::spawn(move || {
+                for k in 0..2 {
+                    let ran = ran.clone();
+                    rec.push(move || assert_eq!(ran.swap(k + 1, Ordering::Relaxed), k, "FIFO"));
+                }
+                // The thread exits: `Held`'s destructor. Release: the next holder's Acquire
+                // claim sees our pushes (and the producer's fields).
+                rec.in_use.store(false, Ordering::Release);
+            })
+        };
+        let adopter = {
+            let (rec, ran) = (rec.clone(), ran.clone());
+            thread::spawn(move || {
+                // Acquire: pairs with the exiting holder's Release.
+                if rec
+                    .in_use
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    rec.push(move || assert_eq!(ran.swap(3, Ordering::Relaxed), 2, "FIFO"));
+                    rec.in_use.store(false, Ordering::Release);
+                    true
+                } else {
+                    false
+                }
+            })
+        };
+        let gp_thread = {
+            let (rec, completed) = (rec.clone(), completed.clone());
+            thread::spawn(move || {
+                // One pass, and a grace period if a segment waits (instant: no reader here).
+                if rec.pass(completed.load(Ordering::Acquire)) {
+                    completed.fetch_add(1, Ordering::Release);
+                }
+            })
+        };
+        // The barrier, on this thread: every callback queued before it (the exited thread's).
+        exiting.join().unwrap();
+        let target = rec.log.published();
+        assert!(target >= 2);
+        // Acquire: pairs with the Release increment after each batch.
+        while rec.invoked.load(Ordering::Acquire) < target {
+            // `help`: a pass and a grace period (the lock serializes us with the other pass).
+            if rec.pass(completed.load(Ordering::Acquire)) {
+                completed.fetch_add(1, Ordering::Release);
+            }
+            thread::yield_now();
+        }
+        assert!(
+            ran.load(Ordering::Relaxed) >= 2,
+            "the barrier returned early"
+        );
+        let adopted = adopter.join().unwrap();
+        gp_thread.join().unwrap();
+        // Drain: nothing lost.
+        for _ in 0..3 {
+            if rec.pass(completed.load(Ordering::Acquire)) {
+                completed.fetch_add(1, Ordering::Release);
+            }
+        }
+        let want = if adopted { 3 } else { 2 };
+        assert_eq!(ran.load(Ordering::Relaxed), want, "every callback ran once");
+        assert_eq!(rec.invoked.load(Ordering::Relaxed), want as u64);
     });
 }
 

@@ -1,37 +1,54 @@
-//! `call_rcu` for every flavour: callbacks that run after a grace period, queued on per-thread
-//! segmented lists and run by one grace-period thread per domain.
+//! `call_rcu` for every flavour: callbacks that run after a grace period, appended to per-thread
+//! logs and run by one grace-period thread per domain.
 //!
-//! # Algorithm (the kernel's rcu_segcblist, per thread instead of per CPU)
+//! # Algorithm (the kernel's rcu_segcblist, per thread instead of per CPU, with a wait-free append)
 //! Each domain has an [`Engine`]: a pool of callback records (one per thread that queued on the
-//! domain) and the state of the domain's grace-period thread. A record owns a [`SegList`] under a
-//! small spinlock that only its thread and the grace-period thread take:
+//! domain) and the state of the domain's grace-period thread. A record has two sides:
+//!
+//! - the **log** ([`CbLog`], `protocol.rs`): a single-producer list of chunks of 64 callbacks that
+//!   only the record's holder appends to, and a `tail` count of callbacks published;
+//! - the **segments** ([`Segs`]), under a small spinlock that only the consumers take (the
+//!   grace-period thread once per pass, the holder once every [`POLL`] calls): the grace periods of
+//!   the log's callbacks, as index ranges, and the consumers' read position `head`:
 //!
 //! ```text
-//!   DONE        WAIT (gp a)      NEXT_READY (gp b)     NEXT
-//!   ready       after gp a       after gp b            no grace period assigned yet
+//!   [head, done_end)  [.., wait.end)   [.., ready.end)      [assigned, tail)
+//!   DONE: ready       WAIT (gp a)      NEXT_READY (gp b)    NEXT: no grace period assigned yet
 //! ```
 //!
-//! - `call_rcu` appends to NEXT: it locks the caller's own list (a locked instruction on the caller's
-//!   own cache line; the grace-period thread takes it once per pass) and bumps the list's length. No
-//!   shared counter, no shared queue, no fence: that is seed 004's point. The only shared accesses are
-//!   plain loads: the grace-period thread's `state` (to wake it if it sleeps) and the domain's
-//!   completed grace-period count (to advance the list).
+//! - **`call_rcu`** appends to the caller's own log: write the slot, store `tail + 1` (Release). No
+//!   lock, no read-modify-write, no fence, no shared counter: that is seed 004's point, carried to
+//!   its end (the kernel's `call_rcu` disables interrupts instead; a thread cannot). At a chunk
+//!   boundary (one call in 64) it takes a chunk the consumers emptied (a free stack: consumers
+//!   push one at a time, the producer takes all at once, so no ABA; allocation only when the backlog
+//!   grows). The only shared accesses are plain loads: the thread-started flag and the grace-period
+//!   thread's `state` (to wake it from idle: once per idle spell, never per call).
+//! - **Poll** (every [`POLL`] calls, the holder, with `try_lock` so never waiting for a pass):
+//!   advance its segments, run the trivial drops now ready (below), wake a pacing grace-period
+//!   thread if its list passed half of [`HIGH_WATER`] (once per batch), apply flood control (also
+//!   at any call that finds its list at [`LIMIT`]).
 //! - **Accelerate** (grace-period thread, holding the domain's grace-period lock, so no grace period
-//!   is running): NEXT gets the target `completed + 1`, the next grace period, which starts after now.
+//!   is running): NEXT, up to the `tail` it loads (Acquire), gets the target `completed + 1`, the
+//!   next grace period, which starts after that load and so after those callbacks were queued.
 //! - **Advance**: a segment whose target is `<= completed` moves to DONE.
 //! - The grace-period thread loops: holding the grace-period lock, for every record: lock, advance,
-//!   take DONE, accelerate, unlock; then, with no lock held (a callback may call `synchronize`),
-//!   invoke the callbacks taken, in queue order; run a grace period if any list waits for one or a
-//!   polled grace period was requested, else sleep until kicked (or 10 ms).
+//!   take DONE (if ours to run, below), accelerate, unlock; then, with no lock held (a callback may
+//!   call `synchronize`), invoke the callbacks taken, in queue order; run a grace period if any list
+//!   waits for one or a polled grace period was requested, pass again, and pause [`GP_INTERVAL`]
+//!   (cut short by a long list). With nothing pending it pauses once more before sleeping idle
+//!   (10 ms, or until a `call_rcu` wakes it), so a stream of callbacks does not wake it per call.
 //!
 //! # Who runs callbacks
 //! The grace-period thread runs every callback, except trivial drops: `defer_drop` of a type with no
-//! drop glue is only a deallocation, which the queueing thread runs itself at its next `call_rcu` once
-//! the grace period is over, under its list's lock. Closures and drops with drop glue never run on a
-//! `call_rcu` caller's thread (they could take a lock the caller holds).
+//! drop glue is only a deallocation, which the queueing thread runs itself at its next poll once
+//! the grace period is over, under its list's lock (frees on the thread that allocated: the
+//! allocator's thread cache stays warm). The grace-period thread takes such drops only from a
+//! thread that is gone, or that left them ready across a pause (a stale DONE). Closures and drops
+//! with drop glue never run on a `call_rcu` caller's thread (they could take a lock the caller
+//! holds).
 //!
 //! # Flood control, and call_rcu inside a reader
-//! Every `call_rcu` wakes the grace-period thread if it sleeps idle. At [`LIMIT`] callbacks on one
+//! A `call_rcu` wakes the grace-period thread if it sleeps idle. At [`LIMIT`] callbacks on one
 //! list, a thread that may wait for a grace period waits until its list drains below
 //! [`HIGH_WATER`]. A thread that may not (inside a read-side section of the domain, an online QSBR
 //! thread of it, or the grace-period thread itself, in a callback) never waits: it kicks the
@@ -50,7 +67,10 @@
 //! updated. The child has no grace-period thread: the next `call_rcu`, barrier or polled request
 //! starts one, and it runs the callbacks that were pending at the fork (in the child, on the child's
 //! copy of the memory, as the parent runs them on its own). Lists of threads that do not exist in the
-//! child go back to the pool. A callback that forks (itself, or through `std::process::Command`)
+//! child go back to the pool. Appends are not locked: a thread caught by the fork in the middle
+//! of one leaves the child's log consistent, because each step of an append is one word (link a
+//! chunk, move to it, write the slot, publish `tail`) and the next holder redoes what is missing
+//! (it reuses a chunk already linked and rewrites an unpublished slot). A callback that forks (itself, or through `std::process::Command`)
 //! is the exception: the prepare handler cannot wait for the batch it is part of, so that batch
 //! stays in flight in both processes, each finished by its copy of the grace-period thread (in the
 //! child, the only thread). Nor can another thread's fork wait for a pass that waits for it (a
@@ -67,9 +87,20 @@
 //!    grace period it was assigned, which started after it was queued, has completed.
 //! 3. Records are never freed: a thread that exits leaves its callbacks to the grace-period thread,
 //!    which scans every record, in use or not. Nothing is lost or run early.
+//! 4. One producer per log at a time: the record's holder (claim Acquire, release Release, so a
+//!    thread that adopts a record continues the log where the last holder stopped). Consumers read
+//!    only below a `tail` they loaded (Acquire), so every slot they read is written, and free or
+//!    recycle a chunk only once `tail` is past it (the producer is done with it).
+//!
+//! # Memory orderings
+//! `tail`: the producer's Release store pairs with the consumers' Acquire load (slot contents and
+//! chunk links). The free stack: the consumers' Release CAS pairs with the producer's Acquire swap
+//! (their reads of the slots come before the producer rewrites them). `invoked`: Release after each
+//! batch, Acquire in barriers. `completed`: Acquire (the grace period's waits happen-before the
+//! callbacks it releases). `state`: Relaxed (a missed wake costs at most the idle sleep).
 
 use super::gp::GpSeq;
-use super::protocol::{Callback, SegList, drop_box, segments_pass, warn};
+use super::protocol::{Callback, CbLog, Segs, drop_box, segments_pass, warn};
 use super::registry::{Pooled, Registry};
 use core::cell::{Cell, RefCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -122,7 +153,14 @@ const STARTED: u32 = 2;
 /// share a line.
 #[repr(align(128))]
 pub(super) struct CbRecord {
-    list: crate::TasLock<SegList>,
+    /// The holder's log: it appends with plain stores (module docs).
+    log: CbLog,
+    /// The consumers' side: the grace periods of the log's callbacks, and what was taken.
+    list: crate::TasLock<Segs>,
+    /// `list`'s reader position, mirrored for lock-free looks (flood control, `pending`): written
+    /// under the list's lock after each take. Relaxed: an estimate (a stale value is older, so larger
+    /// lengths: a flooding thread waits a little longer; the idle check passes once more).
+    head: AtomicU64,
     /// Callbacks of this list invoked so far (in queue order; barriers).
     invoked: AtomicU64,
     /// Callbacks of this list taken to be invoked so far (under the list's lock): `taken - invoked`
@@ -136,6 +174,26 @@ pub(super) struct CbRecord {
 }
 
 impl CbRecord {
+    fn new() -> Self {
+        let (log, reader) = CbLog::new();
+        CbRecord {
+            log,
+            list: crate::TasLock::new(Segs::new(reader)),
+            head: AtomicU64::new(0),
+            invoked: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+            invoking: AtomicBool::new(false),
+            in_use: AtomicBool::new(true),
+        }
+    }
+
+    /// Callbacks queued and not yet taken (an estimate: see `head`).
+    fn len(&self) -> usize {
+        // Relaxed: see `head`; `tail` is ours when the caller is the holder.
+        let h = self.head.load(Ordering::Relaxed);
+        self.log.published().saturating_sub(h) as usize
+    }
+
     /// Counts `n` callbacks taken to be invoked (the caller holds the list's lock, which orders the
     /// takers of one list).
     fn count_taken(&self, n: usize) {
@@ -184,14 +242,16 @@ pub(super) struct Engine {
     /// [`NO_THREAD`], [`STARTING`] or [`STARTED`]. Relaxed throughout: it only decides which caller
     /// spawns the thread; what the thread reads is published by the spawn itself.
     thread: AtomicU32,
-    /// Callbacks invoked (all lists).
-    invoked: AtomicU64,
     /// The latest polled cookie whose grace period was requested (`start_poll_synchronize`).
     requested: AtomicU64,
     /// 1 while a fork is being prepared: the grace-period thread takes no batch.
     fork_pending: AtomicU32,
     /// 1 while a pass may hold batches (from before its check of `fork_pending` to their end).
     in_pass: AtomicU32,
+    /// The grace-period thread's last round had work: it paces once more before sleeping idle, so
+    /// that callers streaming callbacks do not wake it from idle over and over. Relaxed: that
+    /// thread's own (an atomic only because the engine is shared).
+    had_work: AtomicBool,
 }
 
 std::thread_local! {
@@ -233,27 +293,39 @@ impl Engine {
             recs: Registry::new(),
             state: AtomicU32::new(RUNNING),
             thread: AtomicU32::new(NO_THREAD),
-            invoked: AtomicU64::new(0),
             requested: AtomicU64::new(0),
             fork_pending: AtomicU32::new(0),
             in_pass: AtomicU32::new(0),
+            had_work: AtomicBool::new(false),
         }
     }
 
     /// Callbacks queued and not yet invoked, over every thread's list.
     pub(super) fn pending(&self) -> usize {
-        self.recs.snapshot().iter().map(|r| r.list.lock().len).sum()
+        self.recs
+            .snapshot()
+            .iter()
+            .map(|r| {
+                let l = r.list.lock();
+                (r.log.published() - l.reader.head) as usize
+            })
+            .sum()
     }
 
-    /// Callbacks invoked so far.
+    /// Callbacks invoked so far (the sum over the lists: no shared counter on the callers' path).
     pub(super) fn invoked(&self) -> u64 {
-        self.invoked.load(Ordering::Relaxed)
+        // Acquire: pairs with the Release increment after each batch.
+        self.recs
+            .snapshot()
+            .iter()
+            .map(|r| r.invoked.load(Ordering::Acquire))
+            .sum()
     }
 
     /// Tests: the length of the calling thread's list.
     #[cfg(test)]
     pub(super) fn my_record_len(&'static self) -> usize {
-        self.my_record().0.list.lock().len
+        self.my_record().0.len()
     }
 
     /// This thread's record, and whether it is a one-off (thread-local storage gone).
@@ -265,15 +337,7 @@ impl Engine {
             // freed); `Held`'s destructor clears the cache before the thread gives its records back.
             return (unsafe { &*(r as *const CbRecord) }, false);
         }
-        let claim = || {
-            self.recs.claim(|| CbRecord {
-                list: crate::TasLock::new(SegList::default()),
-                invoked: AtomicU64::new(0),
-                taken: AtomicU64::new(0),
-                invoking: AtomicBool::new(false),
-                in_use: AtomicBool::new(true),
-            })
-        };
+        let claim = || self.recs.claim(CbRecord::new);
         let found = HELD.try_with(|h| {
             if let Some(&(_, r)) = h.0.borrow().iter().find(|(e, _)| *e == me) {
                 return r;
@@ -313,7 +377,7 @@ impl Engine {
 
     /// Whether any list holds callbacks (work for an idle thread).
     fn any_pending(&self) -> bool {
-        self.recs.snapshot().iter().any(|r| r.list.lock().len > 0)
+        self.recs.snapshot().iter().any(|r| r.len() > 0)
     }
 
     /// Runs a batch taken from `r`'s list while holding `r.invoking`, then lets go of it.
@@ -337,7 +401,6 @@ impl Engine {
         // Once per batch, after all of it ran: barriers wait for `invoked >= queued` and see the
         // callbacks' effects (Release pairs with their Acquire load).
         r.invoked.fetch_add(n, Ordering::Release);
-        self.invoked.fetch_add(n, Ordering::Relaxed);
         // Release: the next invoker of this list (Acquire CAS) runs after this batch.
         r.invoking.store(false, Ordering::Release);
     }
@@ -498,14 +561,26 @@ fn step<H: Host>(h: &'static H) {
     }
     // Acquire: pairs with the AcqRel `fetch_max` of the request.
     let requested = e.requested.load(Ordering::Acquire);
-    if pass(h) || !h.gp().done(requested) {
+    if pass(h, true) || !h.gp().done(requested) {
+        e.had_work.store(true, Ordering::Relaxed);
         h.run_gp();
-        // Pass once more at once (run what this grace period released), then pace.
-        if pass(h) {
+        // Pass once more at once (run what this grace period released, except the owners' trivial
+        // drops: they get the pause to run them themselves), then pace.
+        if pass(h, false) {
             e.sleep(PACING, GP_INTERVAL);
         }
     } else if !e.any_pending() {
-        e.sleep(IDLE, IDLE_SLEEP);
+        if e.had_work.swap(false, Ordering::Relaxed) {
+            // One paced look more before idling: callers that stream callbacks find us pacing
+            // (no wake needed) rather than idle (a wake from their next call).
+            e.sleep(PACING, GP_INTERVAL);
+        } else {
+            e.sleep(IDLE, IDLE_SLEEP);
+        }
+    } else {
+        // Only ready callbacks left to their owners (trivial drops, which they run at their next
+        // poll, or the next pass takes): not a busy loop on their lists' locks.
+        e.sleep(PACING, GP_INTERVAL);
     }
 }
 
@@ -521,8 +596,9 @@ impl Drop for PassEnd<'_> {
 }
 
 /// One pass over every list: advance, take what is ready, accelerate; invoke. Returns whether a
-/// grace period is needed.
-fn pass<H: Host>(h: &'static H) -> bool {
+/// grace period is needed. Ready trivial drops of a live owner are taken only if `take_stale` and
+/// they were already ready at an earlier pass (the owner had a pause to run them).
+fn pass<H: Host>(h: &'static H, take_stale: bool) -> bool {
     let e = h.engine();
     let mut waiting = false;
     let mut batches = vec![];
@@ -538,21 +614,32 @@ fn pass<H: Host>(h: &'static H) -> bool {
         let completed = h.gp().completed();
         for r in e.recs.snapshot() {
             let mut l = r.list.lock();
-            waiting |= segments_pass(&mut l, completed);
-            if l.done.is_empty() || forking {
+            // Acquire (in `published`): the callbacks below it are written; their callers'
+            // unpublishing happened before, hence before the next grace period (which starts after
+            // we let go of the grace-period lock).
+            let tail = r.log.published();
+            waiting |= segments_pass(&mut l, completed, tail);
+            if l.ready() == 0 || forking {
                 continue;
             }
-            // Ours to run: the owner is gone, or had a pass to do it, or cannot (not trivial).
+            // SAFETY: we hold the list's lock; `head < done_end <= tail`.
+            let trivial = unsafe { r.log.peek(&mut l.reader) }.trivial();
+            // Ours to run: the owner is gone, or had a poll to do it, or cannot (not trivial).
             // Relaxed `in_use`: a stale `true` only delays this to the next pass.
-            let ours = l.done_stale || !r.in_use.load(Ordering::Relaxed) || !l.done[0].trivial();
+            let ours =
+                (take_stale && l.done_stale) || !r.in_use.load(Ordering::Relaxed) || !trivial;
             // Acquire pairs with the Release that ended the last invoker's batch (FIFO per list).
             if ours
                 && r.invoking
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                let batch = l.take_done();
-                r.count_taken(batch.len());
+                let mut batch = Vec::with_capacity(l.ready() as usize);
+                // SAFETY: we hold the list's lock of `r.log`.
+                let n = unsafe { l.take_done(&r.log, |_| true, |cb| batch.push(cb)) };
+                r.count_taken(n as usize);
+                // Relaxed: see `CbRecord::head`.
+                r.head.store(l.reader.head, Ordering::Relaxed);
                 batches.push((r, batch));
             } else {
                 l.done_stale = true;
@@ -569,7 +656,7 @@ fn pass<H: Host>(h: &'static H) -> bool {
 /// work: a pass, and a grace period if one is needed.
 fn help<H: Host>(h: &'static H) {
     if cfg!(miri) {
-        if pass(h) {
+        if pass(h, true) {
             h.run_gp();
         }
     } else {
@@ -578,40 +665,73 @@ fn help<H: Host>(h: &'static H) {
     }
 }
 
+/// How many of its own `call_rcu`s a thread makes between two polls of its list (module docs).
+const POLL: u64 = 64;
+
 /// Queues `cb` on the calling thread's list of `h` (module docs).
+#[inline]
 pub(super) fn enqueue<H: Host>(h: &'static H, cb: Callback) {
     ensure_thread(h);
     let e = h.engine();
     let (rec, one_off) = e.my_record();
-    let len = {
-        let mut l = rec.list.lock();
-        l.push(cb);
+    // SAFETY: this thread holds `rec` (from `my_record`, until `Held`'s destructor or the one-off
+    // release below), so it is the log's only producer; `call_rcu` is not called from signal
+    // handlers (it may allocate).
+    let tail = unsafe { rec.log.push(cb) };
+    if one_off {
+        // A late thread-local destructor: the record goes back to the pool with its callbacks, which
+        // the grace-period thread still scans (invariant 3).
+        // Release: the next holder's Acquire claim sees the record idle (and our pushes).
+        rec.in_use.store(false, Ordering::Release);
+        e.kick(rec.len());
+        return;
+    }
+    // Relaxed: a plain load of a line the grace-period thread writes only when it sleeps or wakes
+    // (see `kick`); the wake happens once per idle spell, not per call.
+    if e.state.load(Ordering::Relaxed) == IDLE {
+        e.kick(0);
+    }
+    // `len`: two plain loads of the record's own line (flood control is exact, not once a poll).
+    if tail % POLL == 0 || rec.len() >= LIMIT {
+        poll(h, rec);
+    }
+}
+
+/// Every [`POLL`] calls: runs the trivial drops of the caller's list whose grace period is over (on
+/// this thread, as the kernel runs callbacks on the CPU that queued them), wakes a pacing
+/// grace-period thread for a long list, and applies flood control.
+#[cold]
+#[inline(never)]
+fn poll<H: Host>(h: &'static H, rec: &'static CbRecord) {
+    let e = h.engine();
+    // `try_lock`: the grace-period thread's pass holds it briefly, and does the work itself then.
+    if let Some(mut l) = rec.list.try_lock() {
         // Acquire (in `completed`): the grace period's waits happen-before the callbacks it releases.
         l.advance(h.gp().completed());
-        // Trivial drops that are ready run here, on the thread that queued them, under the list's
-        // lock (so a fork never finds such a batch in flight).
-        if !l.done.is_empty()
-            && l.done[0].trivial()
+        // SAFETY (peek): we hold the list's lock; `head < done_end <= tail`.
+        if l.ready() > 0
+            && unsafe { rec.log.peek(&mut l.reader) }.trivial()
             && rec
                 .invoking
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         {
-            let batch = l.take_trivial_done();
-            rec.count_taken(batch.len());
-            e.invoke(rec, batch, h.names());
+            // Under the list's lock, so a fork never finds such a batch in flight. Deallocations
+            // only: they cannot unwind or call back into RCU.
+            // SAFETY: we hold the list's lock of `rec.log`.
+            let n = unsafe { l.take_done(&rec.log, Callback::trivial, Callback::invoke) };
+            rec.count_taken(n as usize);
+            // Release: barriers' Acquire loads see the drops done (as `Engine::invoke`).
+            rec.invoked.fetch_add(n, Ordering::Release);
+            // Release: the next invoker of this list (Acquire CAS) runs after this batch.
+            rec.invoking.store(false, Ordering::Release);
+            // Relaxed: see `CbRecord::head`.
+            rec.head.store(l.reader.head, Ordering::Relaxed);
         }
-        l.len
-    };
-    if one_off {
-        // A late thread-local destructor: the record goes back to the pool with its callbacks, which
-        // the grace-period thread still scans (invariant 3).
-        // Release: the next holder's Acquire claim sees the record idle.
-        rec.in_use.store(false, Ordering::Release);
     }
-    // Wakes the grace-period thread only if it sleeps (a plain load otherwise).
+    let len = rec.len();
     e.kick(len);
-    if len >= LIMIT && !one_off && !ON_GP_THREAD.get() && h.may_wait() {
+    if len >= LIMIT && !ON_GP_THREAD.get() && h.may_wait() {
         wait_for_drain(h, rec);
     }
 }
@@ -619,7 +739,7 @@ pub(super) fn enqueue<H: Host>(h: &'static H, cb: Callback) {
 /// Flood control: waits until `rec`'s list is below [`HIGH_WATER`].
 #[cold]
 fn wait_for_drain<H: Host>(h: &'static H, rec: &'static CbRecord) {
-    while rec.list.lock().len >= HIGH_WATER {
+    while rec.len() >= HIGH_WATER {
         help(h);
     }
 }
@@ -652,7 +772,7 @@ pub(super) fn barrier<H: Host>(h: &'static H) {
         .recs
         .snapshot()
         .into_iter()
-        .map(|r| (r, r.list.lock().queued))
+        .map(|r| (r, r.log.published()))
         .collect();
     if targets
         .iter()
@@ -684,12 +804,17 @@ pub(super) fn request<H: Host>(h: &'static H, cookie: u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::rcu::protocol::SegList;
+    use crate::rcu::protocol::{CHUNK, Callback, CbLog, Segs};
 
     fn cb(log: &std::sync::Arc<std::sync::Mutex<Vec<u32>>>, v: u32) -> Callback {
         let log = log.clone();
         Callback::Closure(Box::new(move || log.lock().unwrap().push(v)))
+    }
+
+    /// Runs the ready callbacks of `s`.
+    fn run(l: &CbLog, s: &mut Segs) -> u64 {
+        // SAFETY: one thread: producer and consumer by turns.
+        unsafe { s.take_done(l, |_| true, Callback::invoke) }
     }
 
     /// The segment transitions, step by step: nothing runs before its grace period has completed,
@@ -697,37 +822,89 @@ mod tests {
     #[test]
     fn segments_advance_only_after_their_grace_period() {
         let log = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
-        let mut l = SegList::default();
-        l.push(cb(&log, 1));
-        l.accelerate(7);
-        assert_eq!(l.wait.as_ref().map(|w| w.0), Some(7));
-        l.push(cb(&log, 2));
-        l.accelerate(8); // NEXT_READY
-        assert_eq!(l.next_ready.as_ref().map(|w| w.0), Some(8));
-        l.push(cb(&log, 3));
-        l.accelerate(8); // the same target: joins NEXT_READY
-        l.push(cb(&log, 4));
-        l.accelerate(9); // both taken: merged into NEXT_READY with the later target
-        assert_eq!(
-            l.next_ready.as_ref().map(|w| (w.0, w.1.len())),
-            Some((9, 3))
-        );
-        l.advance(6);
-        assert!(l.take_done().is_empty(), "grace period 7 has not completed");
-        l.advance(7);
-        for f in l.take_done() {
-            f.invoke();
-        }
+        let (l, r) = CbLog::new();
+        let mut s = Segs::new(r);
+        // SAFETY (each push): this thread is the only producer.
+        unsafe { l.push(cb(&log, 1)) };
+        s.accelerate(7, l.published());
+        assert_eq!(s.wait, Some((7, 1)));
+        unsafe { l.push(cb(&log, 2)) };
+        s.accelerate(8, l.published()); // NEXT_READY
+        assert_eq!(s.next_ready, Some((8, 2)));
+        unsafe { l.push(cb(&log, 3)) };
+        s.accelerate(8, l.published()); // the same target: joins NEXT_READY
+        unsafe { l.push(cb(&log, 4)) };
+        s.accelerate(9, l.published()); // both taken: merged into NEXT_READY with the later target
+        assert_eq!(s.next_ready, Some((9, 4)));
+        s.advance(6);
+        assert_eq!(run(&l, &mut s), 0, "grace period 7 has not completed");
+        s.advance(7);
+        assert_eq!(run(&l, &mut s), 1);
         assert_eq!(*log.lock().unwrap(), [1]);
-        assert_eq!(l.wait.as_ref().map(|w| w.0), Some(9), "NEXT_READY moved up");
-        l.advance(8);
-        assert!(l.take_done().is_empty(), "3 and 4 need grace period 9");
-        l.advance(9);
-        for f in l.take_done() {
-            f.invoke();
-        }
+        assert_eq!(s.wait, Some((9, 4)), "NEXT_READY moved up");
+        s.advance(8);
+        assert_eq!(run(&l, &mut s), 0, "3 and 4 need grace period 9");
+        s.advance(9);
+        assert_eq!(run(&l, &mut s), 3);
         assert_eq!(*log.lock().unwrap(), [1, 2, 3, 4]);
-        assert_eq!((l.len, l.queued), (0, 4));
-        assert!(!l.waiting());
+        assert_eq!((s.reader.head, l.published()), (4, 4));
+        assert!(!s.waiting());
+        // SAFETY: nobody else uses the log.
+        unsafe { l.destroy(&mut s.reader) };
+    }
+
+    /// The log across many chunks, consumed in bursts between pushes: every callback runs once, in
+    /// queue order (chunks are recycled through the spare).
+    #[test]
+    fn log_keeps_order_across_chunks() {
+        let log = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let (l, r) = CbLog::new();
+        let mut s = Segs::new(r);
+        let total = 5 * CHUNK as u32 + 3;
+        let mut gp = 0;
+        for v in 0..total {
+            // SAFETY: this thread is the only producer.
+            unsafe { l.push(cb(&log, v)) };
+            if v % 7 == 0 {
+                gp += 1;
+                s.accelerate(gp, l.published());
+                s.advance(gp - 1);
+                run(&l, &mut s);
+            }
+        }
+        s.accelerate(gp + 1, l.published());
+        s.advance(gp + 1);
+        run(&l, &mut s);
+        assert_eq!(*log.lock().unwrap(), (0..total).collect::<Vec<_>>());
+        // SAFETY: nobody else uses the log.
+        unsafe { l.destroy(&mut s.reader) };
+    }
+
+    /// Emptied chunks come back to the producer: a second round of the same backlog allocates no
+    /// chunk.
+    #[test]
+    fn emptied_chunks_are_reused() {
+        let (l, r) = CbLog::new();
+        let mut s = Segs::new(r);
+        let nothing = || Callback::Closure(Box::new(|| {}));
+        let mut made = 0;
+        for round in 1..=3u64 {
+            for _ in 0..20 * CHUNK {
+                // SAFETY: this thread is the only producer.
+                unsafe { l.push(nothing()) };
+            }
+            s.accelerate(round, l.published());
+            s.advance(round);
+            run(&l, &mut s);
+            let now = l.made.load(core::sync::atomic::Ordering::Relaxed);
+            if round == 2 {
+                made = now;
+            }
+            if round == 3 {
+                assert_eq!(now, made, "round 3 allocated chunks");
+            }
+        }
+        // SAFETY: nobody else uses the log.
+        unsafe { l.destroy(&mut s.reader) };
     }
 }

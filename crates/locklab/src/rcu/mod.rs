@@ -7,8 +7,8 @@
 //! Three flavours: memb ([`RcuDomain`], [`RcuReadGuard`]), QSBR ([`QsbrDomain`], whose read side is
 //! free and whose quiescent states the borrow checker keeps out of read sections) and SRCU
 //! ([`SrcuDomain`]: sleepable readers, two-index counters). Each has batched `synchronize` (concurrent
-//! callers share grace periods), polled grace periods ([`GpCookie`]), `call_rcu` with per-thread
-//! segmented callback lists, flood control and a barrier (the `callback` module's docs), and survives
+//! callers share grace periods), polled grace periods ([`GpCookie`]), `call_rcu` appending to
+//! per-thread callback logs (no lock, no read-modify-write), flood control and a barrier (the `callback` module's docs), and survives
 //! `fork()` (the `fork` module's docs). [`RcuCell`] is the safe published value.
 //!
 //! # The API against the kernel's and liburcu's

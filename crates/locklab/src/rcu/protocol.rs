@@ -11,7 +11,8 @@
 // Under loom only the parts the models use are called.
 #![cfg_attr(loom, allow(dead_code))]
 
-use crate::primitive::{AtomicU64, Ordering, fence};
+use crate::primitive::{AtomicPtr, AtomicU64, Ordering, fence};
+use core::mem::MaybeUninit;
 
 /// Low bits of a memb record's `ctr` that count the nesting depth.
 ///
@@ -385,57 +386,369 @@ pub(crate) unsafe fn drop_box<T>(p: *mut ()) {
     drop(unsafe { Box::from_raw(p as *mut T) });
 }
 
-/// One thread's `call_rcu` callbacks, in segments (callback.rs's module docs): DONE, WAIT and
-/// NEXT_READY (each with the grace period it waits for), NEXT (no grace period assigned yet).
-#[derive(Default)]
-pub(crate) struct SegList {
-    pub(crate) done: Vec<Callback>,
-    pub(crate) wait: Option<(u64, Vec<Callback>)>,
-    pub(crate) next_ready: Option<(u64, Vec<Callback>)>,
-    pub(crate) next: Vec<Callback>,
-    /// Callbacks in the list.
-    pub(crate) len: usize,
-    /// Callbacks ever queued on this list.
-    pub(crate) queued: u64,
+/// Callbacks in one chunk of a [`CbLog`]: small under loom, so the models cross chunk boundaries.
+pub(crate) const CHUNK: usize = if cfg!(loom) { 2 } else { 64 };
+/// Emptied chunks a log keeps for reuse (beyond, the consumer frees them): 16,384 callbacks' worth.
+const KEEP_FREE: u64 = if cfg!(loom) { 1 } else { 256 };
+
+/// An `UnsafeCell` that loom checks for data races (its accesses must be ordered by the atomics
+/// around them); `core`'s elsewhere.
+struct RawCell<T>(
+    #[cfg(loom)] loom::cell::UnsafeCell<T>,
+    #[cfg(not(loom))] core::cell::UnsafeCell<T>,
+);
+
+impl<T> RawCell<T> {
+    fn new(v: T) -> Self {
+        #[cfg(loom)]
+        return RawCell(loom::cell::UnsafeCell::new(v));
+        #[cfg(not(loom))]
+        RawCell(core::cell::UnsafeCell::new(v))
+    }
+    /// Runs `f` on the cell's pointer (the caller orders the access against every other one).
+    #[inline(always)]
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(loom)]
+        return self.0.with_mut(f);
+        #[cfg(not(loom))]
+        f(self.0.get())
+    }
+}
+
+/// [`CHUNK`] callback slots of a [`CbLog`], linked in queue order.
+pub(crate) struct Chunk {
+    /// The queue index of slot 0 (a multiple of [`CHUNK`]). Producer only.
+    base: RawCell<u64>,
+    /// The chunk after this one: linked by the producer before it publishes any index in it. In the
+    /// free stack, the chunk below.
+    next: AtomicPtr<Chunk>,
+    /// In the free stack: chunks from this one down (an estimate, for the [`KEEP_FREE`] cap).
+    depth: AtomicU64,
+    slots: [RawCell<MaybeUninit<Callback>>; CHUNK],
+}
+
+impl Chunk {
+    fn boxed(base: u64) -> *mut Chunk {
+        Box::into_raw(Box::new(Chunk {
+            base: RawCell::new(base),
+            next: AtomicPtr::new(core::ptr::null_mut()),
+            depth: AtomicU64::new(0),
+            slots: core::array::from_fn(|_| RawCell::new(MaybeUninit::uninit())),
+        }))
+    }
+}
+
+/// One thread's `call_rcu` callbacks: a single-producer log of chunks (callback.rs's module docs).
+/// The producer (the thread that holds the record) appends with plain stores and one Release store
+/// of `tail`: no read-modify-write, no lock, no fence. Consumers (under the record's list lock, a
+/// [`LogReader`]) take callbacks in index order up to the `tail` they loaded.
+///
+/// Producer steps, each one word, in this order: link a new chunk after the current one (reusing
+/// one already linked: a producer that vanished at a fork may have linked it), move `prod` to it,
+/// write the slot, publish `tail`. A producer stopped after any of them leaves the log consistent for
+/// the next holder (it rewrites the unpublished slot).
+pub(crate) struct CbLog {
+    /// Callbacks ever published. Producer: Relaxed load of its own value, Release store (pairs with
+    /// the consumers' Acquire load: the slot, and any chunk link, are written before it).
+    tail: AtomicU64,
+    /// The chunk holding index `tail - 1` (or the first chunk). Producer only.
+    prod: RawCell<*mut Chunk>,
+    /// Chunks the consumers have emptied, a stack: consumers push one at a time (CAS, under the
+    /// list lock, so one at a time), the producer takes them all at once (swap), so no ABA.
+    free: AtomicPtr<Chunk>,
+    /// Chunks the producer took from `free` and has not used yet, linked by `next`. Producer only.
+    stash: RawCell<*mut Chunk>,
+    /// Chunks allocated at boundaries (tests: the free stack is reused).
+    #[cfg(test)]
+    pub(crate) made: core::sync::atomic::AtomicU64,
+}
+
+// SAFETY: the raw pointers are chunks owned by the log; the producer's fields (`prod`, `stash`) are
+// touched by the
+// record's holder only (a handover between holders is ordered by the record's `in_use` claim), the
+// consumer's by the holder of the list lock; the callbacks are `Send`.
+unsafe impl Send for CbLog {}
+// SAFETY: as above.
+unsafe impl Sync for CbLog {}
+
+/// A consumer's position in a [`CbLog`] (kept under the list lock).
+pub(crate) struct LogReader {
+    /// The chunk holding index `head` (or the chunk that ends at it).
+    cons: *mut Chunk,
+    /// Its first index.
+    base: u64,
+    /// Callbacks taken so far.
+    pub(crate) head: u64,
+}
+
+// SAFETY: `cons` is a chunk of the log the reader belongs to, used under its list lock only.
+unsafe impl Send for LogReader {}
+
+impl CbLog {
+    /// An empty log and its reader.
+    pub(crate) fn new() -> (CbLog, LogReader) {
+        let first = Chunk::boxed(0);
+        let log = CbLog {
+            tail: AtomicU64::new(0),
+            prod: RawCell::new(first),
+            free: AtomicPtr::new(core::ptr::null_mut()),
+            stash: RawCell::new(core::ptr::null_mut()),
+            #[cfg(test)]
+            made: core::sync::atomic::AtomicU64::new(0),
+        };
+        let reader = LogReader {
+            cons: first,
+            base: 0,
+            head: 0,
+        };
+        (log, reader)
+    }
+
+    /// Callbacks ever published (Acquire: pairs with `push`'s Release store, so the slots below it
+    /// and the chunk links are visible).
+    #[inline(always)]
+    pub(crate) fn published(&self) -> u64 {
+        self.tail.load(Ordering::Acquire)
+    }
+
+    /// Appends `cb`; returns the new `tail`.
+    ///
+    /// # Safety
+    /// The caller is the log's only producer (it holds the record), and does not re-enter (from a
+    /// signal handler).
+    #[inline(always)]
+    pub(crate) unsafe fn push(&self, cb: Callback) -> u64 {
+        // Relaxed: our own value (or the previous holder's, ordered by the record's claim).
+        let t = self.tail.load(Ordering::Relaxed);
+        // SAFETY: producer-only fields, and `prod` is a live chunk of this log (chunks behind the
+        // consumer are freed only once `tail` has passed them, which only this producer moves).
+        unsafe {
+            let mut c = self.prod.with_mut(|p| *p);
+            if t == (*c).base.with_mut(|b| *b) + CHUNK as u64 {
+                c = self.next_chunk(c, t);
+            }
+            (*c).slots[(t % CHUNK as u64) as usize].with_mut(|s| (*s).write(cb));
+        }
+        // Release: pairs with the consumers' Acquire `published` (the slot is written).
+        self.tail.store(t + 1, Ordering::Release);
+        t + 1
+    }
+
+    /// Moves the producer to the chunk after `c` (starting at index `t`), linking one if none is.
+    ///
+    /// # Safety
+    /// As `push`; `c` is `prod`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn next_chunk(&self, c: *mut Chunk, t: u64) -> *mut Chunk {
+        // SAFETY: `c` is live (see `push`); a linked chunk is ours until `tail` passes it.
+        unsafe {
+            // Relaxed: only producers write it (a handover is ordered by the record's claim).
+            let mut n = (*c).next.load(Ordering::Relaxed);
+            if n.is_null() {
+                n = self.stash.with_mut(|s| *s);
+                if n.is_null() {
+                    // Acquire: pairs with the consumers' Release push (they are done reading the
+                    // slots, and wrote the links).
+                    n = self.free.swap(core::ptr::null_mut(), Ordering::Acquire);
+                }
+                if n.is_null() {
+                    n = Chunk::boxed(t);
+                    #[cfg(test)]
+                    self.made
+                        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                } else {
+                    // Relaxed (both): ordered by the swap above, or ours since.
+                    let below = (*n).next.load(Ordering::Relaxed);
+                    self.stash.with_mut(|s| *s = below);
+                    (*n).base.with_mut(|b| *b = t);
+                    // Relaxed: published with the link below.
+                    (*n).next.store(core::ptr::null_mut(), Ordering::Relaxed);
+                }
+                // Release: pairs with the consumer's Acquire load of the link (which it reads only
+                // after `published` covers index `t`, itself ordered after this).
+                (*c).next.store(n, Ordering::Release);
+            }
+            self.prod.with_mut(|p| *p = n);
+            n
+        }
+    }
+
+    /// The next callback `r` would take.
+    ///
+    /// # Safety
+    /// `r` is this log's reader, under its list lock, and `r.head < self.published()`.
+    pub(crate) unsafe fn peek<'a>(&'a self, r: &mut LogReader) -> &'a Callback {
+        // SAFETY: the caller's contract; `step` keeps `r.cons` on the chunk of `r.head`.
+        unsafe {
+            self.step(r);
+            (*r.cons).slots[(r.head % CHUNK as u64) as usize].with_mut(|s| (*s).assume_init_ref())
+        }
+    }
+
+    /// Takes the next callback.
+    ///
+    /// # Safety
+    /// As `peek`.
+    pub(crate) unsafe fn take(&self, r: &mut LogReader) -> Callback {
+        // SAFETY: as `peek`; the slot was written before `tail` passed it and is read once (the
+        // producer rewrites it only after the chunk comes back through the free stack).
+        unsafe {
+            self.step(r);
+            let cb = (*r.cons).slots[(r.head % CHUNK as u64) as usize]
+                .with_mut(|s| (*s).assume_init_read());
+            r.head += 1;
+            cb
+        }
+    }
+
+    /// At a chunk boundary, moves `r` to the next chunk and hands the emptied one back.
+    ///
+    /// # Safety
+    /// As `peek`.
+    unsafe fn step(&self, r: &mut LogReader) {
+        if r.head != r.base + CHUNK as u64 {
+            return;
+        }
+        // SAFETY: `published() > r.head`: the producer linked the next chunk before it published
+        // index `r.head`, and is done with this one (it wrote `r.head` in the next).
+        unsafe {
+            // Acquire: pairs with the producer's Release link.
+            let n = (*r.cons).next.load(Ordering::Acquire);
+            let old = core::mem::replace(&mut r.cons, n);
+            r.base += CHUNK as u64;
+            self.recycle(old);
+        }
+    }
+
+    /// Pushes an emptied chunk on the free stack, or frees it past [`KEEP_FREE`].
+    ///
+    /// # Safety
+    /// The caller holds the list lock, and nobody else uses `old` any more.
+    unsafe fn recycle(&self, old: *mut Chunk) {
+        // Relaxed: the Release CAS below publishes; a stale head only fails the CAS.
+        let mut h = self.free.load(Ordering::Relaxed);
+        // SAFETY: chunks are freed only here, under the list lock: `h`, even if the producer took
+        // it meanwhile, is alive (its `depth` is atomic; the value is an estimate).
+        unsafe {
+            loop {
+                let depth = if h.is_null() {
+                    0
+                } else {
+                    (*h).depth.load(Ordering::Relaxed)
+                };
+                if depth >= KEEP_FREE {
+                    drop(Box::from_raw(old));
+                    return;
+                }
+                // Relaxed (both): published by the Release CAS below.
+                (*old).depth.store(depth + 1, Ordering::Relaxed);
+                (*old).next.store(h, Ordering::Relaxed);
+                // Release: pairs with the producer's Acquire swap (our reads of the slots, and the
+                // link above, come first). Only the producer removes, and all at once: no ABA.
+                match self
+                    .free
+                    .compare_exchange_weak(h, old, Ordering::Release, Ordering::Relaxed)
+                {
+                    Ok(_) => return,
+                    Err(now) => h = now,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(any(loom, test))]
+impl CbLog {
+    /// Drops the callbacks not taken (unrun) and frees the chunks (the models' and unit tests'
+    /// teardown: a domain's logs live as long as the process).
+    ///
+    /// # Safety
+    /// No producer or consumer is left; `r` is this log's reader.
+    pub(crate) unsafe fn destroy(&self, r: &mut LogReader) {
+        // SAFETY: the caller's contract: every chunk from `r.cons` on is ours.
+        unsafe {
+            while r.head < self.published() {
+                drop(self.take(r));
+            }
+            let mut c = core::mem::replace(&mut r.cons, core::ptr::null_mut());
+            while !c.is_null() {
+                let n = (*c).next.load(Ordering::Relaxed);
+                drop(Box::from_raw(c));
+                c = n;
+            }
+            for mut c in [
+                self.free.load(Ordering::Relaxed),
+                self.stash.with_mut(|s| *s),
+            ] {
+                while !c.is_null() {
+                    let n = (*c).next.load(Ordering::Relaxed);
+                    drop(Box::from_raw(c));
+                    c = n;
+                }
+            }
+        }
+    }
+}
+
+/// The grace periods of one thread's callbacks, by queue index (callback.rs's module docs), under
+/// the record's list lock:
+///
+/// ```text
+///   [head, done_end)   DONE: ready
+///   [.., wait.1)       WAIT: after grace period wait.0
+///   [.., ready.1)      NEXT_READY: after grace period ready.0
+///   [assigned, tail)   NEXT: no grace period assigned yet
+/// ```
+pub(crate) struct Segs {
+    pub(crate) reader: LogReader,
+    pub(crate) done_end: u64,
+    pub(crate) wait: Option<(u64, u64)>,
+    pub(crate) next_ready: Option<(u64, u64)>,
+    /// Callbacks below this index have a grace period (or are DONE).
+    pub(crate) assigned: u64,
     /// DONE was non-empty at the grace-period thread's last pass and left to the owner.
     pub(crate) done_stale: bool,
 }
 
-impl SegList {
-    pub(crate) fn push(&mut self, cb: Callback) {
-        self.next.push(cb);
-        self.len += 1;
-        self.queued += 1;
+impl Segs {
+    pub(crate) fn new(reader: LogReader) -> Self {
+        Segs {
+            reader,
+            done_end: 0,
+            wait: None,
+            next_ready: None,
+            assigned: 0,
+            done_stale: false,
+        }
     }
 
     /// Moves segments whose grace period has completed to DONE.
     pub(crate) fn advance(&mut self, completed: u64) {
-        for _ in 0..2 {
-            match &self.wait {
-                Some((gp, _)) if *gp <= completed => {
-                    let (_, cbs) = self.wait.take().expect("matched Some");
-                    self.done.extend(cbs);
-                    self.wait = self.next_ready.take();
-                }
-                _ => break,
+        while let Some((gp, end)) = self.wait {
+            if gp > completed {
+                break;
             }
+            self.done_end = end;
+            self.wait = self.next_ready.take();
         }
     }
 
-    /// Gives NEXT a target grace period, one that surely starts after now.
-    pub(crate) fn accelerate(&mut self, target: u64) {
-        if self.next.is_empty() {
+    /// Gives NEXT, up to `tail` (a `published` value), a target grace period, one that surely
+    /// starts after `tail` was loaded.
+    pub(crate) fn accelerate(&mut self, target: u64, tail: u64) {
+        if tail <= self.assigned {
             return;
         }
-        let next = std::mem::take(&mut self.next);
+        self.assigned = tail;
         for seg in [&mut self.wait, &mut self.next_ready] {
             match seg {
-                Some((gp, cbs)) if *gp == target => {
-                    cbs.extend(next);
+                Some((gp, end)) if *gp == target => {
+                    *end = tail;
                     return;
                 }
                 None => {
-                    *seg = Some((target, next));
+                    *seg = Some((target, tail));
                     return;
                 }
                 Some(_) => {}
@@ -443,45 +756,52 @@ impl SegList {
         }
         // Both segments hold earlier targets (WAIT < NEXT_READY < target): NEXT_READY's grace period
         // has not started yet, so a later one covers it too; merge under the later target.
-        let (_, cbs) = self.next_ready.as_mut().expect("checked Some above");
-        cbs.extend(next);
-        self.next_ready.as_mut().expect("Some").0 = target;
-    }
-
-    /// Takes the ready callbacks.
-    pub(crate) fn take_done(&mut self) -> Vec<Callback> {
-        let done = std::mem::take(&mut self.done);
-        self.len -= done.len();
-        self.done_stale = false;
-        done
-    }
-
-    /// Takes the ready callbacks up to the first one that is not a trivial drop.
-    pub(crate) fn take_trivial_done(&mut self) -> Vec<Callback> {
-        let n = self.done.iter().take_while(|c| c.trivial()).count();
-        let rest = self.done.split_off(n);
-        let done = std::mem::replace(&mut self.done, rest);
-        self.len -= done.len();
-        self.done_stale = false;
-        done
+        self.next_ready = Some((target, tail));
     }
 
     /// Whether a segment waits for a grace period.
     pub(crate) fn waiting(&self) -> bool {
         self.wait.is_some() || self.next_ready.is_some()
     }
+
+    /// Callbacks ready and not yet taken.
+    pub(crate) fn ready(&self) -> u64 {
+        self.done_end - self.reader.head
+    }
+
+    /// Takes the ready callbacks, in queue order, while `more` accepts the next one.
+    ///
+    /// # Safety
+    /// `log` is the log of this list, whose lock the caller holds.
+    pub(crate) unsafe fn take_done(
+        &mut self,
+        log: &CbLog,
+        mut more: impl FnMut(&Callback) -> bool,
+        mut each: impl FnMut(Callback),
+    ) -> u64 {
+        let mut n = 0;
+        // SAFETY: `done_end <= assigned <= published()` (the caller's contract gives the reader).
+        unsafe {
+            while self.reader.head < self.done_end && more(log.peek(&mut self.reader)) {
+                each(log.take(&mut self.reader));
+                n += 1;
+            }
+        }
+        self.done_stale = false;
+        n
+    }
 }
 
 /// One list's share of a grace-period pass: segments whose grace period has completed move to DONE,
-/// and NEXT gets the next grace period (`completed + 1`). The caller holds the list's lock and the
-/// domain's grace-period lock (so no grace period is running: the next one starts after this, and
-/// after every callback queued before it), and read `completed` with Acquire after taking that lock
-/// (pairs with the Release increment that ended the last grace period). Returns whether a segment
-/// waits for a grace period.
-pub(crate) fn segments_pass(l: &mut SegList, completed: u64) -> bool {
-    l.advance(completed);
-    l.accelerate(completed + 1);
-    l.waiting()
+/// and NEXT (up to `tail`) gets the next grace period (`completed + 1`). The caller holds the list's
+/// lock and the domain's grace-period lock (so no grace period is running: the next one starts after
+/// this, and after every callback published below `tail`), loaded `tail` with `published` and
+/// `completed` with Acquire after taking that lock (pairs with the Release increment that ended the
+/// last grace period). Returns whether a segment waits for a grace period.
+pub(crate) fn segments_pass(s: &mut Segs, completed: u64, tail: u64) -> bool {
+    s.advance(completed);
+    s.accelerate(completed + 1, tail);
+    s.waiting()
 }
 
 /// Writes a warning to stderr, ignoring errors (a closed stderr must not make a grace period or the
