@@ -61,7 +61,9 @@
 //! - No panic wedges a domain: a grace period that unwinds puts the sequence back and wakes its
 //!   waiters, warnings ignore a closed stderr, the grace-period thread survives panicking callbacks.
 //! - A thread's first read lock in a domain registers it (allocates, takes the registry lock): do that
-//!   once outside any signal handler before reading in one.
+//!   once outside any signal handler before reading in one. `call_rcu` and `defer_drop` are not
+//!   async-signal-safe (they allocate, and append to the calling thread's own log, which has one
+//!   producer): a signal handler must not call them (installing one is `unsafe` for that reason).
 //! - `fork()`: the child may use every domain (grace periods, callbacks, barriers). Read-side sections
 //!   of other threads at the fork do not exist in the child and do not hold its grace periods; the
 //!   forking thread's own sections go on. Callbacks pending at the fork run in both processes. A
