@@ -74,8 +74,8 @@
 //! plain ones; a lost wake-up is a deadlock there (its watchdog wait has no time-out in the model).
 //!
 //! # Memory orderings
-//! Every take is an Acquire CAS, paired with the Release CAS of the unlock that freed the lock. The count and `WAKING` publish nothing (Relaxed); the futex system calls order
-//! the rest.
+//! Every take is an Acquire CAS, paired with the Release CAS of the unlock that freed the lock.
+//! The count and `WAKING` publish nothing (Relaxed); the futex system calls order the rest.
 //!
 //! ```c
 //! pthread_mutex_lock(&m);   /* with LOCKLAB_MUTEX=adaptive (the default) */
@@ -164,28 +164,24 @@ impl Adaptive {
         // The release and the decision to wake in one compare-and-swap, and nothing touches the
         // word after it: the next owner may destroy the mutex and reuse its memory at once (POSIX
         // allows it; glibc's unlock keeps the same rule, its wake-up never reads the address).
-        let mut s = self.word.load(Ordering::Relaxed);
-        loop {
-            // Sleepers and no wake-up in flight: this unlock wakes one. Nobody counted: a `WAKING`
-            // left by a woken thread that is back (and clearing it too) or gone is cleared here.
-            let wake = s >= ONE && s & WAKING == 0;
-            let new = if wake {
-                (s & !LOCKED) | WAKING
-            } else if s < ONE {
-                s & !(LOCKED | WAKING)
-            } else {
-                s & !LOCKED
-            };
-            // Release pairs with the next taker's Acquire CAS.
-            match self
-                .word
-                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(now) => s = now,
-            }
-        }
-        if s >= ONE && s & WAKING == 0 {
+        // Sleepers and no wake-up in flight: this unlock wakes one. Nobody counted: a `WAKING`
+        // left by a woken thread that is back (and clearing it too) or gone is cleared here.
+        let wakes = |s: u32| s >= ONE && s & WAKING == 0;
+        // Release pairs with the next taker's Acquire CAS.
+        // (The closure always returns `Some`: `fetch_update` cannot fail.)
+        let s = self
+            .word
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |s| {
+                Some(if wakes(s) {
+                    (s & !LOCKED) | WAKING
+                } else if s < ONE {
+                    s & !(LOCKED | WAKING)
+                } else {
+                    s & !LOCKED
+                })
+            })
+            .unwrap_or_else(|s| s);
+        if wakes(s) {
             // `futex_wake` never dereferences the address.
             sys::futex_wake(self.word, 1, false);
         }
@@ -249,26 +245,18 @@ impl Adaptive {
             // Back (woken, a signal, the watchdog, or the word changed before the sleep): leave the
             // count and clear `WAKING` in one step (whoever was woken, it is this thread or one
             // that will look as this one does; a spare wake-up at worst).
-            let mut s = self.word.load(Ordering::Relaxed);
-            loop {
-                match self.word.compare_exchange_weak(
-                    s,
-                    s.wrapping_sub(ONE) & !WAKING,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(now) => s = now,
-                }
-            }
+            let _ = self
+                .word
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                    Some(s.wrapping_sub(ONE) & !WAKING)
+                });
             if timed_out {
                 return self.try_lock();
             }
         }
     }
 
-    /// Optimistic spinning while the owner runs; `true` if it took the lock. Stops when a sleeper
-    /// appears.
+    /// Optimistic spinning while the owner runs; `true` if it took the lock.
     fn spin(self) -> bool {
         // The clock is read from the eighth look on, not at the start: most spins end within a
         // few looks, and a clock reading (a vDSO call, tens of ns on a VM) on every contended
@@ -276,7 +264,7 @@ impl Adaptive {
         // ~255 `pause`s) is then outside the budgets below.
         let mut start: Option<Instant> = None;
         let mut owner = self.owner.load(Ordering::Relaxed);
-        let mut owner_since: Option<Instant> = None;
+        let mut since: Option<Instant> = None;
         let mut backoff = 1u32;
         let mut looks = 0u32;
         loop {
@@ -310,10 +298,10 @@ impl Adaptive {
                 let now = Instant::now();
                 let start = *start.get_or_insert(now);
                 let o = self.owner.load(Ordering::Relaxed);
-                if o != owner || owner_since.is_none() {
-                    (owner, owner_since) = (o, Some(now));
+                if o != owner {
+                    (owner, since) = (o, None);
                 }
-                let since = owner_since.unwrap_or(now);
+                let since = *since.get_or_insert(now);
                 if now.duration_since(since) > OWNER_SPIN || now.duration_since(start) > SPIN_MAX {
                     return false;
                 }

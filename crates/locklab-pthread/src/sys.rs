@@ -369,23 +369,17 @@ pub(crate) fn futex_wait_watched(
     expected: u32,
     until: Option<(libc::clockid_t, &libc::timespec)>,
 ) -> bool {
-    const WATCHDOG_NS: u64 = WATCHDOG.tv_nsec as u64 + WATCHDOG.tv_sec as u64 * 1_000_000_000;
-    match until {
-        None => {
-            futex_wait_for(word, expected, &WATCHDOG);
-            true
+    const WATCHDOG_LEN: Duration = Duration::new(WATCHDOG.tv_sec as u64, WATCHDOG.tv_nsec as u32);
+    if let Some((clock, abs)) = until {
+        match time_left(clock, abs) {
+            None => return false,
+            // The deadline comes first: sleep to it.
+            Some(left) if left <= WATCHDOG_LEN => return futex_wait_until(word, expected, until),
+            Some(_) => {}
         }
-        Some((clock, abs)) => match time_left(clock, abs) {
-            None => false,
-            Some(left) if left.as_nanos() <= WATCHDOG_NS as u128 => {
-                futex_wait_until(word, expected, until)
-            }
-            Some(_) => {
-                futex_wait_for(word, expected, &WATCHDOG);
-                true
-            }
-        },
     }
+    futex_wait_for(word, expected, &WATCHDOG);
+    true
 }
 
 /// Sleeps while `*word == expected`, for at most `rel` (a private futex, relative time-out, not a

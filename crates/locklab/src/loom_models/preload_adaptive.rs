@@ -97,6 +97,27 @@ fn mutex() -> Adaptive {
     }
 }
 
+/// `n` threads that each take `m` `rounds` times around `data`'s critical section.
+fn lockers(
+    m: Adaptive,
+    data: &Arc<Guarded>,
+    n: usize,
+    rounds: usize,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let data = data.clone();
+            thread::spawn(move || {
+                for _ in 0..rounds {
+                    m.lock();
+                    data.critical();
+                    m.unlock();
+                }
+            })
+        })
+        .collect()
+}
+
 /// Three lockers, each sleeping when it finds the lock held: mutual exclusion, nobody left asleep
 /// (a lost wake-up is a deadlock loom reports), and a clean word at the end (no count, no
 /// `WAKING`).
@@ -105,17 +126,7 @@ fn three_lockers_no_lost_wake_up() {
     model_with_preemptions(2, || {
         let m = mutex();
         let data = Arc::new(Guarded::new());
-        let hs: Vec<_> = (0..3)
-            .map(|_| {
-                let data = data.clone();
-                thread::spawn(move || {
-                    m.lock();
-                    data.critical();
-                    m.unlock();
-                })
-            })
-            .collect();
-        for h in hs {
+        for h in lockers(m, &data, 3, 1) {
             h.join().unwrap();
         }
         assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
@@ -129,18 +140,7 @@ fn two_lockers_twice_each() {
     model_with_preemptions(2, || {
         let m = mutex();
         let data = Arc::new(Guarded::new());
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let data = data.clone();
-                thread::spawn(move || {
-                    for _ in 0..2 {
-                        m.lock();
-                        data.critical();
-                        m.unlock();
-                    }
-                })
-            })
-            .collect();
+        let hs = lockers(m, &data, 2, 2);
         m.lock();
         data.critical();
         m.unlock();
@@ -171,16 +171,7 @@ fn a_timed_out_locker_costs_the_others_nothing() {
                 }
             })
         };
-        let plain: Vec<_> = (0..2)
-            .map(|_| {
-                let data = data.clone();
-                thread::spawn(move || {
-                    m.lock();
-                    data.critical();
-                    m.unlock();
-                })
-            })
-            .collect();
+        let plain = lockers(m, &data, 2, 1);
         timed.join().unwrap();
         for h in plain {
             h.join().unwrap();

@@ -188,6 +188,30 @@ fn condvar_notify_sleeper_after_unlock() {
     condvar_flag(false, 0);
 }
 
+/// A mutex, a condvar and a flag it guards, as the `notify_all` models share them.
+type Flagged = Arc<(RawMutex, RawCondvar, UnsafeCell<u32>)>;
+
+/// `n` waiters that each lock `s.0`, wait on `s.1` until the flag `s.2` is set, add one to it and
+/// unlock. The flag is read and written only with `s.0` held.
+fn flag_waiters(s: &Flagged, n: usize) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let s = s.clone();
+            thread::spawn(move || {
+                let mut t = s.0.lock();
+                // SAFETY (the flag, here and below): `t` holds `s.0`.
+                while s.2.with(|f| unsafe { *f }) == 0 {
+                    // SAFETY: `t` is this thread's acquisition of `s.0`.
+                    unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
+                }
+                s.2.with_mut(|f| unsafe { *f += 1 });
+                // SAFETY: this thread's acquisition.
+                unsafe { s.0.unlock(t) };
+            })
+        })
+        .collect()
+}
+
 /// Condvar `notify_all` under the mutex with two waiters (the herd in miniature): both are requeued onto
 /// the mutex's sleepers-only list at once, woken one per unlock, and compete with WAKING set. Both see
 /// the flag, each exactly once, and the mutex ends with its word at 0 (no WAITERS or WAKING left).
@@ -196,21 +220,7 @@ fn condvar_notify_all_requeues_two() {
     model(|| {
         // SAFETY (every access to the flag `s.2` below): it is read and written only with `s.0` held.
         let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(0u32)));
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    let mut t = s.0.lock();
-                    while s.2.with(|f| unsafe { *f }) == 0 {
-                        // SAFETY: `t` is this thread's acquisition of `s.0`.
-                        unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
-                    }
-                    s.2.with_mut(|f| unsafe { *f += 1 });
-                    // SAFETY: this thread's acquisition.
-                    unsafe { s.0.unlock(t) };
-                })
-            })
-            .collect();
+        let waiters = flag_waiters(&s, 2);
         let t = s.0.lock();
         s.2.with_mut(|f| unsafe { *f = 1 });
         s.1.notify_all();
@@ -319,20 +329,8 @@ fn condvar_two_consumers(timed: Option<u32>) {
 fn condvar_notify_all_three_waiters() {
     model(|| {
         let s = Arc::new((RawMutex::new(), RawCondvar::new(), UnsafeCell::new(0u32)));
-        let waiters: Vec<_> = (0..3)
-            .map(|_| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    let mut t = s.0.lock();
-                    while s.2.with(|f| unsafe { *f }) == 0 {
-                        // SAFETY: `t` is this thread's acquisition of `s.0`.
-                        unsafe { s.1.wait_until_impl(&s.0, &mut t, None) };
-                    }
-                    // SAFETY: this thread's acquisition.
-                    unsafe { s.0.unlock(t) };
-                })
-            })
-            .collect();
+        // SAFETY (every access to the flag `s.2` below): it is read and written only with `s.0` held.
+        let waiters = flag_waiters(&s, 3);
         let t = s.0.lock();
         s.2.with_mut(|f| unsafe { *f = 1 });
         // SAFETY: this thread's acquisition.
@@ -341,6 +339,11 @@ fn condvar_notify_all_three_waiters() {
         for h in waiters {
             h.join().unwrap();
         }
+        assert_eq!(
+            s.2.with(|f| unsafe { *f }),
+            4,
+            "each waiter saw the flag once"
+        );
         assert_eq!(s.0.state_word(), 0, "a flag left behind");
         assert_eq!(s.1.notify_all(), 0, "a waiter left on the condvar");
     });
