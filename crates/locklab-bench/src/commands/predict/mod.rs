@@ -373,20 +373,21 @@ fn check_workload(
         }
     }
     let mut m = m.clone();
-    if let Some(t) = median(&mut probes) {
-        m.line_node_ns = t;
-        m.line_socket_ns = t;
-        m.line_remote_ns = t;
-        m.line_farthest_ns = t;
+    let probed = spread_of(&probes);
+    if let Some(t) = &probed {
+        m.line_node_ns = t.median;
+        m.line_socket_ns = t.median;
+        m.line_remote_ns = t.median;
+        m.line_farthest_ns = t.median;
     }
-    let scale = median(&mut none_ns).map_or(1.0, |ns| (ns / 200.0).clamp(0.25, 4.0));
+    let scale = spread_of(&none_ns).map_or(1.0, |ns| (ns.median / 200.0).clamp(0.25, 4.0));
     say(format!(
         "  {}: line transfer {:.0} ns (median of {} probes between the repeats, {:.0}-{:.0}); 100 ns of cs and 100 of think took {:.0} ns together here (the none row): predicted with {:.0} and {:.0}",
         workload.name(),
         m.line_node_ns,
         probes.len(),
-        probes.first().copied().unwrap_or(0.0),
-        probes.last().copied().unwrap_or(0.0),
+        probed.as_ref().map_or(0.0, |p| p.min),
+        probed.as_ref().map_or(0.0, |p| p.max),
         200.0 * scale,
         100.0 * scale,
         100.0 * scale
@@ -406,19 +407,14 @@ fn check_workload(
     let (predicted, _) = predict(&m, &pplan, true)?;
     let mut rows = vec![];
     for p in &predicted {
-        let Some((_, _, ops)) = samples
-            .iter_mut()
+        let Some(measured) = samples
+            .iter()
             .find(|(l, t, _)| *l == p.lock && *t == p.threads)
+            .and_then(|(_, _, ops)| spread_of(ops))
         else {
             continue;
         };
-        let Some(med) = median(ops) else { continue };
-        let measured = Spread {
-            median: med,
-            min: ops[0],
-            max: ops[ops.len() - 1],
-        };
-        let ratio = p.ops_per_sec.median / med;
+        let ratio = p.ops_per_sec.median / measured.median;
         rows.push(CheckRow {
             workload: workload.name().into(),
             lock: p.lock.clone(),
@@ -435,10 +431,14 @@ fn check_workload(
 /// Repeats of each self-check cell, each after its own line-transfer probe.
 const CHECK_REPEATS: usize = 5;
 
-/// Sorts `v` and returns its median (the upper one of an even count); `None` when empty.
-fn median(v: &mut [f64]) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
+/// The median (the lab's: [`crate::engine::verdict::median`]), lowest and highest of `v`; `None`
+/// when empty.
+fn spread_of(v: &[f64]) -> Option<Spread> {
+    (!v.is_empty()).then(|| Spread {
+        median: crate::engine::verdict::median(v),
+        min: v.iter().copied().fold(f64::INFINITY, f64::min),
+        max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    })
 }
 
 /// The self-check's table of cells and how many are within 25% of the measured median.
