@@ -147,6 +147,13 @@ impl Adaptive {
         }
     }
 
+    /// Takes the lock after the caller's own attempt failed: straight to the spin, whose first
+    /// look is a load (another failing CAS would only take the line from the holder).
+    #[inline]
+    pub(crate) fn lock_contended(self) {
+        self.lock_slow(None);
+    }
+
     /// Takes the lock before the absolute time on the clock given; `false` on time-out.
     pub(crate) fn lock_until(self, clock: libc::clockid_t, abs: &libc::timespec) -> bool {
         self.try_lock_fast() || self.lock_slow(Some((clock, abs)))
