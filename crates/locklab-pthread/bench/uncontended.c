@@ -4,8 +4,9 @@
  *   gcc -O2 -o /tmp/uncontended crates/locklab-pthread/bench/uncontended.c -ldl -lpthread
  *   LD_PRELOAD=target/release/liblocklab_pthread.so /tmp/uncontended
  *
- * Under the preload, `pthread_mutex_lock` and friends are the library's, and
- * `dlsym(RTLD_NEXT, ...)` finds glibc's own. A second thread is alive (glibc and the library both
+ * Under the preload, `pthread_mutex_lock` and friends are the library's, and `dlsym` on
+ * `libc.so.6` itself (`dlopen` with `RTLD_NOLOAD`) finds glibc's own (`RTLD_NEXT` from the
+ * executable would find the preloaded library's, which comes next in the search order). A second thread is alive (glibc and the library both
  * skip locked instructions while a process has one thread), and blocks of 1,000,000 lock + unlock
  * pairs alternate between the two implementations, each on its own object: the machine's drift
  * (a busy neighbour, frequency) falls on both. Printed per operation: each side's best block and the
@@ -29,9 +30,11 @@ static double runm(fm l, fm u, pthread_mutex_t *m) { double t0 = now(); for (lon
 static double runr(fr l, fr u, pthread_rwlock_t *m) { double t0 = now(); for (long i = 0; i < N; i++) { l(m); u(m); } return (now() - t0) / N; }
 static int cmp(const void *a, const void *b) { double x = *(double*)a, y = *(double*)b; return x < y ? -1 : x > y; }
 int main(void) {
-  fm gl = dlsym(RTLD_NEXT, "pthread_mutex_lock"), gu = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
-  fr grl = dlsym(RTLD_NEXT, "pthread_rwlock_rdlock"), gru = dlsym(RTLD_NEXT, "pthread_rwlock_unlock");
-  fr gwl = dlsym(RTLD_NEXT, "pthread_rwlock_wrlock");
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  if (!libc) { fprintf(stderr, "uncontended: libc.so.6 is not loaded\n"); return 1; }
+  fm gl = dlsym(libc, "pthread_mutex_lock"), gu = dlsym(libc, "pthread_mutex_unlock");
+  fr grl = dlsym(libc, "pthread_rwlock_rdlock"), gru = dlsym(libc, "pthread_rwlock_unlock");
+  fr gwl = dlsym(libc, "pthread_rwlock_wrlock");
   if (!gl || !gu || !grl || !gru || !gwl || (void *)gl == (void *)pthread_mutex_lock) {
     fprintf(stderr, "uncontended: glibc's functions are the ones called: run it with LD_PRELOAD=liblocklab_pthread.so\n");
     return 2;

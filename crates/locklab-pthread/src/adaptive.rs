@@ -13,7 +13,11 @@
 //! futex mutex does, on the lock word.
 //!
 //! # Algorithm
-//! - **Lock, fast path**: `cas(word: 0 -> LOCKED)`.
+//! - **Lock, fast path**: `cas(word: 0 -> LOCKED)`. When it fails, the caller goes on with loads:
+//!   a look at the word (a CAS only if it shows the lock free, sleepers counted or not), then
+//!   [`lock_contended`](Adaptive::lock_contended), straight into the spin, whose first look is a
+//!   load. On x86 a CAS that fails still takes the line exclusive, away from the holder, which must
+//!   take it back for its unlock: the contended path once made three before its first look.
 //! - **Spin** (every newcomer whose CAS failed, as glibc's adaptive mutex): while the lock is
 //!   held, watch the owner's TID (glibc's `__owner` field, which the caller records after each
 //!   acquisition) and take the lock the moment it is free. Stop once the same owner has held it for
@@ -145,6 +149,13 @@ impl Adaptive {
         if !self.try_lock_fast() {
             self.lock_slow(None);
         }
+    }
+
+    /// Takes the lock after the caller's own attempt failed: straight to the spin, whose first
+    /// look is a load (another failing CAS would only take the line from the holder).
+    #[inline]
+    pub(crate) fn lock_contended(self) {
+        self.lock_slow(None);
     }
 
     /// Takes the lock before the absolute time on the clock given; `false` on time-out.

@@ -395,7 +395,10 @@ unsafe fn lock_general(m: M) -> c_int {
         MutexAlgo::Adaptive => {
             // One thread in the process: nobody else can touch the mutex, plain accesses do.
             let alone = sys::single_threaded() && m.mutex().try_lock_unshared();
-            if !alone && !m.mutex().try_lock_fast() {
+            // A load before any CAS: the common case's CAS in `lock` has just failed (a CAS that
+            // fails still takes the line from the holder), and a free word with sleepers counted
+            // is taken here too.
+            if !alone && !m.mutex().try_lock() {
                 lock_slow(m);
             }
         }
@@ -418,7 +421,7 @@ unsafe fn lock_general(m: M) -> c_int {
 #[inline(never)]
 fn lock_slow(m: M) {
     let e = sys::errno();
-    m.mutex().lock();
+    m.mutex().lock_contended();
     sys::set_errno(e);
 }
 

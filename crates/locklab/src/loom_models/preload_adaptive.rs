@@ -179,3 +179,30 @@ fn a_timed_out_locker_costs_the_others_nothing() {
         assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
     });
 }
+
+/// The library's contended path: a `try_lock` (a load, and a CAS only on a free word, sleepers
+/// counted or not), then `lock_contended` straight into the spin and the sleep, racing two plain
+/// lockers: mutual exclusion, no lost wake-up, a clean word.
+#[test]
+fn a_contended_entry_without_the_fast_cas() {
+    model_with_preemptions(2, || {
+        let m = mutex();
+        let data = Arc::new(Guarded::new());
+        let contended = {
+            let data = data.clone();
+            thread::spawn(move || {
+                if !m.try_lock() {
+                    m.lock_contended();
+                }
+                data.critical();
+                m.unlock();
+            })
+        };
+        let plain = lockers(m, &data, 2, 1);
+        contended.join().unwrap();
+        for h in plain {
+            h.join().unwrap();
+        }
+        assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+    });
+}
