@@ -164,6 +164,12 @@ impl RawCondvar {
         }
     }
 
+    /// How many watcher places are taken (loom models: 0 once every wait has returned, invariant 4).
+    #[cfg(loom)]
+    pub(crate) fn watcher_places(&self) -> u32 {
+        self.watchers.load(Ordering::Relaxed)
+    }
+
     /// Runs `f` with `lock` held.
     fn locked<R>(&self, f: impl FnOnce(&mut WaitList) -> R) -> R {
         struct Unlock<'a>(&'a RawTasLock);
