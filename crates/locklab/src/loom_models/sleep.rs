@@ -293,7 +293,9 @@ fn condvar_timeout_vs_notify_one() {
 }
 
 fn condvar_two_consumers(timed: Option<u32>) {
-    model(move || {
+    // Preemption bound 2: at bound 1 no execution has a notifier win the watcher's word after the
+    // watcher queued, and a notifier that kept the watcher's place passed every model.
+    model_with_preemptions(2, move || {
         // One watcher at most, so that the second untimed wait sleeps at once.
         let mut cv = RawCondvar::new();
         cv.max_watchers = 1;
