@@ -276,8 +276,9 @@ fn condvar_take_token(s: &(RawMutex, RawCondvar, UnsafeCell<u32>), timed: Option
 /// the sleeper in front, the first notification prefers the watcher (the front sleeper is young), its
 /// compare-and-swap racing the watcher's own WATCHING -> SLEEPING; the timed waiter's deadline races
 /// the notifications. Every
-/// token is taken (no lost wake-up: loom reports a waiter left blocked as a deadlock), and the mutex
-/// and the condvar end empty.
+/// token is taken (no lost wake-up: loom reports a waiter left blocked as a deadlock), the mutex
+/// and the condvar end empty, and the watcher's place is given back exactly once (by the notifier
+/// that wins its word, or by the watcher whose watch ended unnotified).
 #[test]
 fn condvar_notify_one_prefers_watcher() {
     condvar_two_consumers(None);
@@ -292,7 +293,9 @@ fn condvar_timeout_vs_notify_one() {
 }
 
 fn condvar_two_consumers(timed: Option<u32>) {
-    model(move || {
+    // Preemption bound 2: at bound 1 no execution has a notifier win the watcher's word after the
+    // watcher queued, and a notifier that kept the watcher's place passed every model.
+    model_with_preemptions(2, move || {
         // One watcher at most, so that the second untimed wait sleeps at once.
         let mut cv = RawCondvar::new();
         cv.max_watchers = 1;
@@ -317,6 +320,8 @@ fn condvar_two_consumers(timed: Option<u32>) {
         assert_eq!(s.2.with(|n| unsafe { *n }), 0);
         assert_eq!(s.0.state_word(), 0, "a flag left behind");
         assert_eq!(s.1.notify_all(), 0, "a waiter left on the condvar");
+        // Each watch's place was given back once, by the notifier or by the watcher.
+        assert_eq!(s.1.watcher_places(), 0, "a watcher place not given back");
     });
 }
 
@@ -346,5 +351,6 @@ fn condvar_notify_all_three_waiters() {
         );
         assert_eq!(s.0.state_word(), 0, "a flag left behind");
         assert_eq!(s.1.notify_all(), 0, "a waiter left on the condvar");
+        assert_eq!(s.1.watcher_places(), 0, "a watcher place not given back");
     });
 }

@@ -4,7 +4,9 @@
 //! 1. **Registering.** A waiter queues FIFO on the condvar's own `WaitList` (under a small internal
 //!    spinlock, `lock`), then releases the mutex. An untimed waiter queues **watching** (its word
 //!    `WATCHING`) if fewer of this condvar's waiters than there are CPUs watch (more would take the
-//!    CPUs from the threads that notify); any other queues `SLEEPING`.
+//!    CPUs from the threads that notify); any other queues `SLEEPING`. A watcher's place is given
+//!    back by whichever side wins its word: the notifier that moves it to `NOTIFIED`, at once, or the
+//!    watcher itself when its watch ends unnotified.
 //! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`] (backing
 //!    off, yielding at the cap): the other end of a producer/consumer pair is usually running and
 //!    notifies within microseconds, while a futex sleep costs a wake-up latency of 4-20 us on these
@@ -54,7 +56,14 @@
 //!    under the mutex afterwards, or after the waiter's unlock, finds it.
 //! 3. A notifier's last access to a waiter is its `NOTIFIED` store or compare-and-swap (the lifetime
 //!    rule); the futex wake that may follow uses only the word's address.
-//! 4. Bounded preference: a front sleeper is passed over only while it has slept less than
+//! 4. `watchers` counts the queued words that read `WATCHING` (a hint, Relaxed): added to under
+//!    `lock` as a watcher queues, taken from by the winner of the word (a notifier's
+//!    `WATCHING -> NOTIFIED`, or the watcher's `WATCHING -> SLEEPING`), so exactly once per watch.
+//!    When the watcher gave its place back only once it ran again, a notified watcher waiting for its
+//!    CPU behind other threads (64 threads on 2 CPUs) kept its place: every other waiter then queued
+//!    asleep, and with no watcher near the back every notification woke a sleeper (the two-wake-ups-
+//!    per-message state of `docs/results/2026-12-06-condvar-threads.md`).
+//! 5. Bounded preference: a front sleeper is passed over only while it has slept less than
 //!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`].
 //!
 //! # Properties
@@ -122,7 +131,7 @@ pub struct RawCondvar {
     lock: RawTasLock,
     waiters: UnsafeCell<WaitList>,
     /// Waiters watching their word before they sleep (at most as many as CPUs; counted up under
-    /// `lock` as they queue, down by each as its watch ends).
+    /// `lock` as they queue, down by whoever wins the word: the notifier or the watcher; invariant 4).
     watchers: AtomicU32,
     /// Under loom: the most watchers, the CPU count (2) unless a model lowers it to reach the
     /// sleeping paths.
@@ -153,6 +162,12 @@ impl RawCondvar {
                 max_watchers: crate::sys::cpus() as u32,
             }
         }
+    }
+
+    /// How many watcher places are taken (loom models: 0 once every wait has returned, invariant 4).
+    #[cfg(loom)]
+    pub(crate) fn watcher_places(&self) -> u32 {
+        self.watchers.load(Ordering::Relaxed)
     }
 
     /// Runs `f` with `lock` held.
@@ -226,16 +241,18 @@ impl RawCondvar {
                 #[cfg(not(loom))]
                 backoff.wait();
             }
-            self.watchers.fetch_sub(1, Ordering::Relaxed);
             // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
             // if a notifier stored NOTIFIED first. Acquire (failure) pairs with that Release CAS;
             // Relaxed (success): publishes nothing, the word's modification order decides.
-            let _ = waiter.futex.compare_exchange(
-                WATCHING,
-                SLEEPING,
-                Ordering::Relaxed,
-                Ordering::Acquire,
-            );
+            if waiter
+                .futex
+                .compare_exchange(WATCHING, SLEEPING, Ordering::Relaxed, Ordering::Acquire)
+                .is_ok()
+            {
+                // Our watch ended unnotified: we give our watcher place back (a notifier that
+                // wins the word gives it back for us). Relaxed: a sizing hint.
+                self.watchers.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         let mut timed_out = false;
         loop {
@@ -315,10 +332,18 @@ impl RawCondvar {
     /// Notifies up to `n` waiters (see the module documentation): watchers get `NOTIFIED` with no
     /// wake-up; of the sleepers, with the mutex free, the first is woken directly (`NOTIFIED`) and the
     /// rest move to the mutex's wait list. Returns how many.
+    #[inline]
     pub(crate) fn notify(&self, n: usize) -> usize {
+        // Inlined into the caller: with nobody waiting, a notification is this one load.
         if self.mutex.load(Ordering::Relaxed).is_null() {
             return 0;
         }
+        self.notify_slow(n)
+    }
+
+    /// [`notify`](Self::notify) once a waiter has been seen.
+    #[inline(never)]
+    fn notify_slow(&self, n: usize) -> usize {
         let mut wake: *const AtomicU32 = ptr::null();
         let count = self.locked(|list| {
             let mutex = self.mutex.load(Ordering::Relaxed);
@@ -347,8 +372,13 @@ impl RawCondvar {
                     if (*w)
                         .futex
                         .compare_exchange(WATCHING, NOTIFIED, Ordering::Release, Ordering::Relaxed)
-                        .is_err()
+                        .is_ok()
                     {
+                        // It watches no more: its place goes to the next waiter now, not when
+                        // it next runs (with threads outnumbering CPUs, a notified watcher may
+                        // wait a scheduling round for its CPU). Relaxed: a sizing hint.
+                        self.watchers.fetch_sub(1, Ordering::Relaxed);
+                    } else {
                         // SLEEPING (under `lock`, a queued word is WATCHING or SLEEPING).
                         sleepers.push_back(&*w);
                     }
@@ -399,6 +429,7 @@ impl RawCondvar {
     ///     }
     /// });
     /// ```
+    #[inline]
     pub fn notify_one(&self) -> bool {
         self.notify(1) == 1
     }
@@ -425,6 +456,7 @@ impl RawCondvar {
     ///     }
     /// });
     /// ```
+    #[inline]
     pub fn notify_all(&self) -> usize {
         self.notify(usize::MAX)
     }
@@ -457,10 +489,12 @@ unsafe impl lock_api::RawCondvar for RawCondvar {
         unsafe { self.wait_until_impl(mutex, guard, None) };
     }
 
+    #[inline]
     fn notify_one(&self) -> bool {
         RawCondvar::notify_one(self)
     }
 
+    #[inline]
     fn notify_all(&self) -> usize {
         RawCondvar::notify_all(self)
     }
