@@ -55,7 +55,10 @@
 //!    mutex's invariant 4). A waiter registers before it releases the mutex, so a notification sent
 //!    under the mutex afterwards, or after the waiter's unlock, finds it.
 //! 3. A notifier's last access to a waiter is its `NOTIFIED` store or compare-and-swap (the lifetime
-//!    rule); the futex wake that may follow uses only the word's address.
+//!    rule); the futex wake that may follow uses only the word's address. The mutex too is touched
+//!    only while a waiter still blocked in `wait` keeps it alive: a notification that reaches only
+//!    watchers, or whose last sleeper it woke directly, never reads it afterwards (a notified waiter
+//!    may re-lock, return, and see the mutex freed by its owner while the notifier still runs).
 //! 4. `watchers` counts the queued words that read `WATCHING` (a hint, Relaxed): added to under
 //!    `lock` as a watcher queues, taken from by the winner of the word (a notifier's
 //!    `WATCHING -> NOTIFIED`, or the watcher's `WATCHING -> SLEEPING`), so exactly once per watch.
@@ -384,7 +387,14 @@ impl RawCondvar {
                     }
                 }
             }
-            // SAFETY: `mutex` is alive: its waiters (those we notify) borrow it until they re-lock.
+            if sleepers.is_empty() {
+                // Every notified waiter was watching: nothing keeps the mutex alive any more (a
+                // NOTIFIED watcher re-locks it, returns, and its owner may free it while we are
+                // here), and none needs anything of it from us. We must not touch it.
+                return count;
+            }
+            // SAFETY: `mutex` is alive: the waiters in `sleepers` still block in `wait` (their words
+            // read SLEEPING until we change them), borrowing it until they re-lock.
             let mutex = unsafe { &*mutex };
             if !mutex.is_locked()
                 && let Some(w) = sleepers.pop_front()
@@ -396,9 +406,15 @@ impl RawCondvar {
                     wake = ptr::addr_of!((*w).futex);
                     (*wake).store(NOTIFIED, Ordering::Release);
                 }
+                if sleepers.is_empty() {
+                    // The woken waiter may now re-lock, return and free the mutex: the store
+                    // above was our last access to it too.
+                    return count;
+                }
             }
             // SAFETY: each moved waiter stays alive until it leaves the mutex's list (it only returns
-            // then), and was made by its thread for this mutex; its word is SLEEPING.
+            // then), and was made by its thread for this mutex; its word is SLEEPING. The mutex is
+            // alive: `sleepers` is not empty (above).
             unsafe { mutex.requeue(&mut sleepers) };
             count
         });
