@@ -15,7 +15,7 @@
 //! # Algorithm
 //! - **Lock, fast path**: `cas(word: 0 -> LOCKED)`. When it fails, the caller goes on with loads:
 //!   a look at the word (a CAS only if it shows the lock free, sleepers counted or not), then
-//!   [`lock_contended`](Adaptive::lock_contended), straight into the spin, whose first look is a
+//!   `Adaptive::lock_contended`, straight into the spin, whose first look is a
 //!   load. On x86 a CAS that fails still takes the line exclusive, away from the holder, which must
 //!   take it back for its unlock: the contended path once made three before its first look.
 //! - **Spin** (every newcomer whose CAS failed, as glibc's adaptive mutex): while the lock is
