@@ -6,8 +6,9 @@
  *
  * Under the preload, `pthread_mutex_lock` and friends are the library's, and `dlsym` on
  * `libc.so.6` itself (`dlopen` with `RTLD_NOLOAD`) finds glibc's own (`RTLD_NEXT` from the
- * executable would find the preloaded library's, which comes next in the search order). A second thread is alive (glibc and the library both
- * skip locked instructions while a process has one thread), and blocks of 1,000,000 lock + unlock
+ * executable would find the preloaded library's, which comes next in the search order). A second
+ * thread is alive (glibc and the library both skip locked instructions while a process has one
+ * thread), and blocks of 1,000,000 lock + unlock
  * pairs alternate between the two implementations, each on its own object: the machine's drift
  * (a busy neighbour, frequency) falls on both. Printed per operation: each side's best block and the
  * median (and quartiles) of the paired blocks' ratios, ours / glibc's. */

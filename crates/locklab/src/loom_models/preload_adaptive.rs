@@ -151,32 +151,38 @@ fn two_lockers_twice_each() {
     });
 }
 
-/// A timed locker that gives up (leaving with its count, and clearing `WAKING` if an unlock had
-/// just set it for it) racing two plain lockers: the plain ones still get in.
-#[test]
-fn a_timed_out_locker_costs_the_others_nothing() {
-    model_with_preemptions(2, || {
+/// `special` (one locker's protocol, given the mutex and the guarded data) in a thread of its own,
+/// racing two plain lockers; at the end the word is clean (no count, no `WAKING`).
+fn against_two_plain_lockers(special: fn(Adaptive, &Guarded)) {
+    model_with_preemptions(2, move || {
         let m = mutex();
         let data = Arc::new(Guarded::new());
-        let timed = {
+        let special = {
             let data = data.clone();
-            thread::spawn(move || {
-                let far = libc::timespec {
-                    tv_sec: 1,
-                    tv_nsec: 0,
-                };
-                if m.lock_until(libc::CLOCK_MONOTONIC, &far) {
-                    data.critical();
-                    m.unlock();
-                }
-            })
+            thread::spawn(move || special(m, &data))
         };
         let plain = lockers(m, &data, 2, 1);
-        timed.join().unwrap();
+        special.join().unwrap();
         for h in plain {
             h.join().unwrap();
         }
         assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+    });
+}
+
+/// A timed locker that gives up (leaving with its count, and clearing `WAKING` if an unlock had
+/// just set it for it) racing two plain lockers: the plain ones still get in.
+#[test]
+fn a_timed_out_locker_costs_the_others_nothing() {
+    against_two_plain_lockers(|m, data| {
+        let far = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        if m.lock_until(libc::CLOCK_MONOTONIC, &far) {
+            data.critical();
+            m.unlock();
+        }
     });
 }
 
@@ -185,24 +191,11 @@ fn a_timed_out_locker_costs_the_others_nothing() {
 /// lockers: mutual exclusion, no lost wake-up, a clean word.
 #[test]
 fn a_contended_entry_without_the_fast_cas() {
-    model_with_preemptions(2, || {
-        let m = mutex();
-        let data = Arc::new(Guarded::new());
-        let contended = {
-            let data = data.clone();
-            thread::spawn(move || {
-                if !m.try_lock() {
-                    m.lock_contended();
-                }
-                data.critical();
-                m.unlock();
-            })
-        };
-        let plain = lockers(m, &data, 2, 1);
-        contended.join().unwrap();
-        for h in plain {
-            h.join().unwrap();
+    against_two_plain_lockers(|m, data| {
+        if !m.try_lock() {
+            m.lock_contended();
         }
-        assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+        data.critical();
+        m.unlock();
     });
 }
