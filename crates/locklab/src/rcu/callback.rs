@@ -123,6 +123,9 @@ pub const HIGH_WATER: usize = 10_000;
 /// ```
 pub const LIMIT: usize = 4 * HIGH_WATER;
 
+// A list under flood control's mark recycles its chunks without allocating (see `KEEP_FREE`).
+const _: () = assert!(super::protocol::KEEP_FREE as usize * super::protocol::CHUNK >= LIMIT);
+
 /// How long the idle grace-period thread sleeps between looks (a missed wake costs at most this).
 const IDLE_SLEEP: Duration = Duration::from_millis(10);
 /// The pause between two grace periods while callbacks keep coming: a memb grace period
