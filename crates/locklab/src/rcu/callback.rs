@@ -133,6 +133,16 @@ const IDLE_SLEEP: Duration = Duration::from_millis(10);
 /// grace periods would interrupt the `call_rcu` callers thousands of times a second. A list past half
 /// of [`HIGH_WATER`] cuts the pause short.
 const GP_INTERVAL: Duration = Duration::from_millis(1);
+fn gpi() -> Duration {
+    static K: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        std::env::var("LL_GPI_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_micros)
+            .unwrap_or(GP_INTERVAL)
+    })
+}
 
 /// How long a fork's prepare handler waits for the grace-period thread's pass to end (see
 /// `Engine::prepare_fork`).
@@ -570,20 +580,20 @@ fn step<H: Host>(h: &'static H) {
         // Pass once more at once (run what this grace period released, except the owners' trivial
         // drops: they get the pause to run them themselves), then pace.
         if pass(h, false) {
-            e.sleep(PACING, GP_INTERVAL);
+            e.sleep(PACING, gpi());
         }
     } else if !e.any_pending() {
         if e.had_work.swap(false, Ordering::Relaxed) {
             // One paced look more before idling: callers that stream callbacks find us pacing
             // (no wake needed) rather than idle (a wake from their next call).
-            e.sleep(PACING, GP_INTERVAL);
+            e.sleep(PACING, gpi());
         } else {
             e.sleep(IDLE, IDLE_SLEEP);
         }
     } else {
         // Only ready callbacks left to their owners (trivial drops, which they run at their next
         // poll, or the next pass takes): not a busy loop on their lists' locks.
-        e.sleep(PACING, GP_INTERVAL);
+        e.sleep(PACING, gpi());
     }
 }
 
