@@ -85,6 +85,7 @@ const KIND_GLIBC: i32 = 16 | 32 | 64 | 128;
 
 /// Views of one `pthread_mutex_t`.
 #[derive(Clone, Copy)]
+#[repr(transparent)]
 pub(crate) struct M(pub(crate) *mut pthread_mutex_t);
 
 impl M {
@@ -755,6 +756,26 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
 pub(crate) unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { lock(M(m)) }
+}
+
+/// `pthread_mutex_lock` past the entry's fast path ([`crate::entry`] on x86-64): every case.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[inline]
+pub(crate) unsafe extern "C" fn pthread_mutex_lock_general(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { lock_general(M(m)) }
+}
+
+/// `pthread_mutex_unlock` past the entry's fast path ([`crate::entry`] on x86-64): every case.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[inline]
+pub(crate) unsafe extern "C" fn pthread_mutex_unlock_general(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { unlock_general(M(m)) }
 }
 
 /// `pthread_mutex_trylock`.
