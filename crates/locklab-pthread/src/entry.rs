@@ -254,8 +254,14 @@ macro_rules! x86_mutex_lock {
 /// The x86-64 unlock entry: with the fast path armed and a normal mutex, the owner cleared, then
 /// the release of a word that is exactly `LOCKED` (nobody asleep, no wake-up in flight): a plain
 /// load and store while the process has one thread, else `lock cmpxchg` `LOCKED` -> 0 (Release and
-/// more); 0. Any other word goes to the general function (which clears the owner too), and nothing
-/// here touches the mutex after the release.
+/// more; the adaptive mutex's `unlock_quiet`); 0. Any other word goes to the general function
+/// (which clears the owner too), and nothing here touches the mutex after the release.
+///
+/// Not glibc's single `xchg`: a swap to 0 would lose the sleepers' count and `WAKING`. A look at the
+/// word and then `lock and` clearing `LOCKED` cost 2.5 ns more than the CAS (a load right after the
+/// lock's locked instruction waits for it); `lock and` alone, waking one sleeper whenever the word
+/// kept anything, was 0.4 ns cheaper but would wake a sleeper at every unlock with one in flight
+/// (the herd `WAKING` prevents).
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86_mutex_unlock {
     ($general:ident) => {
@@ -515,8 +521,6 @@ unsafe extern "C" fn spin_destroy(s: *mut pthread_spinlock_t, site: usize) -> c_
 }
 
 counted! {
-    mutex_lock(m: *mut pthread_mutex_t) as mutex_obj, dep::mutex_lock
-        => mutex::pthread_mutex_trylock, mutex::pthread_mutex_lock, true;
     mutex_lock_general(m: *mut pthread_mutex_t) as mutex_obj, dep::mutex_lock
         => mutex::pthread_mutex_trylock, mutex::pthread_mutex_lock_general, true;
     mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) as mutex_obj, dep::mutex_timed
@@ -553,18 +557,28 @@ counted_try! {
 
 // --- mutexes ---------------------------------------------------------------------------------------------
 
-unsafe extern "C" fn mutex_unlock(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    if dep::on() {
-        dep::mutex_unlock(m, site);
-    }
-    if stat::on() && mutex::releases(M(m)) {
-        stat::release(m as usize);
+/// `pthread_mutex_lock` where the entry is not the x86-64 assembly, and `mtx_lock`: the same fast
+/// path in Rust ([`mutex::lock_fast`]), then the general function.
+unsafe extern "C" fn mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    if mutex::lock_fast(M(m)) {
+        return 0;
     }
     // SAFETY: forwarded.
-    unsafe { mutex::pthread_mutex_unlock(m) }
+    unsafe { mutex_lock_general(m, site) }
 }
 
-/// [`mutex_unlock`] past the x86-64 entry's fast path: the general unlock, not its inline try again.
+/// `pthread_mutex_unlock` where the entry is not the x86-64 assembly, and `mtx_unlock`: as
+/// [`mutex_lock`].
+unsafe extern "C" fn mutex_unlock(m: *mut pthread_mutex_t, site: usize) -> c_int {
+    if mutex::unlock_fast(M(m)) {
+        return 0;
+    }
+    // SAFETY: forwarded.
+    unsafe { mutex_unlock_general(m, site) }
+}
+
+/// The unlock past the fast path (x86-64's assembly or [`mutex_unlock`]): lockdep and statistics
+/// when on, then the general unlock (not the fast path's try again).
 unsafe extern "C" fn mutex_unlock_general(m: *mut pthread_mutex_t, site: usize) -> c_int {
     if dep::on() {
         dep::mutex_unlock(m, site);
