@@ -566,7 +566,8 @@ counted_try! {
 /// `pthread_mutex_lock` where the entry is not the x86-64 assembly, and `mtx_lock`: the same fast
 /// path in Rust ([`mutex::lock_fast`]), then the general function.
 unsafe extern "C" fn mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    if mutex::lock_fast(M(m)) {
+    // SAFETY: the caller's mutex.
+    if unsafe { mutex::lock_fast(M(m)) } {
         return 0;
     }
     // SAFETY: forwarded.
@@ -576,7 +577,8 @@ unsafe extern "C" fn mutex_lock(m: *mut pthread_mutex_t, site: usize) -> c_int {
 /// `pthread_mutex_unlock` where the entry is not the x86-64 assembly, and `mtx_unlock`: as
 /// [`mutex_lock`].
 unsafe extern "C" fn mutex_unlock(m: *mut pthread_mutex_t, site: usize) -> c_int {
-    if mutex::unlock_fast(M(m)) {
+    // SAFETY: the caller's mutex.
+    if unsafe { mutex::unlock_fast(M(m)) } {
         return 0;
     }
     // SAFETY: forwarded.

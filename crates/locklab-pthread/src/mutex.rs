@@ -349,8 +349,11 @@ impl M {
 /// (kind 0), free: one CAS (a plain load and store while the process has one thread) and the owner
 /// store. `false` (nothing done) otherwise: [`lock_general`] then. Small enough to need no stack
 /// frame.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
 #[inline(always)]
-pub(crate) fn lock_fast(m: M) -> bool {
+pub(crate) unsafe fn lock_fast(m: M) -> bool {
     if !(sys::MUTEX_FAST.load(Ordering::Relaxed) && m.kind() == 0) {
         return false;
     }
@@ -426,8 +429,11 @@ fn lock_slow(m: M) {
 /// or spinning on it: the owner cleared and one CAS (a plain load and store while the process has
 /// one thread). `false` otherwise: [`unlock_general`] then (which clears the owner of a normal
 /// mutex too, so a failed attempt here leaves nothing to undo).
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
 #[inline(always)]
-pub(crate) fn unlock_fast(m: M) -> bool {
+pub(crate) unsafe fn unlock_fast(m: M) -> bool {
     if !(sys::MUTEX_FAST.load(Ordering::Relaxed) && m.kind() == 0) {
         return false;
     }
