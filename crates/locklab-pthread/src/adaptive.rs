@@ -75,7 +75,9 @@
 //!
 //! A loom model runs this file unchanged over a model futex (`locklab`'s
 //! `loom_models::preload_adaptive`): three lockers, two lockers twice each, a timed-out locker among
-//! plain ones; a lost wake-up is a deadlock there (its watchdog wait has no time-out in the model).
+//! plain ones, three threads running the exported calls' fast paths (a swap to 0 for the quiet
+//! unlock, glibc's `xchg`, deadlocks there: it loses a sleeper's count); a lost wake-up is a
+//! deadlock there (its watchdog wait has no time-out in the model).
 //!
 //! # Memory orderings
 //! Every take is an Acquire CAS, paired with the Release CAS of the unlock that freed the lock.

@@ -107,13 +107,6 @@ pub fn mutex() -> MutexAlgo {
     }
 }
 
-/// Whether the mutex choice is the default (`adaptive`), with one load (the lock fast paths' test).
-#[inline(always)]
-pub fn mutex_is_default() -> bool {
-    // 0 (not read yet) is not 1: the general path reads the environment.
-    MUTEX.load(Ordering::Relaxed) == MutexAlgo::Adaptive as u8
-}
-
 /// Whether the rwlock choice is the default (`recursive-rwsem`), with one load.
 #[inline(always)]
 pub fn rwlock_is_default() -> bool {

@@ -85,6 +85,7 @@ const KIND_GLIBC: i32 = 16 | 32 | 64 | 128;
 
 /// Views of one `pthread_mutex_t`.
 #[derive(Clone, Copy)]
+#[repr(transparent)]
 pub(crate) struct M(pub(crate) *mut pthread_mutex_t);
 
 impl M {
@@ -343,38 +344,37 @@ impl M {
     }
 }
 
-/// Takes the lock (blocking).
-///
-/// The common case first, small enough to need no stack frame: the default choice, a normal
-/// mutex (kind 0), free, in a multi-threaded process: one CAS and the owner store. Everything else
-/// goes to [`lock_general`].
+/// The lock's common case, as the x86-64 entry ([`crate::entry`]) runs it in assembly: the fast
+/// path armed ([`sys::MUTEX_FAST`]: the default choice, no statistics, no lockdep), a normal mutex
+/// (kind 0), free: one CAS (a plain load and store while the process has one thread) and the owner
+/// store. `false` (nothing done) otherwise: [`lock_general`] then. Small enough to need no stack
+/// frame.
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline(always)]
-pub(crate) unsafe fn lock(m: M) -> c_int {
-    if m.kind() == 0 && config::mutex_is_default() {
-        // One thread in the process: nobody else can touch the mutex, plain accesses do.
-        let took = if sys::single_threaded() {
-            m.mutex().try_lock_unshared()
-        } else {
-            m.mutex().try_lock_fast()
-        };
-        if took {
-            m.owner().store(tid(), Ordering::Relaxed);
-            return 0;
-        }
+pub(crate) unsafe fn lock_fast(m: M) -> bool {
+    if !(sys::MUTEX_FAST.load(Ordering::Relaxed) && m.kind() == 0) {
+        return false;
     }
-    // SAFETY: forwarded.
-    unsafe { lock_general(m) }
+    // One thread in the process: nobody else can touch the mutex, plain accesses do.
+    let took = if sys::single_threaded() {
+        m.mutex().try_lock_unshared()
+    } else {
+        m.mutex().try_lock_fast()
+    };
+    if took {
+        m.owner().store(tid(), Ordering::Relaxed);
+    }
+    took
 }
 
-/// [`lock`]'s every case.
+/// Takes the lock (blocking): every case ([`lock_fast`]'s too).
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline(never)]
-unsafe fn lock_general(m: M) -> c_int {
+pub(crate) unsafe fn lock_general(m: M) -> c_int {
     let kind = m.kind();
     let algo = config::mutex();
     if kind & KIND_GLIBC != 0 || matches!(algo, MutexAlgo::Glibc | MutexAlgo::GlibcAdaptive) {
@@ -425,34 +425,27 @@ fn lock_slow(m: M) {
     sys::set_errno(e);
 }
 
-/// Releases the lock.
-///
-/// The common case first, as in [`lock`]: the default choice, a normal mutex held with nobody
-/// asleep or spinning on it: the owner cleared and one CAS (a plain store while the process has one
-/// thread). Everything else goes to [`unlock_general`].
+/// The unlock's common case, as in [`lock_fast`]: armed, a normal mutex held with nobody asleep
+/// or spinning on it: the owner cleared and one CAS (a plain load and store while the process has
+/// one thread). `false` otherwise: [`unlock_general`] then (which clears the owner of a normal
+/// mutex too, so a failed attempt here leaves nothing to undo).
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline(always)]
-pub(crate) unsafe fn unlock(m: M) -> c_int {
-    if m.kind() == 0 && config::mutex_is_default() {
-        // The general path clears the owner of a normal mutex too, so a failed attempt here leaves
-        // nothing to undo.
-        m.owner().store(0, Ordering::Relaxed);
-        let released = if sys::single_threaded() {
-            m.mutex().unlock_unshared()
-        } else {
-            m.mutex().unlock_quiet()
-        };
-        if released {
-            return 0;
-        }
+pub(crate) unsafe fn unlock_fast(m: M) -> bool {
+    if !(sys::MUTEX_FAST.load(Ordering::Relaxed) && m.kind() == 0) {
+        return false;
     }
-    // SAFETY: forwarded.
-    unsafe { unlock_general(m) }
+    m.owner().store(0, Ordering::Relaxed);
+    if sys::single_threaded() {
+        m.mutex().unlock_unshared()
+    } else {
+        m.mutex().unlock_quiet()
+    }
 }
 
-/// [`unlock`]'s every case.
+/// Releases the lock: every case ([`unlock_fast`]'s too).
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
@@ -747,14 +740,24 @@ pub unsafe extern "C" fn pthread_mutex_destroy(m: *mut pthread_mutex_t) -> c_int
     0
 }
 
-/// `pthread_mutex_lock`.
+/// `pthread_mutex_lock` past the fast path ([`lock_fast`]): every case.
 ///
 /// # Safety
 /// `m` points to a valid `pthread_mutex_t`.
 #[inline]
-pub(crate) unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int {
+pub(crate) unsafe extern "C" fn pthread_mutex_lock_general(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
-    unsafe { lock(M(m)) }
+    unsafe { lock_general(M(m)) }
+}
+
+/// `pthread_mutex_unlock` past the fast path ([`unlock_fast`]): every case.
+///
+/// # Safety
+/// `m` points to a valid `pthread_mutex_t`.
+#[inline]
+pub(crate) unsafe extern "C" fn pthread_mutex_unlock_general(m: *mut pthread_mutex_t) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { unlock_general(M(m)) }
 }
 
 /// `pthread_mutex_trylock`.
@@ -765,16 +768,6 @@ pub(crate) unsafe extern "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) -> c
 pub(crate) unsafe extern "C" fn pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int {
     // SAFETY: forwarded.
     unsafe { trylock(M(m)) }
-}
-
-/// `pthread_mutex_unlock`.
-///
-/// # Safety
-/// `m` points to a valid `pthread_mutex_t`.
-#[inline]
-pub(crate) unsafe extern "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { unlock(M(m)) }
 }
 
 /// `pthread_mutex_timedlock`: `CLOCK_REALTIME`.

@@ -2,7 +2,7 @@
 //! on any clock, and a stderr writer that never allocates or fails.
 
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The atomics the adaptive mutex is built from: core's; loom's in its model (`locklab`'s
@@ -22,27 +22,41 @@ std::thread_local! {
 
 /// Where glibc keeps a thread's TID in its thread descriptor (`struct pthread`), from the descriptor
 /// glibc publishes for debuggers (`_thread_db_pthread_tid`: bits, count, offset); 0 until looked up,
-/// `usize::MAX` if unavailable (then the TID is cached in our own thread-local).
-static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
+/// `usize::MAX` if unavailable (then the TID is cached in our own thread-local). Crate-private (no
+/// public inline function reads it), so the library reads it PC-relative, not through the GOT; the
+/// x86-64 mutex entry ([`crate::entry`]) reads it too.
+pub(crate) static TID_OFFSET: AtomicUsize = AtomicUsize::new(0);
 
 /// The calling thread's descriptor, as `pthread_self()` returns it.
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn thread_self() -> usize {
+    // SAFETY: no arguments.
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// The 32-bit word at `off` in the calling thread's descriptor.
+///
+/// # Safety
+/// `off` is inside glibc's `struct pthread` (every thread's has the same layout).
+#[inline(always)]
+unsafe fn descriptor_word(off: usize) -> i32 {
     #[cfg(target_arch = "x86_64")]
     {
-        let p: usize;
-        // SAFETY: on x86-64 glibc keeps the descriptor's own address at %fs:0x10 (the TCB header's
-        // `self`, which `pthread_self` returns); a plain load.
+        let v: i32;
+        // SAFETY: on x86-64 glibc's thread pointer (the %fs base) is the descriptor itself (the TCB
+        // header opens `struct pthread`; its `self` at %fs:0x10 is the same address, which
+        // `pthread_self` returns): one load, %fs-relative; the caller's offset is inside it.
         unsafe {
-            core::arch::asm!("mov {}, qword ptr fs:[0x10]", out(reg) p,
+            core::arch::asm!("mov {v:e}, dword ptr fs:[{o}]", v = out(reg) v, o = in(reg) off,
                 options(nostack, readonly, preserves_flags));
         }
-        p
+        v
     }
     #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: no arguments.
+    // SAFETY: the caller's offset, inside this thread's descriptor.
     unsafe {
-        libc::pthread_self() as usize
+        *((thread_self() + off) as *const i32)
     }
 }
 
@@ -55,7 +69,7 @@ pub(crate) fn tid() -> i32 {
     if off != 0 && off != usize::MAX {
         // SAFETY: `off` was checked to hold the TID in a live descriptor (`find_tid_offset`); every
         // thread's descriptor has the same layout.
-        return unsafe { *((thread_self() + off) as *const i32) };
+        return unsafe { descriptor_word(off) };
     }
     if off == 0 {
         find_tid_offset();
@@ -80,8 +94,7 @@ fn find_tid_offset() {
         let me = unsafe { libc::gettid() };
         // SAFETY: inside this thread's descriptor (glibc's `sizeof (struct pthread)` is above 1 KiB
         // and the offset comes from glibc); a plain load, checked against the real TID.
-        if bits == 32 && o > 0 && o < 4096 && unsafe { *((thread_self() + o) as *const i32) } == me
-        {
+        if bits == 32 && o > 0 && o < 4096 && unsafe { descriptor_word(o) } == me {
             off = o;
         }
     }
@@ -97,10 +110,11 @@ fn fresh_tid() -> i32 {
 }
 
 /// glibc's `__libc_single_threaded` (2.32+): nonzero while the process has one thread; null until
-/// looked up, `NONE` if glibc has none.
-static SINGLE: core::sync::atomic::AtomicPtr<u8> =
-    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
-const NONE: *mut u8 = core::ptr::dangling_mut::<u8>();
+/// looked up, [`NEVER_SINGLE`] if glibc has none (then the test reads that zero byte: no branch on
+/// whether the flag exists). Read PC-relative by the x86-64 mutex entry too.
+pub(crate) static SINGLE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+/// The flag read when glibc has none: always 0 (the process is treated as multi-threaded).
+static NEVER_SINGLE: u8 = 0;
 
 /// Whether only one thread exists (glibc's own flag, which it clears before it starts a second
 /// thread): then no other thread can touch a lock, and the adaptive mutex may skip its locked
@@ -111,17 +125,46 @@ pub(crate) fn single_threaded() -> bool {
     if p.is_null() {
         return find_single_threaded();
     }
-    // SAFETY: glibc's flag (a `char` that lives as long as libc), read with a plain load as glibc's
-    // own code does.
-    p != NONE && unsafe { core::ptr::read_volatile(p) } != 0
+    // SAFETY: glibc's flag (a `char` that lives as long as libc) or our zero byte, read with a
+    // plain load as glibc's own code does.
+    unsafe { core::ptr::read_volatile(p) != 0 }
 }
 
 #[cold]
 #[inline(never)]
 fn find_single_threaded() -> bool {
     let p = crate::real::find(c"__libc_single_threaded").cast::<u8>();
-    SINGLE.store(if p.is_null() { NONE } else { p }, Ordering::Relaxed);
+    let p = if p.is_null() {
+        (&raw const NEVER_SINGLE).cast_mut()
+    } else {
+        p
+    };
+    SINGLE.store(p, Ordering::Relaxed);
     single_threaded()
+}
+
+/// Whether the exported `pthread_mutex_lock` and `pthread_mutex_unlock` may take their inline fast
+/// path (the x86-64 entry in [`crate::entry`]): the default choice, no statistics, no lockdep, and
+/// the TID and the single-thread flag looked up. Set by the constructor ([`arm_mutex_fast`]), never
+/// cleared (none of these changes afterwards); false before it, when every call takes the general
+/// path. Crate-private, so the entry reads it with one PC-relative load.
+pub(crate) static MUTEX_FAST: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`MUTEX_FAST`] if the fast path's conditions hold (the constructor calls it, after the
+/// choices, statistics and lockdep are read).
+pub(crate) fn arm_mutex_fast() {
+    let _ = single_threaded();
+    let _ = tid();
+    let off = TID_OFFSET.load(Ordering::Relaxed);
+    let ok = crate::config::mutex() == crate::config::MutexAlgo::Adaptive
+        && !crate::config::stat()
+        && !crate::dep::on()
+        && off != 0
+        && off != usize::MAX
+        && !SINGLE.load(Ordering::Relaxed).is_null();
+    // Release pairs with the entry's load of the flag (a plain x86-64 load, ordered before its
+    // loads of the offset and the flag pointer, as an Acquire): they were written above.
+    MUTEX_FAST.store(ok, Ordering::Release);
 }
 
 /// In a child of `fork` the only thread has a new TID (for the cached fallback; glibc updates its

@@ -199,3 +199,43 @@ fn a_contended_entry_without_the_fast_cas() {
         m.unlock();
     });
 }
+
+/// The exported calls as the library's entry runs them, in all three threads: the lock's CAS
+/// 0 -> `LOCKED` (`try_lock_fast`), else a look and a CAS on a free word (`try_lock`), else the
+/// spin and the sleep; the unlock's CAS `LOCKED` -> 0 (`unlock_quiet`), else the general unlock.
+/// Mutual exclusion, no lost wake-up (a quiet release never leaves a counted sleeper asleep), a
+/// clean word.
+#[test]
+fn the_entry_fast_paths_in_every_thread() {
+    fn entry_lock(m: Adaptive) {
+        if !m.try_lock_fast() && !m.try_lock() {
+            m.lock_contended();
+        }
+    }
+    fn entry_unlock(m: Adaptive) {
+        if !m.unlock_quiet() {
+            m.unlock();
+        }
+    }
+    model_with_preemptions(2, || {
+        let m = mutex();
+        let data = Arc::new(Guarded::new());
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let data = data.clone();
+                thread::spawn(move || {
+                    entry_lock(m);
+                    data.critical();
+                    entry_unlock(m);
+                })
+            })
+            .collect();
+        entry_lock(m);
+        data.critical();
+        entry_unlock(m);
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(m.word.load(Ordering::Relaxed), 0, "word left dirty");
+    });
+}
