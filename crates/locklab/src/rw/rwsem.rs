@@ -107,6 +107,7 @@
 
 #[cfg(not(loom))]
 mod api;
+mod bias;
 mod upgradable;
 mod waiters;
 
@@ -233,8 +234,13 @@ const fn readers(c: u64) -> u64 {
 /// ```
 pub struct RwSemToken {
     tag: u32,
+    /// The visible-readers slot of a read hold taken through the table ([`NO_SLOT`]: none).
+    slot: u32,
     _not_send: PhantomData<*mut ()>,
 }
+
+/// A token's `slot` when the hold is in the count.
+const NO_SLOT: u32 = u32::MAX;
 
 // SAFETY: `&RwSemToken` exposes only an integer.
 unsafe impl Sync for RwSemToken {}
@@ -248,6 +254,15 @@ impl RwSemToken {
     fn new(tag: u32) -> Self {
         RwSemToken {
             tag,
+            slot: NO_SLOT,
+            _not_send: PhantomData,
+        }
+    }
+
+    fn in_slot(tag: u32, slot: u32) -> Self {
+        RwSemToken {
+            tag,
+            slot,
             _not_send: PhantomData,
         }
     }
@@ -299,11 +314,15 @@ pub struct RawRwSem {
     /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
     /// construction).
     spin: u8,
+    /// Whether readers may take it through the visible-readers table (set once, at construction).
+    biased: bool,
+    /// The reader bias state (used only if `biased`).
+    bias: bias::BiasLine,
     /// Its lockdep class (the `lockdep` feature; zero-sized without it).
     dep: crate::dep::Dep,
 }
 
-// SAFETY: `waiters` is accessed only with `wait_lock` held; `spin` is never written after
+// SAFETY: `waiters` is accessed only with `wait_lock` held; `spin` and `biased` are never written after
 // construction; the rest is atomic.
 unsafe impl Sync for RawRwSem {}
 // SAFETY: waiters borrow the rwsem, so none exist when it moves.
@@ -328,7 +347,32 @@ impl RawRwSem {
         /// assert!(!l.is_locked());
         /// ```
         pub fn new() -> Self {
-            Self::build(SPIN_ALL)
+            Self::build(SPIN_ALL, false)
+        }
+    }
+
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked rwsem with the **reader bias** (BRAVO): while readers dominate, the
+        /// `lock_api` read paths (`read`, `try_read`, the timed reads of [`RwSem`](crate::RwSem))
+        /// publish the reader in a slot of a global table instead of adding to the shared count, so
+        /// readers on different CPUs write no common cache line. A writer turns the bias off and
+        /// waits for those readers to leave; the bias stays off for 9x (up to 4096x, under frequent
+        /// writes) the time that took, so write-heavy loads stop paying for it. See the module docs,
+        /// "Reader bias". Upgradable reads and the raw [`read`](Self::read) use the count.
+        ///
+        /// ```
+        /// use locklab::raw::RawRwSem;
+        /// let l = locklab::RwSem::from_raw(RawRwSem::with_reader_bias(), 0u64);
+        /// std::thread::scope(|s| {
+        ///     for _ in 0..2 {
+        ///         s.spawn(|| assert!(*l.read() <= 1));
+        ///     }
+        ///     s.spawn(|| *l.write() += 1);
+        /// });
+        /// assert_eq!(*l.read(), 1);
+        /// ```
+        pub fn with_reader_bias() -> Self {
+            Self::build(SPIN_ALL, true)
         }
     }
 
@@ -345,7 +389,7 @@ impl RawRwSem {
     /// ```
     #[cfg(not(loom))]
     pub const fn without_reader_spinning() -> Self {
-        Self::build(SPIN_WRITERS)
+        Self::build(SPIN_WRITERS, false)
     }
 
     /// A new, unlocked rwsem whose writers never spin: they queue and sleep whenever the lock is
@@ -360,11 +404,11 @@ impl RawRwSem {
     /// ```
     #[cfg(not(loom))]
     pub const fn without_spinning() -> Self {
-        Self::build(SPIN_NONE)
+        Self::build(SPIN_NONE, false)
     }
 
     crate::primitive::const_unless_loom! {
-        fn build(spin: u8) -> Self {
+        fn build(spin: u8, biased: bool) -> Self {
             RawRwSem {
                 dep: crate::dep::Dep::new(),
                 count: AtomicU64::new(0),
@@ -374,6 +418,8 @@ impl RawRwSem {
                 waiters: UnsafeCell::new(WaitList::new()),
                 upgrade_seq: AtomicU32::new(0),
                 spin,
+                biased,
+                bias: bias::BiasLine::new(),
             }
         }
     }
@@ -646,6 +692,8 @@ impl RawRwSem {
         } else {
             self.write_slow(tag, None);
         }
+        // Without a deadline the revocation waits until the table readers have left.
+        self.revoke_bias(None, true);
         RwSemToken::new(tag)
     }
 
@@ -661,8 +709,16 @@ impl RawRwSem {
     #[inline]
     pub fn try_write(&self) -> Option<RwSemToken> {
         let tag = current_tag();
-        self.try_take_write(tag, false)
-            .then(|| RwSemToken::new(tag))
+        if !self.try_take_write(tag, false) {
+            return None;
+        }
+        if !self.revoke_bias(None, false) {
+            // Readers are in through the table: give the write hold back (waking whoever queued
+            // behind it meanwhile). SAFETY: we took it exclusively just above.
+            unsafe { self.write_unlock() };
+            return None;
+        }
+        Some(RwSemToken::new(tag))
     }
 
     /// Takes the lock exclusively, giving up at `deadline`.
@@ -675,10 +731,17 @@ impl RawRwSem {
             .is_ok()
         {
             self.set_writer_owned(tag);
-            return Some(RwSemToken::new(tag));
+        } else if !self.write_slow(tag, Some(deadline)) {
+            return None;
         }
-        self.write_slow(tag, Some(deadline))
-            .then(|| RwSemToken::new(tag))
+        if !self.revoke_bias(Some(deadline), true) {
+            // The deadline passed with readers still in through the table: give the write hold
+            // back; queued readers and writers are woken as by any write unlock, and the bias
+            // stays off until a reader turns it on again. SAFETY: we hold it exclusively.
+            unsafe { self.write_unlock() };
+            return None;
+        }
+        Some(RwSemToken::new(tag))
     }
 
     /// `(no writer, no readers, no hand-off unless first) -> WRITER_LOCKED`, keeping WAITERS.

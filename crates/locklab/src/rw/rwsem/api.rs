@@ -17,19 +17,19 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> RwSemToken {
         self.lockdep_before_lock(M::Read);
-        self.read()
+        self.read_biased()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<RwSemToken> {
-        self.lockdep_after_trylock(M::Read, self.try_read())
+        self.lockdep_after_trylock(M::Read, self.try_read_biased())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_shared(&self, _g: RwSemToken) {
+    unsafe fn unlock_shared(&self, g: RwSemToken) {
         self.lockdep_before_unlock();
-        // SAFETY: the token proves a shared hold.
-        unsafe { self.read_unlock() }
+        // SAFETY: the token proves a shared hold (in the count or in its slot).
+        unsafe { self.read_unlock_biased(&g) }
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -65,10 +65,10 @@ unsafe impl lock_api::RawRwLockFair for RawRwSem {
     /// wakes the front waiter (who then has priority over stealers through HANDOFF once it has waited
     /// [`HANDOFF_NS`]): the fair shared unlock is the ordinary one.
     #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_shared_fair(&self, _g: RwSemToken) {
+    unsafe fn unlock_shared_fair(&self, g: RwSemToken) {
         self.lockdep_before_unlock();
-        // SAFETY: the token proves a shared hold.
-        unsafe { self.read_unlock() }
+        // SAFETY: the token proves a shared hold (in the count or in its slot).
+        unsafe { self.read_unlock_biased(&g) }
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive_fair(&self, g: RwSemToken) {
@@ -99,13 +99,13 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
         self.lockdep_timed_for(
             M::Read,
             timeout,
-            |d| self.read_until(d),
-            || Some(self.read()),
+            |d| self.read_biased_until(d),
+            || Some(self.read_biased()),
         )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.lockdep_timed(M::Read, || self.read_until(&timeout))
+        self.lockdep_timed(M::Read, || self.read_biased_until(&timeout))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {
