@@ -22,13 +22,16 @@ fn table_read(s: &RawRwSem) -> RwSemToken {
     panic!("never got a table slot");
 }
 
-/// Turns the bias on (a count read whose inhibit period is over enables it) and checks it is on.
+/// Turns the bias on (a count read past the inhibit period enables it; a thread looks at the clock
+/// once every CLOCK_POLL_EVERY such reads) and checks it is on.
 fn enable(s: &RawRwSem) {
     // Relaxed: a test's own lock.
     s.bias.inhibit_until.store(0, Ordering::Relaxed);
-    let t = s.read_biased();
-    // SAFETY: the hold just taken.
-    unsafe { s.read_unlock_biased(&t) };
+    for _ in 0..CLOCK_POLL_EVERY {
+        let t = s.read_biased();
+        // SAFETY: the hold just taken.
+        unsafe { s.read_unlock_biased(&t) };
+    }
     assert!(s.bias.word.load(Ordering::Relaxed) & ENABLED != 0);
 }
 
@@ -50,10 +53,7 @@ fn table_readers_share_and_a_writer_revokes() {
         first.slot, NO_SLOT,
         "the bias starts off: the first read is in the count"
     );
-    assert!(
-        s.bias.word.load(Ordering::Relaxed) & ENABLED != 0,
-        "and turns it on"
-    );
+    enable(&s);
     let t = table_read(&s);
     assert_eq!(slot(t.slot as usize).load(Ordering::Relaxed), id(&s));
     assert!(s.is_locked() && !s.is_locked_exclusive());
@@ -236,7 +236,7 @@ fn the_bias_stays_off_for_the_inhibit_period() {
     assert_eq!(s.bias.mult.load(Ordering::Relaxed), INHIBIT_MULT_MIN);
     // Far in the future: every read stays in the count.
     s.bias.inhibit_until.store(u64::MAX, Ordering::Relaxed);
-    for _ in 0..10 {
+    for _ in 0..3 * CLOCK_POLL_EVERY {
         let r = s.read_biased();
         assert_eq!(r.slot, NO_SLOT);
         // SAFETY: the hold just taken.
