@@ -179,10 +179,9 @@ fn a_timed_writer_gives_up_mid_revocation() {
     // A count reader now waits behind the revoking writer (spins, then queues).
     let s3 = s.clone();
     let r = std::thread::spawn(move || {
-        let t = s3.read();
+        let _t = s3.read();
         // SAFETY: the hold just taken.
         unsafe { s3.read_unlock() };
-        drop(t);
     });
     assert!(
         !w.join().unwrap(),
@@ -228,7 +227,7 @@ fn a_timed_upgrade_gives_up_mid_revocation() {
 fn the_bias_stays_off_for_the_inhibit_period() {
     let s = RawRwSem::with_reader_bias();
     enable(&s);
-    let w = s.write();
+    let _w = s.write();
     // SAFETY: held exclusively.
     unsafe { s.write_unlock() };
     let until = s.bias.inhibit_until.load(Ordering::Relaxed);
@@ -247,13 +246,11 @@ fn the_bias_stays_off_for_the_inhibit_period() {
     for _ in 0..20 {
         enable(&s);
         s.bias.period.store(u64::MAX, Ordering::Relaxed);
-        let w = s.write();
+        let _w = s.write();
         // SAFETY: held exclusively.
         unsafe { s.write_unlock() };
-        drop(w);
     }
     assert_eq!(s.bias.mult.load(Ordering::Relaxed), INHIBIT_MULT_MAX);
-    drop(w);
 }
 
 /// A signal handler that read-locks while its thread holds a table read of the same lock: the slot is
@@ -322,10 +319,9 @@ fn fork_with_table_reads_held() {
     other.join().unwrap();
     // SAFETY: our table hold (the parent's copy).
     unsafe { s.read_unlock_biased(&mine) };
-    let w = s.try_write().expect("both table readers left");
+    let _w = s.try_write().expect("both table readers left");
     // SAFETY: held exclusively.
     unsafe { s.write_unlock() };
-    drop(w);
 }
 
 /// 12 threads mixing table and count reads, writes, tries, timed operations and upgrades on one biased
@@ -428,8 +424,7 @@ fn stress_mixed_with_exclusion_check() {
     }
     assert!(!s.is_locked());
     assert_eq!(s.count.load(Ordering::Relaxed) & !(WAITERS | HANDOFF), 0);
-    let w = s.try_write().expect("free at the end");
+    let _w = s.try_write().expect("free at the end");
     // SAFETY: held exclusively.
     unsafe { s.write_unlock() };
-    drop(w);
 }
