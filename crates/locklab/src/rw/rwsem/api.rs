@@ -5,8 +5,11 @@ use super::*;
 use crate::dep::{LockdepHooks as _, M};
 
 #[cfg(not(loom))]
-// SAFETY: invariants 1-2 give reader/writer exclusion; every acquisition is Acquire and every release
-// Release (module docs). Tokens are per-acquisition and not Send. A timed-out attempt holds nothing.
+// SAFETY: invariants 1-2 give reader/writer exclusion for holds in the count, and 7-9 ("Reader bias":
+// every write hold revokes and waits for the table readers before it returns) for holds in a slot;
+// every acquisition is Acquire and every release Release (module docs). Tokens are per-acquisition
+// and not Send; a shared token names its slot, if any, which its unlock clears. A timed-out attempt
+// holds nothing.
 unsafe impl lock_api::RawRwLock for RawRwSem {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();

@@ -228,7 +228,8 @@ impl RawRwSem {
         }
         loom_sc_fence();
         // SeqCst: the re-check (above). Its Acquire part pairs with the Release of the reader that
-        // enabled the bias while it held the lock in the count: we see the last writer's writes.
+        // enabled the bias while it held the lock in the count (or of a writer that undid its
+        // revocation): we see the last writer's writes.
         if self.bias.word.load(Ordering::SeqCst) & ENABLED != 0 {
             return Some(RwSemToken::in_slot(tag, i as u32));
         }
