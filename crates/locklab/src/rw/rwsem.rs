@@ -70,7 +70,8 @@
 //!   thread's own read interrupted by a signal handler that reads the same lock): clear our slot if we
 //!   took it and read through the count as above.
 //! - Re-enable: a reader that holds the lock **in the count** and finds the bias off and the inhibit
-//!   deadline past turns it on (assigning the id the first time). Only a reader holding the lock does:
+//!   deadline past turns it on (assigning the id the first time). It looks at the clock (`rdtsc` on
+//!   x86-64) on one in 64 such reads per thread: the clock cost as much as the rest of the read. Only a reader holding the lock does:
 //!   no writer can hold it meanwhile, and the next writer acquires after its release, so sees it.
 //! - Revoke: every writer, once it holds WRITER_LOCKED (write, try, timed, upgrade, and a writer
 //!   handed the lock), checks ENABLED; if set, it clears it, then scans the table and waits (spin,
