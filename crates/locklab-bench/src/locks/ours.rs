@@ -14,6 +14,27 @@ count_under_lock!(SpinlockCount, locklab::SpinLock<i64>);
 rwlock_adapter!(RwSpin, locklab::RwSpinLock<Shared>);
 rwlock_adapter!(RwSem, locklab::RwSem<Shared>);
 rwlock_adapter!(PercpuRwSem, locklab::PercpuRwSem<Shared>);
+
+/// `RwSem<Shared>` with the reader bias (`RawRwSem::with_reader_bias`).
+pub struct RwSemBiased(locklab::RwSem<Shared>);
+
+impl super::LockUnderTest for RwSemBiased {
+    const HAS_SHARED_MODE: bool = true;
+    fn new() -> Self {
+        RwSemBiased(locklab::RwSem::from_raw(
+            locklab::raw::RawRwSem::with_reader_bias(),
+            Shared::default(),
+        ))
+    }
+    #[inline(always)]
+    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        f(&mut self.0.write())
+    }
+    #[inline(always)]
+    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
+        f(&self.0.read())
+    }
+}
 rwlock_adapter!(RecursiveRwSem, locklab::RecursiveRwSem<Shared>);
 rwlock_adapter!(Br, locklab::BrLock<Shared>);
 
@@ -127,6 +148,11 @@ pub fn entries() -> Vec<LockInfo> {
             "rwsem",
             Kind::Ours,
             "the kernel's rwsem: writer spinning (also on readers, bounded), reader stealing, hand-off",
+        ),
+        lock::<RwSemBiased>(
+            "rwsem-biased",
+            Kind::Ours,
+            "the rwsem with the reader bias (BRAVO): readers publish in a global table, writers revoke",
         ),
         lock::<PercpuRwSem>(
             "percpu-rwsem",

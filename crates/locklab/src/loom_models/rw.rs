@@ -524,3 +524,95 @@ fn recursive_rwsem_refused_read_add_with_two_writers() {
         l.write_unlock();
     });
 }
+
+/// RwSem reader bias: a reader publishing itself in the table races a writer revoking the bias. Either
+/// the writer's scan sees the reader's slot (and waits for it) or the reader's re-check sees the bias
+/// off (and it takes the count, behind the writer): the cell's race detector fails otherwise (without
+/// the SeqCst fences here, or without the reader's re-check).
+#[test]
+fn rwsem_bias_reader_publish_races_revoke() {
+    use crate::rw::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::with_reader_bias(), Guarded::new()));
+        // A count read turns the bias on (under loom the inhibit period is skipped).
+        let t = s.0.read_biased();
+        unsafe { s.0.read_unlock_biased(&t) };
+        let s2 = s.clone();
+        let r = thread::spawn(move || {
+            let t = s2.0.read_biased();
+            let _ = s2.1.get();
+            unsafe { s2.0.read_unlock_biased(&t) };
+        });
+        let _w = s.0.write();
+        s.1.critical();
+        unsafe { s.0.write_unlock() };
+        r.join().unwrap();
+        assert_eq!(s.1.get(), 1);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSem reader bias: a writer's revocation races a reader turning the bias back on (count reads
+/// re-enable it; under loom at once), with a second reader that may come in through the table before
+/// or after: the writer never overlaps either reader.
+#[test]
+fn rwsem_bias_revoke_races_reenable() {
+    use crate::rw::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::with_reader_bias(), Guarded::new()));
+        let t = s.0.read_biased();
+        unsafe { s.0.read_unlock_biased(&t) };
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let s2 = s.clone();
+                thread::spawn(move || {
+                    let t = s2.0.read_biased();
+                    let _ = s2.1.get();
+                    unsafe { s2.0.read_unlock_biased(&t) };
+                })
+            })
+            .collect();
+        let _w = s.0.write();
+        s.1.critical();
+        unsafe { s.0.write_unlock() };
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 1);
+        assert!(!s.0.is_locked());
+    });
+}
+
+/// RwSem reader bias: a timed writer gives up while a table reader is in; the revocation must be
+/// undone (the bias back on), or a second writer that finds the bias off skips the scan and writes
+/// under the reader (the cell's race detector fails). Queued waiters are not stranded.
+#[test]
+fn rwsem_bias_timed_writer_gives_up() {
+    use crate::rw::rwsem::RawRwSem;
+    model(|| {
+        let s = Arc::new((RawRwSem::with_reader_bias(), Guarded::new()));
+        let t = s.0.read_biased();
+        unsafe { s.0.read_unlock_biased(&t) };
+        let s2 = s.clone();
+        let r = thread::spawn(move || {
+            let t = s2.0.read_biased();
+            let _ = s2.1.get();
+            thread::yield_now();
+            let _ = s2.1.get();
+            unsafe { s2.0.read_unlock_biased(&t) };
+        });
+        let s3 = s.clone();
+        let timed = thread::spawn(move || {
+            if let Some(t) = s3.0.write_until(&Deadline::after_polls(1)) {
+                s3.1.critical();
+                unsafe { s3.0.write_unlock_fair(&t) };
+            }
+        });
+        timed.join().unwrap();
+        let _w = s.0.write();
+        s.1.critical();
+        unsafe { s.0.write_unlock() };
+        r.join().unwrap();
+        assert!(!s.0.is_locked());
+    });
+}

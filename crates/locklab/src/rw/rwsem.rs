@@ -51,6 +51,61 @@
 //! - `downgrade_to_upgradable`: `WRITER_LOCKED -> READER_BIAS | UPGRADABLE` in one op (no other
 //!   upgradable holder can exist while a writer holds the lock), then grant queued readers.
 //!
+//! # Reader bias (opt-in: [`RawRwSem::with_reader_bias`]; BRAVO, Dice & Kogan, USENIX ATC 2019)
+//! Every read above is an RMW on the count's line, which then moves between the readers' CPUs even when
+//! no writer is in sight. With the bias, a reader publishes itself in a slot of a **global
+//! visible-readers table** instead, and only a writer pays: it revokes the bias and waits for the
+//! lock's slots to drain.
+//! - Table: 64 cache lines x 8 slots (`AtomicU64`), shared by every biased rwsem in the process. A
+//!   slot holds 0 or the **id** of the lock one reader holds through it; the slot is chosen by a hash
+//!   of (lock id, thread tag). Ids come from a global 64-bit counter when the bias is first enabled and
+//!   are never reused: a slot left behind (a forgotten token, a thread that exited holding, a fork
+//!   child without the thread) can never be taken for a hold of a later lock, even one at the same
+//!   address.
+//! - Bias word (`bias`, its own cache line): `id << 1 | ENABLED`, beside the inhibit deadline, the
+//!   time it was enabled, the inhibit multiplier and the last inhibit period.
+//! - Read (the `lock_api` paths only: `read`, `try_read`, the timed reads): if ENABLED, CAS the slot
+//!   `0 -> id`, then re-check ENABLED; still on: the reader is in, and its token records the slot,
+//!   which its unlock clears (a Release store). Off, or the slot taken (another lock's reader, or this
+//!   thread's own read interrupted by a signal handler that reads the same lock): clear our slot if we
+//!   took it and read through the count as above.
+//! - Re-enable: a reader that holds the lock **in the count** and finds the bias off and the inhibit
+//!   deadline past turns it on (assigning the id the first time). It looks at the clock (`rdtsc` on
+//!   x86-64) on one in 64 such reads per thread: the clock cost as much as the rest of the read. Only a reader holding the lock does:
+//!   no writer can hold it meanwhile, and the next writer acquires after its release, so sees it.
+//! - Revoke: every writer, once it holds WRITER_LOCKED (write, try, timed, upgrade, and a writer
+//!   handed the lock), checks ENABLED; if set, it clears it, then scans the table and waits (spin,
+//!   yield, then naps up to 1 ms) until no slot holds the id. New readers meanwhile see the bias off
+//!   and take the count, which WRITER_LOCKED closes: writer preference and hand-off work as without the
+//!   bias. The inhibit deadline is set to 9x the revocation's duration (BRAVO's N = 9), the multiplier
+//!   doubling (to 4096x) while the bias gets revoked within the previous inhibit period of being
+//!   enabled, so a write-heavy load soon stops paying for scans.
+//! - Giving up (try_write, a timed write or upgrade past its deadline, try_upgrade) with table readers
+//!   still in: turn ENABLED back on (so the next writer scans again: with the bias off it would find
+//!   no reason to), then give the hold back as any unlock does (`write_unlock`, or back to upgradable
+//!   with `downgrade_to_upgradable`), waking whoever queued behind it.
+//! - Upgradable reads, the raw [`read`](RawRwSem::read) and the holds made by `downgrade` use the count.
+//! - Leaks are as without the bias: a table read that is never released (forgotten, or its thread
+//!   exited or is absent in a fork child) keeps writers out for good, as a count read would. A thread
+//!   stalled between its slot CAS and its re-check holds a writer's revocation up until it runs, as a
+//!   reader's transient count bias does.
+//!
+//! Bias invariants:
+//! 7. ENABLED is set only by a thread holding a read hold in the count, or by a writer undoing its own
+//!    revocation before it releases; so while a writer that has completed its scan holds the lock it
+//!    stays clear.
+//! 8. A slot holds a lock's id only while a reader of that lock holds it through the slot, or is
+//!    between its CAS and its re-check (then it backs out if ENABLED is clear).
+//! 9. ENABLED clear implies no reader holds the lock through the table, except while the writer that
+//!    cleared it is still scanning (which it finishes, or undoes, before anyone else can write).
+//!
+//! Orderings: the reader's slot CAS and re-check, and the writer's clearing store and slot loads,
+//! are SeqCst: all four in the single total order, so either the writer sees the slot or the reader
+//! sees ENABLED clear (store-load; Dekker). Loom models SeqCst accesses as AcqRel only, so under loom
+//! SeqCst fences follow the CAS and the clearing store (the models fail without them). The re-check's
+//! Acquire pairs with the enabling reader's Release: the table reader sees the last writer's writes.
+//! The reader's Release clearing of its slot pairs with the writer's SeqCst (Acquire) slot load.
+//!
 //! # Writer spinning (the owner hint)
 //! `owner` holds the writer's tag, or the last reader's tag with READER_OWNED (a hint only: `up_read`
 //! does not clear it), plus NONSPINNABLE. A spinning writer (OSQ head):
@@ -77,7 +132,8 @@
 //! | 8-63  | reader count   | READER_BIAS = 256 each (includes readers backing out)          |
 //!
 //! The OSQ tail sits on a cache line of its own (the count, owner hint and wait list share another):
-//! a spinning writer's queue operations then leave the running holder's line alone.
+//! a spinning writer's queue operations then leave the running holder's line alone. The bias state
+//! has a third line (every rwsem carries it; only biased ones use it): 192 bytes in all.
 //!
 //! The reader count is bounded ([`MAX_READERS`]): a reader whose `fetch_add` lands on a count with bit
 //! 62 or 63 set backs its bias out and panics, and `try_read` refuses. That check costs nothing (the
@@ -107,6 +163,7 @@
 
 #[cfg(not(loom))]
 mod api;
+mod bias;
 mod upgradable;
 mod waiters;
 
@@ -233,8 +290,13 @@ const fn readers(c: u64) -> u64 {
 /// ```
 pub struct RwSemToken {
     tag: u32,
+    /// The visible-readers slot of a read hold taken through the table ([`NO_SLOT`]: none).
+    slot: u32,
     _not_send: PhantomData<*mut ()>,
 }
+
+/// A token's `slot` when the hold is in the count.
+const NO_SLOT: u32 = u32::MAX;
 
 // SAFETY: `&RwSemToken` exposes only an integer.
 unsafe impl Sync for RwSemToken {}
@@ -248,6 +310,15 @@ impl RwSemToken {
     fn new(tag: u32) -> Self {
         RwSemToken {
             tag,
+            slot: NO_SLOT,
+            _not_send: PhantomData,
+        }
+    }
+
+    fn in_slot(tag: u32, slot: u32) -> Self {
+        RwSemToken {
+            tag,
+            slot,
             _not_send: PhantomData,
         }
     }
@@ -299,11 +370,15 @@ pub struct RawRwSem {
     /// Which owners a writer spins on: [`SPIN_ALL`], [`SPIN_WRITERS`] or [`SPIN_NONE`] (set once, at
     /// construction).
     spin: u8,
+    /// Whether readers may take it through the visible-readers table (set once, at construction).
+    biased: bool,
+    /// The reader bias state (used only if `biased`).
+    bias: bias::BiasLine,
     /// Its lockdep class (the `lockdep` feature; zero-sized without it).
     dep: crate::dep::Dep,
 }
 
-// SAFETY: `waiters` is accessed only with `wait_lock` held; `spin` is never written after
+// SAFETY: `waiters` is accessed only with `wait_lock` held; `spin` and `biased` are never written after
 // construction; the rest is atomic.
 unsafe impl Sync for RawRwSem {}
 // SAFETY: waiters borrow the rwsem, so none exist when it moves.
@@ -312,7 +387,8 @@ unsafe impl Send for RawRwSem {}
 /// The OSQ tail on a cache line of its own. Beside the count it put two more line transfers in each
 /// writer hand-over (a spinner's OSQ `xchg` and its release take the count's line from a running
 /// holder): 2 threads, 10% reads, empty sections, 0.86-0.90x parking_lot's RwLock before, 1.02-1.21x
-/// after (docs/results/2026-12-06-rwsem-read-side.md). The rwsem grows to two cache lines.
+/// after (docs/results/2026-12-06-rwsem-read-side.md). The rwsem grows to two cache lines (three with
+/// the bias line).
 #[repr(align(64))]
 struct OsqLine(Osq);
 
@@ -328,7 +404,32 @@ impl RawRwSem {
         /// assert!(!l.is_locked());
         /// ```
         pub fn new() -> Self {
-            Self::build(SPIN_ALL)
+            Self::build(SPIN_ALL, false)
+        }
+    }
+
+    crate::primitive::const_unless_loom! {
+        /// A new, unlocked rwsem with the **reader bias** (BRAVO): while readers dominate, the
+        /// `lock_api` read paths (`read`, `try_read`, the timed reads of [`RwSem`](crate::RwSem))
+        /// publish the reader in a slot of a global table instead of adding to the shared count, so
+        /// readers on different CPUs write no common cache line. A writer turns the bias off and
+        /// waits for those readers to leave; the bias stays off for 9x (up to 4096x, under frequent
+        /// writes) the time that took, so write-heavy loads stop paying for it. See the module docs,
+        /// "Reader bias". Upgradable reads and the raw [`read`](Self::read) use the count.
+        ///
+        /// ```
+        /// use locklab::raw::RawRwSem;
+        /// let l = locklab::RwSem::from_raw(RawRwSem::with_reader_bias(), 0u64);
+        /// std::thread::scope(|s| {
+        ///     for _ in 0..2 {
+        ///         s.spawn(|| assert!(*l.read() <= 1));
+        ///     }
+        ///     s.spawn(|| *l.write() += 1);
+        /// });
+        /// assert_eq!(*l.read(), 1);
+        /// ```
+        pub fn with_reader_bias() -> Self {
+            Self::build(SPIN_ALL, true)
         }
     }
 
@@ -345,7 +446,7 @@ impl RawRwSem {
     /// ```
     #[cfg(not(loom))]
     pub const fn without_reader_spinning() -> Self {
-        Self::build(SPIN_WRITERS)
+        Self::build(SPIN_WRITERS, false)
     }
 
     /// A new, unlocked rwsem whose writers never spin: they queue and sleep whenever the lock is
@@ -360,11 +461,11 @@ impl RawRwSem {
     /// ```
     #[cfg(not(loom))]
     pub const fn without_spinning() -> Self {
-        Self::build(SPIN_NONE)
+        Self::build(SPIN_NONE, false)
     }
 
     crate::primitive::const_unless_loom! {
-        fn build(spin: u8) -> Self {
+        fn build(spin: u8, biased: bool) -> Self {
             RawRwSem {
                 dep: crate::dep::Dep::new(),
                 count: AtomicU64::new(0),
@@ -374,6 +475,8 @@ impl RawRwSem {
                 waiters: UnsafeCell::new(WaitList::new()),
                 upgrade_seq: AtomicU32::new(0),
                 spin,
+                biased,
+                bias: bias::BiasLine::new(),
             }
         }
     }
@@ -646,6 +749,8 @@ impl RawRwSem {
         } else {
             self.write_slow(tag, None);
         }
+        // Without a deadline the revocation waits until the table readers have left.
+        self.revoke_bias(None, true);
         RwSemToken::new(tag)
     }
 
@@ -661,8 +766,16 @@ impl RawRwSem {
     #[inline]
     pub fn try_write(&self) -> Option<RwSemToken> {
         let tag = current_tag();
-        self.try_take_write(tag, false)
-            .then(|| RwSemToken::new(tag))
+        if !self.try_take_write(tag, false) {
+            return None;
+        }
+        if !self.revoke_bias(None, false) {
+            // Readers are in through the table: give the write hold back (waking whoever queued
+            // behind it meanwhile). SAFETY: we took it exclusively just above.
+            unsafe { self.write_unlock() };
+            return None;
+        }
+        Some(RwSemToken::new(tag))
     }
 
     /// Takes the lock exclusively, giving up at `deadline`.
@@ -675,10 +788,17 @@ impl RawRwSem {
             .is_ok()
         {
             self.set_writer_owned(tag);
-            return Some(RwSemToken::new(tag));
+        } else if !self.write_slow(tag, Some(deadline)) {
+            return None;
         }
-        self.write_slow(tag, Some(deadline))
-            .then(|| RwSemToken::new(tag))
+        if !self.revoke_bias(Some(deadline), true) {
+            // The deadline passed with readers still in through the table: give the write hold
+            // back; queued readers and writers are woken as by any write unlock, and the bias
+            // stays off until a reader turns it on again. SAFETY: we hold it exclusively.
+            unsafe { self.write_unlock() };
+            return None;
+        }
+        Some(RwSemToken::new(tag))
     }
 
     /// `(no writer, no readers, no hand-off unless first) -> WRITER_LOCKED`, keeping WAITERS.

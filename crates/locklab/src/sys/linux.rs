@@ -38,7 +38,8 @@ pub(super) fn wake(word: *const AtomicU32, n: u32) -> usize {
     let r = unsafe {
         libc::syscall(
             libc::SYS_futex,
-            word,
+            // The kernel's `u32 *uaddr` (Miri checks variadic argument types).
+            word.cast::<u32>().cast_mut(),
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
             n,
         )

@@ -156,7 +156,9 @@ pub(super) fn family(lock: &str) -> &'static str {
         Stroke::Solid => match lock {
             "tas" | "ticket" | "mcs" | "qspinlock" => "spinlocks",
             "mutex" | "condvar" => "sleeping locks",
-            "rwspinlock" | "rwsem" | "percpu-rwsem" | "brlock" | "seqlock" => "rw locks",
+            "rwspinlock" | "rwsem" | "rwsem-biased" | "percpu-rwsem" | "brlock" | "seqlock" => {
+                "rw locks"
+            }
             l if l.starts_with("lockref") => "reference counts",
             _ => "rcu",
         },

@@ -193,12 +193,19 @@ where
 
 /// `RwSem`: the timed subject's paths, and a third of the writes through an upgradable read (plain,
 /// try or timed), its upgrade (plain or timed) and a downgrade back to upgradable; checks that no
-/// writer came between the upgradable read and the upgrade.
-pub(super) fn upgradable_rwsem_subject(name: &'static str) -> Subject {
+/// writer came between the upgradable read and the upgrade. `biased`: the lock has the reader bias
+/// ([`RawRwSem::with_reader_bias`](locklab::raw::RawRwSem::with_reader_bias)).
+pub(super) fn upgradable_rwsem_subject(name: &'static str, biased: bool) -> Subject {
     use lock_api::{RwLockUpgradableReadGuard as U, RwLockWriteGuard as W};
     use std::sync::atomic::Ordering::Relaxed;
     type R = locklab::raw::RawRwSem;
-    let l: Arc<lock_api::RwLock<R, Data>> = Arc::new(lock_api::RwLock::new(Data::default()));
+    let raw = if biased {
+        R::with_reader_bias()
+    } else {
+        R::new()
+    };
+    let l: Arc<lock_api::RwLock<R, Data>> =
+        Arc::new(lock_api::RwLock::from_raw(raw, Data::default()));
     let (mut s, p) = timed_rw_subject_on::<R>(
         name,
         l.clone(),
@@ -623,7 +630,8 @@ pub fn subject(name: &str) -> Option<Subject> {
         "qspinlock" => mutex_subject::<RawQueuedSpinLock>("qspinlock"),
         "mutex" => timed_mutex_subject::<RawMutex>("mutex"),
         "rwspinlock" => timed_rw_subject::<RawRwSpinLock>("rwspinlock"),
-        "rwsem" => upgradable_rwsem_subject("rwsem"),
+        "rwsem" => upgradable_rwsem_subject("rwsem", false),
+        "rwsem-biased" => upgradable_rwsem_subject("rwsem-biased", true),
         "percpu-rwsem" => timed_rw_subject::<RawPercpuRwSem>("percpu-rwsem"),
         "recursive-rwsem" => timed_rw_subject::<RawRecursiveRwSem>("recursive-rwsem"),
         "brlock" => timed_rw_subject::<RawBrLock>("brlock"),
@@ -644,7 +652,7 @@ pub fn subject(name: &str) -> Option<Subject> {
 }
 
 /// Our primitives, as `--lock all` runs them.
-pub const OURS: [&str; 15] = [
+pub const OURS: [&str; 16] = [
     "tas",
     "ticket",
     "mcs",
@@ -652,6 +660,7 @@ pub const OURS: [&str; 15] = [
     "mutex",
     "rwspinlock",
     "rwsem",
+    "rwsem-biased",
     "percpu-rwsem",
     "recursive-rwsem",
     "brlock",

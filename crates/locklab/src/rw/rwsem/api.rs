@@ -5,8 +5,11 @@ use super::*;
 use crate::dep::{LockdepHooks as _, M};
 
 #[cfg(not(loom))]
-// SAFETY: invariants 1-2 give reader/writer exclusion; every acquisition is Acquire and every release
-// Release (module docs). Tokens are per-acquisition and not Send. A timed-out attempt holds nothing.
+// SAFETY: invariants 1-2 give reader/writer exclusion for holds in the count, and 7-9 ("Reader bias":
+// every write hold revokes and waits for the table readers before it returns) for holds in a slot;
+// every acquisition is Acquire and every release Release (module docs). Tokens are per-acquisition
+// and not Send; a shared token names its slot, if any, which its unlock clears. A timed-out attempt
+// holds nothing.
 unsafe impl lock_api::RawRwLock for RawRwSem {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
@@ -17,19 +20,19 @@ unsafe impl lock_api::RawRwLock for RawRwSem {
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn lock_shared(&self) -> RwSemToken {
         self.lockdep_before_lock(M::Read);
-        self.read()
+        self.read_biased()
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared(&self) -> Option<RwSemToken> {
-        self.lockdep_after_trylock(M::Read, self.try_read())
+        self.lockdep_after_trylock(M::Read, self.try_read_biased())
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_shared(&self, _g: RwSemToken) {
+    unsafe fn unlock_shared(&self, g: RwSemToken) {
         self.lockdep_before_unlock();
-        // SAFETY: the token proves a shared hold.
-        unsafe { self.read_unlock() }
+        // SAFETY: the token proves a shared hold (in the count or in its slot).
+        unsafe { self.read_unlock_biased(&g) }
     }
     #[inline]
     #[cfg_attr(feature = "lockdep", track_caller)]
@@ -65,10 +68,10 @@ unsafe impl lock_api::RawRwLockFair for RawRwSem {
     /// wakes the front waiter (who then has priority over stealers through HANDOFF once it has waited
     /// [`HANDOFF_NS`]): the fair shared unlock is the ordinary one.
     #[cfg_attr(feature = "lockdep", track_caller)]
-    unsafe fn unlock_shared_fair(&self, _g: RwSemToken) {
+    unsafe fn unlock_shared_fair(&self, g: RwSemToken) {
         self.lockdep_before_unlock();
-        // SAFETY: the token proves a shared hold.
-        unsafe { self.read_unlock() }
+        // SAFETY: the token proves a shared hold (in the count or in its slot).
+        unsafe { self.read_unlock_biased(&g) }
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     unsafe fn unlock_exclusive_fair(&self, g: RwSemToken) {
@@ -99,13 +102,13 @@ unsafe impl lock_api::RawRwLockTimed for RawRwSem {
         self.lockdep_timed_for(
             M::Read,
             timeout,
-            |d| self.read_until(d),
-            || Some(self.read()),
+            |d| self.read_biased_until(d),
+            || Some(self.read_biased()),
         )
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_shared_until(&self, timeout: Self::Instant) -> Option<RwSemToken> {
-        self.lockdep_timed(M::Read, || self.read_until(&timeout))
+        self.lockdep_timed(M::Read, || self.read_biased_until(&timeout))
     }
     #[cfg_attr(feature = "lockdep", track_caller)]
     fn try_lock_exclusive_for(&self, timeout: Self::Duration) -> Option<RwSemToken> {

@@ -224,13 +224,13 @@ impl RawRwSem {
     /// unsafe { l.write_unlock() };
     /// ```
     pub unsafe fn try_upgrade(&self, token: &RwSemToken) -> bool {
-        self.convert_upgradable(token.tag)
+        self.convert_upgradable(token.tag) && self.revoke_after_upgrade(token, None, false)
     }
 
     /// [`upgrade`](Self::upgrade) giving up at `deadline` (`false`: still upgradable).
     pub(crate) fn upgrade_until(&self, token: &RwSemToken, deadline: Option<&Deadline>) -> bool {
         if self.convert_upgradable(token.tag) {
-            return true;
+            return self.revoke_after_upgrade(token, deadline, true);
         }
         // Turn new readers away (they queue), then wait for the others to leave. Relaxed: a flag;
         // the conversion's CAS orders the hold.
@@ -239,7 +239,7 @@ impl RawRwSem {
             // Acquire pairs with `bump_upgrade_seq` (module docs: no lost wake-up).
             let s = self.upgrade_seq.load(Ordering::Acquire);
             if self.convert_upgradable(token.tag) {
-                return true;
+                return self.revoke_after_upgrade(token, deadline, true);
             }
             let Some(left) = crate::clock::time_left(deadline) else {
                 // Give up: let the readers we held back in (we still read).
@@ -251,6 +251,23 @@ impl RawRwSem {
             };
             crate::sys::futex_wait(&self.upgrade_seq, s, left);
         }
+    }
+
+    /// After the conversion to a write hold: revokes the reader bias (as any writer does); if that
+    /// gives up with readers in through the table, turns the hold back into an upgradable one (which
+    /// also lets in the readers queued meanwhile) and returns `false`.
+    fn revoke_after_upgrade(
+        &self,
+        token: &RwSemToken,
+        deadline: Option<&Deadline>,
+        can_wait: bool,
+    ) -> bool {
+        if self.revoke_bias(deadline, can_wait) {
+            return true;
+        }
+        // SAFETY: the conversion made this thread's hold exclusive.
+        unsafe { self.downgrade_to_upgradable(token) };
+        false
     }
 
     /// `our READER_BIAS | UPGRADABLE -> WRITER_LOCKED` if ours is the only read hold.

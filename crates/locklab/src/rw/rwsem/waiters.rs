@@ -161,7 +161,7 @@ impl RawRwSem {
     /// ```
     pub fn is_locked(&self) -> bool {
         let c = self.count.load(Ordering::Relaxed);
-        c & WRITER_LOCKED != 0 || readers(c) != 0
+        c & WRITER_LOCKED != 0 || readers(c) != 0 || self.held_through_table()
     }
 
     /// Whether a writer holds the lock (a snapshot).
