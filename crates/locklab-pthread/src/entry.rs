@@ -43,7 +43,13 @@ macro_rules! with_site {
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         pub unsafe extern $abi fn $name($($a: $t),*) -> c_int {
-            core::arch::naked_asm!(concat!("mov ", $x86, ", qword ptr [rsp]"), "jmp {f}", f = sym $imp)
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                concat!("mov ", $x86, ", qword ptr [rsp]"),
+                "jmp {f}",
+                ".cfi_endproc",
+                f = sym $imp,
+            )
         }
 
         $(#[$doc])*
@@ -54,7 +60,13 @@ macro_rules! with_site {
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         pub unsafe extern $abi fn $name($($a: $t),*) -> c_int {
-            core::arch::naked_asm!(concat!("mov ", $arm, ", x30"), "b {f}", f = sym $imp)
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                concat!("mov ", $arm, ", x30"),
+                "b {f}",
+                ".cfi_endproc",
+                f = sym $imp,
+            )
         }
 
         $(#[$doc])*
@@ -198,7 +210,13 @@ macro_rules! mutex_entry {
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name(m: *mut pthread_mutex_t) -> c_int {
-            core::arch::naked_asm!("mov x1, x30", "b {f}", f = sym $other)
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                "mov x1, x30",
+                "b {f}",
+                ".cfi_endproc",
+                f = sym $other,
+            )
         }
 
         $(#[$doc])*
@@ -224,6 +242,7 @@ macro_rules! mutex_entry {
 macro_rules! x86_mutex_lock {
     ($general:ident) => {
         core::arch::naked_asm!(
+            ".cfi_startproc",
             "cmp byte ptr [rip + {fast}], 0",
             "je 4f",
             "cmp dword ptr [rdi + 16], 0",
@@ -249,6 +268,7 @@ macro_rules! x86_mutex_lock {
             "4:",
             "mov rsi, qword ptr [rsp]",
             "jmp {general}",
+            ".cfi_endproc",
             fast = sym crate::sys::MUTEX_FAST,
             tid_off = sym crate::sys::TID_OFFSET,
             single = sym crate::sys::SINGLE,
@@ -272,6 +292,7 @@ macro_rules! x86_mutex_lock {
 macro_rules! x86_mutex_unlock {
     ($general:ident) => {
         core::arch::naked_asm!(
+            ".cfi_startproc",
             "cmp byte ptr [rip + {fast}], 0",
             "je 4f",
             "cmp dword ptr [rdi + 16], 0",
@@ -295,6 +316,7 @@ macro_rules! x86_mutex_unlock {
             "4:",
             "mov rsi, qword ptr [rsp]",
             "jmp {general}",
+            ".cfi_endproc",
             fast = sym crate::sys::MUTEX_FAST,
             single = sym crate::sys::SINGLE,
             general = sym $general,
@@ -894,12 +916,22 @@ macro_rules! variadic_exec {
         pub unsafe extern "C" fn $name(path: *const c_char, arg: *const c_char) -> c_int {
             // Seven pushes keep the stack 16-aligned for the call (it is 8 off at entry); %al is the
             // variadic call's vector-register count, kept too.
+            // The CFI directives describe each push and pop, so unwinders (backtrace(), profilers)
+            // walk through the hook's frame.
             core::arch::naked_asm!(
-                "push rdi", "push rsi", "push rdx", "push rcx", "push r8", "push r9", "push rax",
+                ".cfi_startproc",
+                "push rdi", ".cfi_adjust_cfa_offset 8", "push rsi", ".cfi_adjust_cfa_offset 8",
+                "push rdx", ".cfi_adjust_cfa_offset 8", "push rcx", ".cfi_adjust_cfa_offset 8",
+                "push r8", ".cfi_adjust_cfa_offset 8", "push r9", ".cfi_adjust_cfa_offset 8",
+                "push rax", ".cfi_adjust_cfa_offset 8",
                 "call {hook}",
                 "mov r11, rax",
-                "pop rax", "pop r9", "pop r8", "pop rcx", "pop rdx", "pop rsi", "pop rdi",
+                "pop rax", ".cfi_adjust_cfa_offset -8", "pop r9", ".cfi_adjust_cfa_offset -8",
+                "pop r8", ".cfi_adjust_cfa_offset -8", "pop rcx", ".cfi_adjust_cfa_offset -8",
+                "pop rdx", ".cfi_adjust_cfa_offset -8", "pop rsi", ".cfi_adjust_cfa_offset -8",
+                "pop rdi", ".cfi_adjust_cfa_offset -8",
                 "jmp r11",
+                ".cfi_endproc",
                 hook = sym $hook,
             )
         }
@@ -913,13 +945,17 @@ macro_rules! variadic_exec {
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name(path: *const c_char, arg: *const c_char) -> c_int {
             core::arch::naked_asm!(
-                "stp x0, x1, [sp, #-80]!", "stp x2, x3, [sp, #16]", "stp x4, x5, [sp, #32]",
-                "stp x6, x7, [sp, #48]", "stp x8, x30, [sp, #64]",
+                ".cfi_startproc",
+                "stp x0, x1, [sp, #-80]!", ".cfi_adjust_cfa_offset 80",
+                "stp x2, x3, [sp, #16]", "stp x4, x5, [sp, #32]",
+                "stp x6, x7, [sp, #48]", "stp x8, x30, [sp, #64]", ".cfi_offset x30, -8",
                 "bl {hook}",
                 "mov x16, x0",
-                "ldp x8, x30, [sp, #64]", "ldp x6, x7, [sp, #48]", "ldp x4, x5, [sp, #32]",
-                "ldp x2, x3, [sp, #16]", "ldp x0, x1, [sp], #80",
+                "ldp x8, x30, [sp, #64]", ".cfi_restore x30", "ldp x6, x7, [sp, #48]",
+                "ldp x4, x5, [sp, #32]", "ldp x2, x3, [sp, #16]", "ldp x0, x1, [sp], #80",
+                ".cfi_adjust_cfa_offset -80",
                 "br x16",
+                ".cfi_endproc",
                 hook = sym $hook,
             )
         }

@@ -122,12 +122,17 @@ macro_rules! checked_jump {
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut libc::c_void {
             // Three pushes keep the stack 16-aligned for the call (it is 8 off at entry).
+            // The CFI directives describe each push and pop (for unwinders).
             core::arch::naked_asm!(
-                "push rdi", "push rsi", "push rdx",
+                ".cfi_startproc",
+                "push rdi", ".cfi_adjust_cfa_offset 8", "push rsi", ".cfi_adjust_cfa_offset 8",
+                "push rdx", ".cfi_adjust_cfa_offset 8",
                 "call {check}",
                 "mov r11, rax",
-                "pop rdx", "pop rsi", "pop rdi",
+                "pop rdx", ".cfi_adjust_cfa_offset -8", "pop rsi", ".cfi_adjust_cfa_offset -8",
+                "pop rdi", ".cfi_adjust_cfa_offset -8",
                 "jmp r11",
+                ".cfi_endproc",
                 check = sym $check,
             )
         }
@@ -141,11 +146,15 @@ macro_rules! checked_jump {
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut libc::c_void {
             core::arch::naked_asm!(
-                "stp x0, x1, [sp, #-32]!", "stp x2, x30, [sp, #16]",
+                ".cfi_startproc",
+                "stp x0, x1, [sp, #-32]!", ".cfi_adjust_cfa_offset 32",
+                "stp x2, x30, [sp, #16]", ".cfi_offset x30, -8",
                 "bl {check}",
                 "mov x16, x0",
-                "ldp x2, x30, [sp, #16]", "ldp x0, x1, [sp], #32",
+                "ldp x2, x30, [sp, #16]", ".cfi_restore x30", "ldp x0, x1, [sp], #32",
+                ".cfi_adjust_cfa_offset -32",
                 "br x16",
+                ".cfi_endproc",
                 check = sym $check,
             )
         }

@@ -50,6 +50,21 @@ fn cpp_standard_library_locks() {
     matrix("std.cpp", "std_cpp", &choices);
 }
 
+/// Unwinding through the entry points (their unwind information): a profiler's `backtrace()` from
+/// a signal handler reaches the caller from inside a lock or unlock, with one thread and with two.
+#[test]
+fn backtraces_through_the_entry_points() {
+    let exe = compile_with("unwind.c", "unwind_c", &["-rdynamic"]);
+    let out = run_limited(command(&exe, false, &[]), LIMIT);
+    assert_ok(&out, "unwind_c under glibc alone");
+    for env in mutex_choices() {
+        let out = run_limited(command(&exe, true, &env), LIMIT);
+        assert_ok(&out, &format!("unwind_c with the library, {env:?}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("0 failure(s)"), "unwind_c {env:?}: {text}");
+    }
+}
+
 /// An unknown choice: one clear line on stderr, the default used, the program unharmed.
 #[test]
 fn an_unknown_choice_warns_once_and_uses_the_default() {

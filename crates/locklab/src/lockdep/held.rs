@@ -319,15 +319,19 @@ pub(super) fn stale(h: &Held) -> bool {
 #[cold]
 #[inline(never)]
 pub(super) fn drop_stale(t: &mut ThreadState) {
+    // The count is read once and bounded by the stack's length, so no slice below can be out of
+    // range even if the state was left inconsistent (a raw `clone` sharing this thread's TLS).
+    let mut n = t.n.min(t.held.len());
     let mut i = 0;
-    while i < t.n {
+    while i < n {
         if stale(&t.held[i]) {
-            t.held.copy_within(i + 1..t.n, i);
-            t.n -= 1;
+            t.held.copy_within(i + 1..n, i);
+            n -= 1;
         } else {
             i += 1;
         }
     }
+    t.n = n;
 }
 
 /// Runs `f` with this thread's acquisitions in subclass `sub` (the kernel's `*_nested` calls), for
