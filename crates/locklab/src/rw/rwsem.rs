@@ -104,7 +104,12 @@
 //! sees ENABLED clear (store-load; Dekker). Loom models SeqCst accesses as AcqRel only, so under loom
 //! SeqCst fences follow the CAS and the clearing store (the models fail without them). The re-check's
 //! Acquire pairs with the enabling reader's Release: the table reader sees the last writer's writes.
-//! The reader's Release clearing of its slot pairs with the writer's SeqCst (Acquire) slot load.
+//! The reader's Release clearing of its slot pairs with the writer's SeqCst (Acquire) slot load. A
+//! reader backing out clears its slot with Release too: a slot is shared (later reads, other locks'
+//! readers), and a writer may read the back-out's 0 as the first change after an earlier reader's
+//! unlock of it; the chain (unlock, the backing-out reader's Acquire CAS, its Release store) keeps
+//! that reader's section before the write (`tests/rwsem_bias_backout.rs`, a data race under Miri
+//! with a Relaxed store).
 //!
 //! # Writer spinning (the owner hint)
 //! `owner` holds the writer's tag, or the last reader's tag with READER_OWNED (a hint only: `up_read`
@@ -793,8 +798,8 @@ impl RawRwSem {
         }
         if !self.revoke_bias(Some(deadline), true) {
             // The deadline passed with readers still in through the table: give the write hold
-            // back; queued readers and writers are woken as by any write unlock, and the bias
-            // stays off until a reader turns it on again. SAFETY: we hold it exclusively.
+            // back (the revocation turned the bias back on before it gave up); queued readers and
+            // writers are woken as by any write unlock. SAFETY: we hold it exclusively.
             unsafe { self.write_unlock() };
             return None;
         }

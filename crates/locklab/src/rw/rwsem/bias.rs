@@ -233,9 +233,13 @@ impl RawRwSem {
         if self.bias.word.load(Ordering::SeqCst) & ENABLED != 0 {
             return Some(RwSemToken::in_slot(tag, i as u32));
         }
-        // Revoked meanwhile: we were never in. Relaxed: our slot protected nothing; the writer only
-        // waits for it to change.
-        s.store(0, Ordering::Relaxed);
+        // Revoked meanwhile: we were never in. Release, not Relaxed, although this hold protected
+        // nothing: the slot is shared (later reads of this lock, readers of other locks hashed
+        // here), and a revoking writer may read this 0 as the first change after an earlier
+        // reader's unlock of the slot. Its Acquire load then synchronises with this store, and
+        // through our Acquire CAS (which read that unlock's 0) with the earlier reader's section.
+        // A Relaxed store would end that chain (a release sequence continues only through RMWs).
+        s.store(0, Ordering::Release);
         None
     }
 
