@@ -7,7 +7,7 @@
 //! or a copy of the link register (aarch64), then a jump. Elsewhere the call site is unknown (0).
 //!
 //! On x86-64, `pthread_mutex_lock` and `pthread_mutex_unlock` (and their `__` aliases) run their
-//! uncontended case first, in a small frameless naked function (`mutex_entry!`): one armed flag
+//! uncontended case first, in a small frameless naked function (`x86_mutex_entry!`): one armed flag
 //! (`sys::MUTEX_FAST`: the default choice, no statistics, no lockdep), a normal mutex, one `lock
 //! cmpxchg`, the owner TID (one `%fs`-relative load) or its clearing; anything else is the same
 //! load of `[rsp]` and a jump to the general function.
@@ -180,54 +180,23 @@ with_site! {
     "C" fn pthread_spin_trylock(s: *mut pthread_spinlock_t) => spin_trylock, "rsi", "x1";
 }
 
-/// Defines the exported mutex lock and unlock. On x86-64 each is a small frameless function: the
+/// Defines the exported mutex lock and unlock on x86-64: each a small frameless function, the
 /// common case inline (`sys::MUTEX_FAST` set, a normal mutex, free for the lock, held with nobody
 /// waiting for the unlock), everything else a tail call to `$general` with the caller's return
-/// address (the call site), as [`with_site`]'s trampolines pass it. Elsewhere, [`with_site`]'s
-/// trampoline to `$other`, whose Rust fast path is the same test.
-macro_rules! mutex_entry {
-    ($($(#[$doc:meta])* fn $name:ident => $x86:ident, $general:ident, $other:ident;)*) => {$(
-        // Named so that the x86-64 entry's general path is not dead code on other targets.
-        #[cfg(not(target_arch = "x86_64"))]
-        const _: unsafe extern "C" fn(*mut pthread_mutex_t, usize) -> c_int = $general;
-
+/// address (the call site), as [`with_site`]'s trampolines pass it. Other targets export
+/// [`with_site`]'s trampolines to [`mutex_lock`] and [`mutex_unlock`] (below), whose Rust fast path
+/// is the same test.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_mutex_entry {
+    ($($(#[$doc:meta])* fn $name:ident => $x86:ident, $general:ident;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
         /// As glibc's function of this name.
-        #[cfg(target_arch = "x86_64")]
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name(m: *mut pthread_mutex_t) -> c_int {
             $x86!($general)
-        }
-
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// As glibc's function of this name.
-        #[cfg(target_arch = "aarch64")]
-        #[unsafe(no_mangle)]
-        #[unsafe(naked)]
-        pub unsafe extern "C" fn $name(m: *mut pthread_mutex_t) -> c_int {
-            core::arch::naked_asm!(
-                ".cfi_startproc",
-                "mov x1, x30",
-                "b {f}",
-                ".cfi_endproc",
-                f = sym $other,
-            )
-        }
-
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// As glibc's function of this name.
-        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $name(m: *mut pthread_mutex_t) -> c_int {
-            // SAFETY: forwarded; the call site is unknown here.
-            unsafe { $other(m, 0) }
         }
     )*};
 }
@@ -324,15 +293,28 @@ macro_rules! x86_mutex_unlock {
     };
 }
 
-mutex_entry! {
+#[cfg(target_arch = "x86_64")]
+x86_mutex_entry! {
     /// `pthread_mutex_lock`.
-    fn pthread_mutex_lock => x86_mutex_lock, mutex_lock_general, mutex_lock;
+    fn pthread_mutex_lock => x86_mutex_lock, mutex_lock_general;
     /// `__pthread_mutex_lock`, the old alias.
-    fn __pthread_mutex_lock => x86_mutex_lock, mutex_lock_general, mutex_lock;
+    fn __pthread_mutex_lock => x86_mutex_lock, mutex_lock_general;
     /// `pthread_mutex_unlock`.
-    fn pthread_mutex_unlock => x86_mutex_unlock, mutex_unlock_general, mutex_unlock;
+    fn pthread_mutex_unlock => x86_mutex_unlock, mutex_unlock_general;
     /// `__pthread_mutex_unlock`, the old alias.
-    fn __pthread_mutex_unlock => x86_mutex_unlock, mutex_unlock_general, mutex_unlock;
+    fn __pthread_mutex_unlock => x86_mutex_unlock, mutex_unlock_general;
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+with_site! {
+    /// `pthread_mutex_lock`.
+    "C" fn pthread_mutex_lock(m: *mut pthread_mutex_t) => mutex_lock, "rsi", "x1";
+    /// `__pthread_mutex_lock`, the old alias.
+    "C" fn __pthread_mutex_lock(m: *mut pthread_mutex_t) => mutex_lock, "rsi", "x1";
+    /// `pthread_mutex_unlock`.
+    "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) => mutex_unlock, "rsi", "x1";
+    /// `__pthread_mutex_unlock`, the old alias.
+    "C" fn __pthread_mutex_unlock(m: *mut pthread_mutex_t) => mutex_unlock, "rsi", "x1";
 }
 
 // --- counted acquisitions ------------------------------------------------------------------------------

@@ -339,12 +339,16 @@ macro_rules! mutex_adapter {
 #[macro_export]
 macro_rules! rwlock_adapter {
     ($adapter:ident, $m:ty) => {
+        $crate::rwlock_adapter!($adapter, $m, <$m>::new(Default::default()));
+    };
+    // `$new`: how to build the lock, when it is not `new` (a constructor with options).
+    ($adapter:ident, $m:ty, $new:expr) => {
         /// Adapter (see the registry for its summary).
         pub struct $adapter($m);
         impl $crate::locks::LockUnderTest for $adapter {
             const HAS_SHARED_MODE: bool = true;
             fn new() -> Self {
-                $adapter(<$m>::new(Default::default()))
+                $adapter($new)
             }
             #[inline(always)]
             fn exclusive<R>(

@@ -15,26 +15,15 @@ rwlock_adapter!(RwSpin, locklab::RwSpinLock<Shared>);
 rwlock_adapter!(RwSem, locklab::RwSem<Shared>);
 rwlock_adapter!(PercpuRwSem, locklab::PercpuRwSem<Shared>);
 
-/// `RwSem<Shared>` with the reader bias (`RawRwSem::with_reader_bias`).
-pub struct RwSemBiased(locklab::RwSem<Shared>);
-
-impl super::LockUnderTest for RwSemBiased {
-    const HAS_SHARED_MODE: bool = true;
-    fn new() -> Self {
-        RwSemBiased(locklab::RwSem::from_raw(
-            locklab::raw::RawRwSem::with_reader_bias(),
-            Shared::default(),
-        ))
-    }
-    #[inline(always)]
-    fn exclusive<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
-        f(&mut self.0.write())
-    }
-    #[inline(always)]
-    fn shared<R>(&self, f: impl FnOnce(&Shared) -> R) -> R {
-        f(&self.0.read())
-    }
-}
+// `RwSem<Shared>` with the reader bias.
+rwlock_adapter!(
+    RwSemBiased,
+    locklab::RwSem<Shared>,
+    locklab::RwSem::from_raw(
+        locklab::raw::RawRwSem::with_reader_bias(),
+        Shared::default()
+    )
+);
 rwlock_adapter!(RecursiveRwSem, locklab::RecursiveRwSem<Shared>);
 rwlock_adapter!(Br, locklab::BrLock<Shared>);
 

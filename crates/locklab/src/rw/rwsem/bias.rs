@@ -164,28 +164,26 @@ impl RawRwSem {
     /// `try_read` for the `lock_api` paths (as [`read_biased`](Self::read_biased)).
     #[inline]
     pub(crate) fn try_read_biased(&self) -> Option<RwSemToken> {
-        if self.biased {
-            if let Some(t) = self.try_read_through_table() {
-                return Some(t);
-            }
-            let t = self.try_read()?;
-            self.maybe_enable_bias();
-            return Some(t);
-        }
-        self.try_read()
+        self.read_biased_or(|| self.try_read())
     }
 
     /// `read_until` for the `lock_api` paths (as [`read_biased`](Self::read_biased)).
     pub(crate) fn read_biased_until(&self, deadline: &Deadline) -> Option<RwSemToken> {
+        self.read_biased_or(|| self.read_until(deadline))
+    }
+
+    /// [`read_biased`](Self::read_biased) with an attempt in the count that may fail (`in_count`).
+    #[inline(always)]
+    fn read_biased_or(&self, in_count: impl FnOnce() -> Option<RwSemToken>) -> Option<RwSemToken> {
         if self.biased {
             if let Some(t) = self.try_read_through_table() {
                 return Some(t);
             }
-            let t = self.read_until(deadline)?;
+            let t = in_count()?;
             self.maybe_enable_bias();
             return Some(t);
         }
-        self.read_until(deadline)
+        in_count()
     }
 
     /// Releases a hold taken by one of the `*_biased` read paths.
