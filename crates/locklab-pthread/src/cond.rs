@@ -8,8 +8,9 @@
 //! - **Signal**: if `waiters` is 0, nothing (no system call); else `seq += 1` and wake one sleeper.
 //! - **Broadcast**: if `waiters` is 0, nothing; else `seq += 1` and wake every sleeper. They then take
 //!   the mutex one by one through its own slow path (a short spin, then a sleep on its word). A
-//!   futex requeue onto the mutex word, as glibc's pre-2.25 condvar did, would bypass the adaptive
-//!   mutex's sleeper count, and the spinlock choices have no word to sleep on.
+//!   futex requeue onto the mutex word, as glibc's pre-2.25 condvar did, would put sleepers on the
+//!   adaptive mutex's word that no mark announces, and the spinlock choices have no word to sleep
+//!   on.
 //!
 //! # Why no wake-up is lost
 //! A waiter reads `seq` (and has counted itself in `waiters`) before it releases the mutex. A

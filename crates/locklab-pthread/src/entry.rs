@@ -181,8 +181,8 @@ with_site! {
 }
 
 /// Defines the exported mutex lock and unlock on x86-64: each a small frameless function, the
-/// common case inline (`sys::MUTEX_FAST` set, a normal mutex, free for the lock, held with nobody
-/// waiting for the unlock), everything else a tail call to `$general` with the caller's return
+/// common case inline (`sys::MUTEX_FAST` set, a normal mutex, free for the lock, held and not
+/// marked by a sleeper for the unlock), everything else a tail call to `$general` with the caller's return
 /// address (the call site), as [`with_site`]'s trampolines pass it. Other targets export
 /// [`with_site`]'s trampolines to [`mutex_lock`] and [`mutex_unlock`] (below), whose Rust fast path
 /// is the same test.
@@ -247,16 +247,14 @@ macro_rules! x86_mutex_lock {
 }
 
 /// The x86-64 unlock entry: with the fast path armed and a normal mutex, the owner cleared, then
-/// the release of a word that is exactly `LOCKED` (nobody asleep, no wake-up in flight): a plain
+/// the release of a word that is exactly `LOCKED` (no sleeper's mark): a plain
 /// load and store while the process has one thread, else `lock cmpxchg` `LOCKED` -> 0 (Release and
 /// more; the adaptive mutex's `unlock_quiet`); 0. Any other word goes to the general function
 /// (which clears the owner too), and nothing here touches the mutex after the release.
 ///
-/// Not glibc's single `xchg`: a swap to 0 would lose the sleepers' count and `WAKING`. A look at the
-/// word and then `lock and` clearing `LOCKED` cost 2.5 ns more than the CAS (a load right after the
-/// lock's locked instruction waits for it); `lock and` alone, waking one sleeper whenever the word
-/// kept anything, was 0.4 ns cheaper but would wake a sleeper at every unlock with one in flight
-/// (the herd `WAKING` prevents).
+/// A marked word (`SLEEPERS`: a sleeper may wait) goes to the general unlock, whose swap to 0 and
+/// wake-up are glibc's. The word holds nothing but `LOCKED` and the mark, so glibc's single `xchg`
+/// here would be correct too (not measured against the CAS).
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86_mutex_unlock {
     ($general:ident) => {

@@ -396,8 +396,8 @@ pub(crate) unsafe fn lock_general(m: M) -> c_int {
             // One thread in the process: nobody else can touch the mutex, plain accesses do.
             let alone = sys::single_threaded() && m.mutex().try_lock_unshared();
             // A load before any CAS: the common case's CAS in `lock` has just failed (a CAS that
-            // fails still takes the line from the holder), and a free word with sleepers counted
-            // is taken here too.
+            // fails still takes the line from the holder); a CAS only if the word shows the lock
+            // free.
             if !alone && !m.mutex().try_lock() {
                 lock_slow(m);
             }
@@ -425,8 +425,8 @@ fn lock_slow(m: M) {
     sys::set_errno(e);
 }
 
-/// The unlock's common case, as in [`lock_fast`]: armed, a normal mutex held with nobody asleep
-/// or spinning on it: the owner cleared and one CAS (a plain load and store while the process has
+/// The unlock's common case, as in [`lock_fast`]: armed, a normal mutex held, its word not marked
+/// by a sleeper: the owner cleared and one CAS (a plain load and store while the process has
 /// one thread). `false` otherwise: [`unlock_general`] then (which clears the owner of a normal
 /// mutex too, so a failed attempt here leaves nothing to undo).
 ///

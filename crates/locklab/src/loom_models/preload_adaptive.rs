@@ -1,14 +1,21 @@
 //! Loom model of the preload library's `adaptive` mutex (`crates/locklab-pthread/src/adaptive.rs`,
-//! included here unchanged): its lock word (`LOCKED`, `WAKING`, a sleeper count), its sleep on the
-//! word and its unlock's single wake-up in flight.
+//! included here unchanged): its lock word (`LOCKED` and the `SLEEPERS` mark, glibc's protocol), its
+//! sleep on the marked word, the unlock that clears the mark and wakes one, and the woken thread that
+//! puts the mark back.
 //!
 //! The file is compiled beside the `sys` below instead of the library's: loom's atomics, and a model
 //! futex with the kernel's semantics where they matter here: a wait compares the word and sleeps
 //! atomically, a wake wakes at most `n` threads that are asleep at that moment (oldest first) and
 //! says how many. The watchdog's 100 ms wait is modelled as a wait with no time-out, so a model that
 //! deadlocks is a lost wake-up the watchdog would have hidden; a timed lock's wait times out at once
-//! (the time-out path, exiting with its count and perhaps `WAKING`, is what is explored). Spins take
-//! one look (`sys::MODEL`).
+//! (the time-out path, leaving the mark its swap wrote, is what is explored). Spins take one look
+//! (`sys::MODEL`).
+//!
+//! Every model below fails when any one step the protocol needs is removed from `adaptive.rs`: the
+//! unlock's wake-up of a marked word; the mark in the sleeper's swap (a swap to `LOCKED`, and a sleep
+//! on `LOCKED`); the swap after a sleep (a woken thread that first tries a plain CAS on a free word
+//! takes the lock without the mark, and the other sleepers' wake-up went to it: a deadlock); the
+//! sleeper's Acquire or the unlock's Release (a data race on the guarded value).
 
 #![allow(dead_code)] // the parts of the included file the models do not call
 
@@ -119,8 +126,7 @@ fn lockers(
 }
 
 /// Three lockers, each sleeping when it finds the lock held: mutual exclusion, nobody left asleep
-/// (a lost wake-up is a deadlock loom reports), and a clean word at the end (no count, no
-/// `WAKING`).
+/// (a lost wake-up is a deadlock loom reports), and a clean word at the end (no hold, no mark).
 #[test]
 fn three_lockers_no_lost_wake_up() {
     model_with_preemptions(2, || {
@@ -133,8 +139,9 @@ fn three_lockers_no_lost_wake_up() {
     });
 }
 
-/// Two lockers taking it twice each: an unlock's wake-up in flight (`WAKING`) while the woken
-/// thread has not looked yet must not cost the other sleeper its wake-up.
+/// Two lockers taking it twice each (and the main thread once): an unlock's wake-up in flight, the
+/// mark cleared, while the woken thread has not looked yet must not cost the other sleeper its
+/// wake-up.
 #[test]
 fn two_lockers_twice_each() {
     model_with_preemptions(2, || {
@@ -152,7 +159,7 @@ fn two_lockers_twice_each() {
 }
 
 /// `special` (one locker's protocol, given the mutex and the guarded data) in a thread of its own,
-/// racing two plain lockers; at the end the word is clean (no count, no `WAKING`).
+/// racing two plain lockers; at the end the word is clean (no hold, no mark).
 fn against_two_plain_lockers(special: fn(Adaptive, &Guarded)) {
     model_with_preemptions(2, move || {
         let m = mutex();
@@ -170,8 +177,8 @@ fn against_two_plain_lockers(special: fn(Adaptive, &Guarded)) {
     });
 }
 
-/// A timed locker that gives up (leaving with its count, and clearing `WAKING` if an unlock had
-/// just set it for it) racing two plain lockers: the plain ones still get in.
+/// A timed locker that gives up (leaving the mark its swap wrote, which the holder's unlock clears
+/// with a spare wake-up) racing two plain lockers: the plain ones still get in.
 #[test]
 fn a_timed_out_locker_costs_the_others_nothing() {
     against_two_plain_lockers(|m, data| {
@@ -186,9 +193,9 @@ fn a_timed_out_locker_costs_the_others_nothing() {
     });
 }
 
-/// The library's contended path: a `try_lock` (a load, and a CAS only on a free word, sleepers
-/// counted or not), then `lock_contended` straight into the spin and the sleep, racing two plain
-/// lockers: mutual exclusion, no lost wake-up, a clean word.
+/// The library's contended path: a `try_lock` (a load, and a CAS only on a free word), then
+/// `lock_contended` straight into the spin and the sleep, racing two plain lockers: mutual
+/// exclusion, no lost wake-up, a clean word.
 #[test]
 fn a_contended_entry_without_the_fast_cas() {
     against_two_plain_lockers(|m, data| {
@@ -203,8 +210,8 @@ fn a_contended_entry_without_the_fast_cas() {
 /// The exported calls as the library's entry runs them, in all three threads: the lock's CAS
 /// 0 -> `LOCKED` (`try_lock_fast`), else a look and a CAS on a free word (`try_lock`), else the
 /// spin and the sleep; the unlock's CAS `LOCKED` -> 0 (`unlock_quiet`), else the general unlock.
-/// Mutual exclusion, no lost wake-up (a quiet release never leaves a counted sleeper asleep), a
-/// clean word.
+/// Mutual exclusion, no lost wake-up (a quiet release never leaves a marked sleeper asleep: it
+/// needs the word exactly `LOCKED`), a clean word.
 #[test]
 fn the_entry_fast_paths_in_every_thread() {
     fn entry_lock(m: Adaptive) {
