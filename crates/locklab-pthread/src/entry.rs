@@ -10,7 +10,9 @@
 //! uncontended case first, in a small frameless naked function (`x86_mutex_entry!`): one armed flag
 //! (`sys::MUTEX_FAST`: the default choice, no statistics, no lockdep), a normal mutex, one `lock
 //! cmpxchg`, the owner TID (one `%fs`-relative load) or its clearing; anything else is the same
-//! load of `[rsp]` and a jump to the general function.
+//! load of `[rsp]` and a jump to the general function. `pthread_rwlock_rdlock` and
+//! `pthread_rwlock_unlock` do the same for a read hold of the default rwlock (`sys::RWLOCK_FAST`):
+//! two field checks and one `lock xadd`.
 //!
 //! ```
 //! let mut m: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
@@ -117,10 +119,6 @@ with_site! {
     /// `cnd_broadcast`.
     "C" fn cnd_broadcast(c: *mut pthread_cond_t) => c11_broadcast, "rsi", "x1";
 
-    /// `pthread_rwlock_rdlock`.
-    "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rw_rdlock, "rsi", "x1";
-    /// `__pthread_rwlock_rdlock`, the old alias.
-    "C" fn __pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rw_rdlock, "rsi", "x1";
     /// `pthread_rwlock_tryrdlock`.
     "C" fn pthread_rwlock_tryrdlock(l: *mut pthread_rwlock_t) => rw_tryrdlock, "rsi", "x1";
     /// `__pthread_rwlock_tryrdlock`, the old alias.
@@ -167,10 +165,6 @@ with_site! {
 
     /// `mtx_unlock`.
     "C" fn mtx_unlock(m: *mut pthread_mutex_t) => c11_unlock, "rsi", "x1";
-    /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
-    "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rw_unlock, "rsi", "x1";
-    /// `__pthread_rwlock_unlock`, the old alias.
-    "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rw_unlock, "rsi", "x1";
     /// `pthread_spin_unlock`.
     "C" fn pthread_spin_unlock(s: *mut pthread_spinlock_t) => spin_unlock, "rsi", "x1";
 
@@ -313,6 +307,150 @@ with_site! {
     "C" fn pthread_mutex_unlock(m: *mut pthread_mutex_t) => mutex_unlock, "rsi", "x1";
     /// `__pthread_mutex_unlock`, the old alias.
     "C" fn __pthread_mutex_unlock(m: *mut pthread_mutex_t) => mutex_unlock, "rsi", "x1";
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+with_site! {
+    /// `pthread_rwlock_rdlock`.
+    "C" fn pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rw_rdlock, "rsi", "x1";
+    /// `__pthread_rwlock_rdlock`, the old alias.
+    "C" fn __pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) => rw_rdlock, "rsi", "x1";
+    /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
+    "C" fn pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rw_unlock, "rsi", "x1";
+    /// `__pthread_rwlock_unlock`, the old alias.
+    "C" fn __pthread_rwlock_unlock(l: *mut pthread_rwlock_t) => rw_unlock, "rsi", "x1";
+}
+
+/// Defines the exported rwlock read lock and unlock on x86-64, as [`x86_mutex_entry`] does the
+/// mutex's: each a small frameless function with the common case inline, everything else a tail
+/// call with the call site.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_rwlock_entry {
+    ($($(#[$doc:meta])* fn $name:ident => $x86:ident;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As glibc's function of this name.
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name(l: *mut pthread_rwlock_t) -> c_int {
+            $x86!()
+        }
+    )*};
+}
+
+/// The x86-64 read lock entry (`rdi`: the rwlock). With the fast path armed
+/// (`sys::RWLOCK_FAST`: the default choice, no statistics, no lockdep), a lock that is not
+/// process-shared (glibc's then) and of a kind that reads recursively: one `lock xadd` of a read
+/// hold (the `RecursiveRwSem`'s fast path, Acquire and more), kept if no writer held the lock and
+/// the count was under the library's limit, and 0. A refused add goes to `rw_rdlock_refused`,
+/// which gives it back and takes the general path (`EDEADLK` for the writer itself, `EAGAIN` at
+/// the limit, a wait otherwise); anything else goes straight to the general function.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_rwlock_rdlock {
+    () => {
+        core::arch::naked_asm!(
+            ".cfi_startproc",
+            "cmp byte ptr [rip + {fast}], 0",
+            "je 4f",
+            "cmp dword ptr [rdi + {shared}], 0",
+            "jne 4f",
+            "cmp byte ptr [rdi + {flags}], {writers_first}",
+            "je 4f",
+            "mov eax, 1",
+            "lock xadd dword ptr [rdi], eax",
+            "test eax, {writer}",
+            "jne 5f",
+            "and eax, {count}",
+            "cmp eax, {limit}",
+            "jae 5f",
+            "xor eax, eax",
+            "ret",
+            "5:",
+            "mov rsi, qword ptr [rsp]",
+            "jmp {refused}",
+            "4:",
+            "mov rsi, qword ptr [rsp]",
+            "jmp {general}",
+            ".cfi_endproc",
+            fast = sym crate::sys::RWLOCK_FAST,
+            shared = const rwlock::OFF_SHARED,
+            flags = const rwlock::OFF_FLAGS,
+            writers_first = const rwlock::PREFER_WRITER_NONRECURSIVE,
+            writer = const locklab::rw::recursive_rwsem::HELD_FOR_WRITING,
+            count = const locklab::rw::recursive_rwsem::COUNT_MASK,
+            limit = const rwlock::RWSEM_READ_LIMIT,
+            refused = sym rw_rdlock_refused,
+            general = sym rw_rdlock,
+        )
+    };
+}
+
+/// The x86-64 unlock entry. With the fast path armed, a lock that is not process-shared, no writer
+/// recorded (`__cur_writer` 0: the caller cannot hold it for writing) and a read hold in the count
+/// (an unlock of a lock nobody holds is left to the general function, which leaves it alone): one
+/// `lock xadd` of -1 (Release and more), then a tail call to `rw_read_unlocked` with the word before
+/// it, which wakes waiting writers if this was the last reader, and returns 0. Anything else goes to
+/// the general function; nothing here touches the lock after the subtraction.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_rwlock_unlock {
+    () => {
+        core::arch::naked_asm!(
+            ".cfi_startproc",
+            "cmp byte ptr [rip + {fast}], 0",
+            "je 4f",
+            "cmp dword ptr [rdi + {shared}], 0",
+            "jne 4f",
+            "cmp dword ptr [rdi + {writer}], 0",
+            "jne 4f",
+            "test dword ptr [rdi], {count}",
+            "je 4f",
+            "mov esi, -1",
+            "lock xadd dword ptr [rdi], esi",
+            "jmp {after}",
+            "4:",
+            "mov rsi, qword ptr [rsp]",
+            "jmp {general}",
+            ".cfi_endproc",
+            fast = sym crate::sys::RWLOCK_FAST,
+            shared = const rwlock::OFF_SHARED,
+            writer = const rwlock::OFF_WRITER,
+            count = const locklab::rw::recursive_rwsem::COUNT_MASK,
+            after = sym rw_read_unlocked,
+            general = sym rw_unlock,
+        )
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+x86_rwlock_entry! {
+    /// `pthread_rwlock_rdlock`.
+    fn pthread_rwlock_rdlock => x86_rwlock_rdlock;
+    /// `__pthread_rwlock_rdlock`, the old alias.
+    fn __pthread_rwlock_rdlock => x86_rwlock_rdlock;
+    /// `pthread_rwlock_unlock`: the write lock if the caller holds it, else one read hold.
+    fn pthread_rwlock_unlock => x86_rwlock_unlock;
+    /// `__pthread_rwlock_unlock`, the old alias.
+    fn __pthread_rwlock_unlock => x86_rwlock_unlock;
+}
+
+/// The x86-64 read lock entry's refused add: given back, then the general path.
+///
+/// # Safety
+/// `l` is one of our rwlocks to which the entry has just added a read hold.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn rw_rdlock_refused(l: *mut pthread_rwlock_t, site: usize) -> c_int {
+    // SAFETY: the entry's add is ours to give back.
+    unsafe { rwlock::undo_refused_read(l) };
+    // SAFETY: forwarded.
+    unsafe { rw_rdlock(l, site) }
+}
+
+/// The x86-64 unlock entry's second half: `prev` is the word before its subtraction.
+#[cfg(target_arch = "x86_64")]
+extern "C" fn rw_read_unlocked(l: *mut pthread_rwlock_t, prev: u32) -> c_int {
+    rwlock::after_read_unlock(l, prev);
+    0
 }
 
 // --- counted acquisitions ------------------------------------------------------------------------------

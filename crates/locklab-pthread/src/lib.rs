@@ -76,6 +76,7 @@ extern "C" fn init() {
     entry::find_exit();
     dep::init();
     sys::arm_mutex_fast();
+    sys::arm_rwlock_fast();
     // SAFETY: a handler that only makes system calls and writes the library's own state.
     unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
 }

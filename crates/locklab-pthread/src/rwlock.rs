@@ -42,18 +42,19 @@ use libc::{c_int, clockid_t, pthread_rwlock_t, pthread_rwlockattr_t, timespec};
 use lock_api::{RawRwLock as _, RawRwLockTimed as _};
 use locklab::raw::{RawRecursiveRwSem, RawRwSpinLock};
 
-const OFF_WRITER: usize = 24;
-const OFF_SHARED: usize = 28;
-const OFF_FLAGS: usize = 48;
+pub(crate) const OFF_WRITER: usize = 24;
+pub(crate) const OFF_SHARED: usize = 28;
+pub(crate) const OFF_FLAGS: usize = 48;
 const OFF_WRITERS_WAITING: usize = 16;
 const OFF_GATE: usize = 20;
-const PREFER_WRITER_NONRECURSIVE: u8 = 2;
+pub(crate) const PREFER_WRITER_NONRECURSIVE: u8 = 2;
 /// Read holds refused with `EAGAIN` beyond this (well below either lock's hard limit, so a burst of
 /// concurrent readers cannot reach it between our check and their increment).
 const READ_LIMIT_MARGIN: u32 = 1 << 16;
 /// `recursive-rwsem`: read holds refused (`EAGAIN`) from this count on; the fast path's add refuses there too,
 /// so the margin above stays free for the slow path's readers.
-const RWSEM_READ_LIMIT: u32 = locklab::rw::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN;
+pub(crate) const RWSEM_READ_LIMIT: u32 =
+    locklab::rw::recursive_rwsem::MAX_READERS - READ_LIMIT_MARGIN;
 
 #[derive(Clone, Copy)]
 pub(crate) struct L(pub(crate) *mut pthread_rwlock_t);
@@ -175,6 +176,22 @@ impl L {
             }),
         }
     }
+}
+
+/// The x86-64 `pthread_rwlock_rdlock` entry's refused add (a writer holds the lock, or the count
+/// is at the library's limit): undone as the Rust fast path undoes it, then the general path.
+///
+/// # Safety
+/// `l` is a valid `pthread_rwlock_t` of ours to which the entry has just added one read hold.
+pub(crate) unsafe fn undo_refused_read(l: *mut pthread_rwlock_t) {
+    // SAFETY: the entry's add is a read hold to give back.
+    unsafe { L(l).sem().unlock_shared(lock_api::GuardSend::new()) };
+}
+
+/// The x86-64 `pthread_rwlock_unlock` entry's second half, after its `fetch_sub` of one read hold
+/// (`prev`, the word before it): the last reader out wakes waiting writers.
+pub(crate) fn after_read_unlock(l: *mut pthread_rwlock_t, prev: u32) {
+    L(l).sem().after_read_unlock(prev);
 }
 
 /// Which lock, how long, and whether only to try.

@@ -167,6 +167,20 @@ pub(crate) fn arm_mutex_fast() {
     MUTEX_FAST.store(ok, Ordering::Release);
 }
 
+/// Whether the exported `pthread_rwlock_rdlock` and `pthread_rwlock_unlock` may take their inline
+/// fast path (the x86-64 entry in [`crate::entry`]): the default rwlock choice
+/// (`recursive-rwsem`), no statistics, no lockdep. Set by the constructor ([`arm_rwlock_fast`]),
+/// never cleared; false before it, when every call takes the general path.
+pub(crate) static RWLOCK_FAST: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`RWLOCK_FAST`] if the fast path's conditions hold (the constructor calls it, after the
+/// choices, statistics and lockdep are read).
+pub(crate) fn arm_rwlock_fast() {
+    let ok = crate::config::rwlock_is_default() && !crate::config::stat() && !crate::dep::on();
+    // Release pairs with the entry's load of the flag (a plain x86-64 load).
+    RWLOCK_FAST.store(ok, Ordering::Release);
+}
+
 /// In a child of `fork` the only thread has a new TID (for the cached fallback; glibc updates its
 /// own field itself).
 pub(crate) fn after_fork_child() {

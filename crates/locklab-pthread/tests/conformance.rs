@@ -38,6 +38,16 @@ fn rwlocks_and_spinlocks() {
     matrix("rwlock.c", "rwlock_c", &choices);
 }
 
+/// Read locks to the limit under every rwlock choice: `EAGAIN`, then every hold given back.
+#[test]
+fn rwlock_read_hold_limit() {
+    let choices: Vec<_> = ["recursive-rwsem", "rwspinlock", "glibc"]
+        .into_iter()
+        .map(|rw| vec![("LOCKLAB_RWLOCK", rw)])
+        .collect();
+    matrix("rw_read_limit.c", "rw_read_limit_c", &choices);
+}
+
 #[test]
 fn stress_early_locks_and_a_locking_malloc() {
     matrix("stress.c", "stress_c", &mutex_choices());

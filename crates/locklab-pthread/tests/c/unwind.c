@@ -10,6 +10,7 @@
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static volatile long samples, cut;
 
 static void on_prof(int sig) {
@@ -40,6 +41,8 @@ __attribute__((noinline)) void unwind_hot_loop(long want) {
       if (pthread_mutex_trylock(&m) == 0)
         pthread_mutex_unlock(&m);
       pthread_cond_signal(&c);
+      pthread_rwlock_rdlock(&rw);
+      pthread_rwlock_unlock(&rw);
     }
   }
 }

@@ -114,6 +114,8 @@ spin_exclusion_model! {
 
 #[cfg(unix)]
 mod preload_adaptive;
+#[cfg(unix)]
+mod preload_adaptive_interrupts;
 mod rcu;
 mod rw;
 mod sleep;

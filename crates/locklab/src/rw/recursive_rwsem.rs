@@ -79,6 +79,16 @@ pub const MAX_READERS: u32 = (1 << 28) - 1;
 /// ```
 pub const COUNT_MASK: u32 = READERS;
 
+/// The word's bit that says a writer holds the lock (its top bit; the preload library's x86-64
+/// `pthread_rwlock_rdlock` entry tests it in assembly).
+///
+/// ```
+/// use locklab::rw::recursive_rwsem::{COUNT_MASK, HELD_FOR_WRITING};
+/// assert_eq!(HELD_FOR_WRITING, 1 << 31);
+/// assert_eq!(HELD_FOR_WRITING & COUNT_MASK, 0);
+/// ```
+pub const HELD_FOR_WRITING: u32 = WRITER;
+
 /// A reader-preferring sleeping rwlock (module docs).
 ///
 /// ```
@@ -90,6 +100,7 @@ pub const COUNT_MASK: u32 = READERS;
 /// let w = l.try_lock_exclusive().expect("free");
 /// unsafe { l.unlock_exclusive(w) };
 /// ```
+#[repr(C)] // the word first: the preload library's entry reads and adds to it in place
 pub struct RawRecursiveRwSem {
     word: AtomicU32,
     /// Its lockdep class (the `lockdep` feature; zero-sized without it).
@@ -244,6 +255,27 @@ impl RawRecursiveRwSem {
         // Release: ends the read section (pairs with a writer's Acquire CAS).
         let prev = self.word.fetch_sub(1, Ordering::Release);
         debug_assert!(prev & READERS != 0, "unlock_shared without a read hold");
+        self.after_read_unlock(prev);
+    }
+
+    /// The second half of a read unlock whose `fetch_sub(1, Release)` of the lock's word (its first
+    /// four bytes) the caller made itself, `prev` being the word before it: the last reader out
+    /// wakes waiting writers. For the preload library's x86-64 `pthread_rwlock_unlock` entry, which
+    /// makes the subtraction in assembly.
+    ///
+    /// ```
+    /// use lock_api::RawRwLock as _;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// let l = locklab::raw::RawRecursiveRwSem::INIT;
+    /// l.lock_shared();
+    /// // SAFETY (of the cast): the word is the lock's first field, an `AtomicU32`.
+    /// let word = unsafe { &*(&l as *const _ as *const AtomicU32) };
+    /// let prev = word.fetch_sub(1, Ordering::Release);
+    /// l.after_read_unlock(prev);
+    /// assert!(l.try_lock_exclusive().is_some(), "no read hold left");
+    /// ```
+    #[inline]
+    pub fn after_read_unlock(&self, prev: u32) {
         // With WRITER set this was a refused add's undo: the writer's unlock wakes the sleepers.
         if prev & READERS == 1 && prev & (WRITERS_WAITING | WRITER) == WRITERS_WAITING {
             // The last reader: let the writers race (invariant 3).
