@@ -12,7 +12,7 @@
 //! cmpxchg`, the owner TID (one `%fs`-relative load) or its clearing; anything else is the same
 //! load of `[rsp]` and a jump to the general function. `pthread_rwlock_rdlock` and
 //! `pthread_rwlock_unlock` do the same for a read hold of the default rwlock (`sys::RWLOCK_FAST`):
-//! two field checks and one `lock xadd`.
+//! a few field checks and one `lock xadd` (the read lock) or `lock cmpxchg` (the unlock).
 //!
 //! ```
 //! let mut m: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
@@ -387,11 +387,13 @@ macro_rules! x86_rwlock_rdlock {
 }
 
 /// The x86-64 unlock entry. With the fast path armed, a lock that is not process-shared, no writer
-/// recorded (`__cur_writer` 0: the caller cannot hold it for writing) and a read hold in the count
-/// (an unlock of a lock nobody holds is left to the general function, which leaves it alone): one
-/// `lock xadd` of -1 (Release and more), then a tail call to `rw_read_unlocked` with the word before
-/// it, which wakes waiting writers if this was the last reader, and returns 0. Anything else goes to
-/// the general function; nothing here touches the lock after the subtraction.
+/// recorded (`__cur_writer` 0: the caller cannot hold it for writing), a read hold in the count (an
+/// unlock of a lock nobody holds is left to the general function, which leaves it alone) and no
+/// writer waiting: one `lock cmpxchg` from the word seen to one hold less (Release and more), and
+/// 0. That compare-and-swap is the unlock's only write, and nothing touches the lock after it: the
+/// moment the count reaches 0 a writer may take the lock, release it and free its memory. A waiting
+/// writer (the last reader out must clear its flag in the same compare-and-swap and wake it), a
+/// failed compare-and-swap and anything else go to the general function.
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86_rwlock_unlock {
     () => {
@@ -403,11 +405,16 @@ macro_rules! x86_rwlock_unlock {
             "jne 4f",
             "cmp dword ptr [rdi + {writer}], 0",
             "jne 4f",
-            "test dword ptr [rdi], {count}",
+            "mov eax, dword ptr [rdi]",
+            "test eax, {count}",
             "je 4f",
-            "mov esi, -1",
-            "lock xadd dword ptr [rdi], esi",
-            "jmp {after}",
+            "test eax, {writer_waiting}",
+            "jne 4f",
+            "lea ecx, [rax - 1]",
+            "lock cmpxchg dword ptr [rdi], ecx",
+            "jne 4f",
+            "xor eax, eax",
+            "ret",
             "4:",
             "mov rsi, qword ptr [rsp]",
             "jmp {general}",
@@ -416,7 +423,7 @@ macro_rules! x86_rwlock_unlock {
             shared = const rwlock::OFF_SHARED,
             writer = const rwlock::OFF_WRITER,
             count = const locklab::rw::recursive_rwsem::COUNT_MASK,
-            after = sym rw_read_unlocked,
+            writer_waiting = const locklab::rw::recursive_rwsem::WRITER_WAITING,
             general = sym rw_unlock,
         )
     };
@@ -444,13 +451,6 @@ unsafe extern "C" fn rw_rdlock_refused(l: *mut pthread_rwlock_t, site: usize) ->
     unsafe { rwlock::undo_refused_read(l) };
     // SAFETY: forwarded.
     unsafe { rw_rdlock(l, site) }
-}
-
-/// The x86-64 unlock entry's second half: `prev` is the word before its subtraction.
-#[cfg(target_arch = "x86_64")]
-extern "C" fn rw_read_unlocked(l: *mut pthread_rwlock_t, prev: u32) -> c_int {
-    rwlock::after_read_unlock(l, prev);
-    0
 }
 
 // --- counted acquisitions ------------------------------------------------------------------------------

@@ -188,12 +188,6 @@ pub(crate) unsafe fn undo_refused_read(l: *mut pthread_rwlock_t) {
     unsafe { L(l).sem().unlock_shared(lock_api::GuardSend::new()) };
 }
 
-/// The x86-64 `pthread_rwlock_unlock` entry's second half, after its `fetch_sub` of one read hold
-/// (`prev`, the word before it): the last reader out wakes waiting writers.
-pub(crate) fn after_read_unlock(l: *mut pthread_rwlock_t, prev: u32) {
-    L(l).sem().after_read_unlock(prev);
-}
-
 /// Which lock, how long, and whether only to try.
 enum How<'a> {
     Block,

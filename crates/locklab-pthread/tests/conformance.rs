@@ -48,6 +48,17 @@ fn rwlock_read_hold_limit() {
     matrix("rw_read_limit.c", "rw_read_limit_c", &choices);
 }
 
+/// A read unlock leaves the rwlock alone once its hold is released (the next owner destroys and
+/// reuses the memory), under every rwlock choice.
+#[test]
+fn rwlock_unlock_then_reuse() {
+    let choices: Vec<_> = ["recursive-rwsem", "rwspinlock", "glibc"]
+        .into_iter()
+        .map(|rw| vec![("LOCKLAB_RWLOCK", rw)])
+        .collect();
+    matrix("rw_unlock_then_reuse.c", "rw_unlock_then_reuse_c", &choices);
+}
+
 #[test]
 fn stress_early_locks_and_a_locking_malloc() {
     matrix("stress.c", "stress_c", &mutex_choices());

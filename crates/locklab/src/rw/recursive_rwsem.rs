@@ -21,10 +21,12 @@
 //! - **Write lock**: when WRITER and `readers` are both clear, CAS WRITER in (keeping the flags; a
 //!   waiting writer re-sets WRITERS_WAITING when it sleeps again). Else CAS WRITERS_WAITING in and
 //!   sleep on the word with that value.
-//! - **Read unlock** (and the undo of a refused add): `readers -= 1`; the last reader out, if
-//!   WRITERS_WAITING is set and no writer holds the lock, clears it and wakes every sleeper (the
-//!   writers race for the lock; the losers sleep again). With WRITER set the decrement was a
-//!   refused add's undo, and the writer's own unlock wakes the sleepers.
+//! - **Read unlock** (and the undo of a refused add): one CAS, `readers -= 1`; the last reader out,
+//!   if WRITERS_WAITING is set and no writer holds the lock, clears it in the same CAS and then wakes
+//!   every sleeper (the writers race for the lock; the losers sleep again). The release is the
+//!   unlock's last write to the word: a writer may take, release and free the lock the moment the
+//!   count reaches 0, and the wake-up uses only the word's address. With WRITER set the decrement
+//!   was a refused add's undo, and the writer's own unlock wakes the sleepers.
 //! - **Write unlock**: clear WRITER and both waiting bits; if either was set, wake every sleeper.
 //! - Timed and `try` forms: the same, giving up at the deadline (nothing to undo: a waiter changes
 //!   the word only by setting a waiting bit, which at worst causes one spurious wake-up).
@@ -88,6 +90,16 @@ pub const COUNT_MASK: u32 = READERS;
 /// assert_eq!(HELD_FOR_WRITING & COUNT_MASK, 0);
 /// ```
 pub const HELD_FOR_WRITING: u32 = WRITER;
+
+/// The word's bit that says a writer waits (the preload library's x86-64 `pthread_rwlock_unlock`
+/// entry leaves a read unlock that sees it to the general path, whose release clears it).
+///
+/// ```
+/// use locklab::rw::recursive_rwsem::{COUNT_MASK, HELD_FOR_WRITING, WRITER_WAITING};
+/// assert_eq!(WRITER_WAITING, 1 << 30);
+/// assert_eq!(WRITER_WAITING & (COUNT_MASK | HELD_FOR_WRITING), 0);
+/// ```
+pub const WRITER_WAITING: u32 = WRITERS_WAITING;
 
 /// A reader-preferring sleeping rwlock (module docs).
 ///
@@ -250,38 +262,40 @@ impl RawRecursiveRwSem {
     }
 
     /// Ends a read hold (or undoes a refused add); the last reader out wakes waiting writers.
+    ///
+    /// One compare-and-swap both releases the hold and, for the last reader with writers waiting,
+    /// clears WRITERS_WAITING: the moment the count reaches 0 a writer may take the lock, release
+    /// it and free its memory (glibc allows destroying a rwlock as soon as it is free), so the
+    /// release must be this thread's last write to the word. The wake-up after it uses only the
+    /// word's address.
     #[inline]
     pub(crate) fn read_unlock(&self) {
-        // Release: ends the read section (pairs with a writer's Acquire CAS).
-        let prev = self.word.fetch_sub(1, Ordering::Release);
-        debug_assert!(prev & READERS != 0, "unlock_shared without a read hold");
-        self.after_read_unlock(prev);
-    }
-
-    /// The second half of a read unlock whose `fetch_sub(1, Release)` of the lock's word (its first
-    /// four bytes) the caller made itself, `prev` being the word before it: the last reader out
-    /// wakes waiting writers. For the preload library's x86-64 `pthread_rwlock_unlock` entry, which
-    /// makes the subtraction in assembly.
-    ///
-    /// ```
-    /// use lock_api::RawRwLock as _;
-    /// use std::sync::atomic::{AtomicU32, Ordering};
-    /// let l = locklab::raw::RawRecursiveRwSem::INIT;
-    /// l.lock_shared();
-    /// // SAFETY (of the cast): the word is the lock's first field, an `AtomicU32`.
-    /// let word = unsafe { &*(&l as *const _ as *const AtomicU32) };
-    /// let prev = word.fetch_sub(1, Ordering::Release);
-    /// l.after_read_unlock(prev);
-    /// assert!(l.try_lock_exclusive().is_some(), "no read hold left");
-    /// ```
-    #[inline]
-    pub fn after_read_unlock(&self, prev: u32) {
-        // With WRITER set this was a refused add's undo: the writer's unlock wakes the sleepers.
-        if prev & READERS == 1 && prev & (WRITERS_WAITING | WRITER) == WRITERS_WAITING {
-            // The last reader: let the writers race (invariant 3).
-            // Relaxed: the futex wake is the signal; the writers re-read the word.
-            self.word.fetch_and(!WRITERS_WAITING, Ordering::Relaxed);
-            self.wake_all();
+        let addr = core::ptr::addr_of!(self.word);
+        // Relaxed: the CAS below decides.
+        let mut s = self.word.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(s & READERS != 0, "unlock_shared without a read hold");
+            // With WRITER set this is a refused add's undo: the writer's unlock wakes the sleepers.
+            let last = s & READERS == 1 && s & (WRITERS_WAITING | WRITER) == WRITERS_WAITING;
+            let new = if last {
+                (s - 1) & !WRITERS_WAITING
+            } else {
+                s - 1
+            };
+            // Release: ends the read section (pairs with a writer's Acquire CAS).
+            match self
+                .word
+                .compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if last {
+                        // The last reader: let the writers race (invariant 3).
+                        crate::sys::futex_wake(addr, u32::MAX);
+                    }
+                    return;
+                }
+                Err(now) => s = now,
+            }
         }
     }
 
@@ -299,6 +313,8 @@ impl RawRecursiveRwSem {
 
     /// Ends the write hold; wakes every sleeper if any.
     pub(crate) fn write_unlock(&self) {
+        // The wake-up after the release uses only the address (the lock may be freed by then).
+        let addr = core::ptr::addr_of!(self.word);
         // Release: ends the write section (pairs with the next holder's Acquire CAS).
         let prev = self.word.fetch_and(
             !(WRITER | WRITERS_WAITING | READERS_WAITING),
@@ -309,14 +325,9 @@ impl RawRecursiveRwSem {
             "unlock_exclusive without the write hold"
         );
         if prev & (WRITERS_WAITING | READERS_WAITING) != 0 {
-            self.wake_all();
+            // Every sleeper (invariant 3).
+            crate::sys::futex_wake(addr, u32::MAX);
         }
-    }
-
-    /// Wakes every sleeper (unlocks that end what they wait for; invariant 3).
-    #[cold]
-    fn wake_all(&self) {
-        crate::sys::futex_wake(&self.word, u32::MAX);
     }
 }
 
