@@ -183,6 +183,7 @@ impl L {
 ///
 /// # Safety
 /// `l` is a valid `pthread_rwlock_t` of ours to which the entry has just added one read hold.
+#[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn undo_refused_read(l: *mut pthread_rwlock_t) {
     // SAFETY: the entry's add is a read hold to give back.
     unsafe { L(l).sem().unlock_shared(lock_api::GuardSend::new()) };
