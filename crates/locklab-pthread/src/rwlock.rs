@@ -179,14 +179,18 @@ impl L {
 }
 
 /// The x86-64 `pthread_rwlock_rdlock` entry's refused add (a writer holds the lock, or the count
-/// is at the library's limit): undone as the Rust fast path undoes it, then the general path.
+/// is at the library's limit): given back, then the general read path (`EDEADLK` for the writer
+/// itself, `EAGAIN` at the limit, a wait otherwise), without a second try of the fast add, which
+/// the entry has just made. The entry runs only with its flag armed: the default choice, no
+/// statistics, no lockdep, a lock that is ours and reads recursively.
 ///
 /// # Safety
 /// `l` is a valid `pthread_rwlock_t` of ours to which the entry has just added one read hold.
 #[cfg(target_arch = "x86_64")]
-pub(crate) unsafe fn undo_refused_read(l: *mut pthread_rwlock_t) {
+pub(crate) unsafe fn read_after_refused_add(l: *mut pthread_rwlock_t) -> c_int {
     // SAFETY: the entry's add is a read hold to give back.
     unsafe { L(l).sem().unlock_shared(lock_api::GuardSend::new()) };
+    read(L(l), How::Block)
 }
 
 /// Which lock, how long, and whether only to try.
