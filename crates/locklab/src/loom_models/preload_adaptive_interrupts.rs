@@ -147,6 +147,7 @@ fn mutex() -> Adaptive {
     Adaptive {
         word: Box::leak(Box::new(sys::atomic::AtomicU32::new(0))),
         owner: Box::leak(Box::new(sys::atomic::AtomicI32::new(0))),
+        spins: Box::leak(Box::new(sys::atomic::AtomicU32::new(0))),
     }
 }
 
