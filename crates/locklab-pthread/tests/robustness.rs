@@ -94,6 +94,19 @@ fn signal_handlers_and_siglongjmp_in_a_blocked_lock() {
     matrix("signal_lock.c", "signal_lock_c", &choices);
 }
 
+/// `siglongjmp` out of a lock just after the unlock woke the thread, another thread asleep behind
+/// it and nobody else contending: the jumped-out wait passes its wake-up on (glibc's `longjmp` runs
+/// the cleanup routine the wait registered), so the sleeper behind it gets the free mutex. Under
+/// the default choice only: glibc's own mutex keeps no such routine.
+#[test]
+fn a_wait_jumped_out_of_after_its_wake_up_passes_it_on() {
+    matrix(
+        "jump_out_of_wait.c",
+        "jump_out_of_wait_c",
+        &[vec![("LOCKLAB_MUTEX", "mutex")]],
+    );
+}
+
 /// Spinlocks in memory shared by two processes: private-marked ones (glibc's work there) under
 /// `ticket` and `tas`, and shared-marked ones under every choice. The queued spinlock names its
 /// waiters by their slot in one process, so a private-marked one shared between processes is not
