@@ -29,8 +29,8 @@
 //!   other newcomer to sleep for a time slice; with threads outnumbering CPUs that turned most
 //!   acquisitions into a futex sleep and a wake-up (0.6x glibc's adaptive mutex, 2,000 times its
 //!   system calls, on a 2-CPU machine with 16-64 threads).
-//! - **Spin history** (glibc's `__spins`, bytes 20-23, where glibc's adaptive mutex keeps its own
-//!   spin estimate): a spin that ends without the lock adds [`SPIN_FAIL`] (to at most
+//! - **Spin history** (glibc's `__spins`, the 16-bit field at bytes 20-21, where glibc's adaptive
+//!   mutex keeps its own spin estimate; `__elision` beside it is left alone): a spin that ends without the lock adds [`SPIN_FAIL`] (to at most
 //!   [`SPIN_FAILS_MAX`]), one that takes it halves the history; while the history is above
 //!   [`SPIN_FAILS_SKIP`], a contended acquisition goes straight to the sleep after one look and takes
 //!   1 off. A mutex held across system calls or long sections (sysbench's `threads` test holds its
@@ -42,10 +42,9 @@
 //!   wrote itself) is clamped by the first update.
 //! - **Sleep** (glibc's protocol): `swap(word, LOCKED | SLEEPERS)`; if the old word was free, the
 //!   lock is taken (with the mark: this thread cannot know whether others sleep); else
-//!   `futex_wait` on `LOCKED | SLEEPERS` (no time-out but a timed lock's own deadline), and back
-//!   from the sleep (woken, a signal, the word changed first), the swap again. Once a thread has
-//!   slept it never takes the lock without the mark. Around the sleeps, a glibc cleanup routine
-//!   that wakes one sleeper (invariant 2).
+//!   `futex_wait` on `LOCKED | SLEEPERS` (at most 100 ms at a time, the watchdog, timed or not),
+//!   and back from the sleep (woken, a signal, the watchdog, the word changed first), the swap
+//!   again. Once a thread has slept it never takes the lock without the mark.
 //! - **Unlock**: `swap(word, 0)`, then a futex wake of one sleeper if the old word had `SLEEPERS`.
 //!   Nothing reads or writes the word after the swap (the next owner may destroy the mutex and
 //!   reuse its memory at once). The unlock that wakes clears the mark, so the unlocks after it are
@@ -85,30 +84,22 @@
 //!    glibc's). A newcomer that takes the free word with a plain `LOCKED` in the meantime only delays
 //!    the woken thread's swap.
 //! 2. Nothing outside the word refers to a waiter, and the word holds no count. A waiter that leaves
-//!    without finishing (`siglongjmp` out of a signal handler, `pthread_exit` or cancellation from
-//!    one, thread death in a `fork` child) leaves at most the mark (the next unlock makes a spare
-//!    wake-up): a cost, never a hang. A woken thread that leaves before its swap took the mark away
-//!    with its wake-up, and owes the other sleepers that swap: its sleeping loop runs inside a
-//!    cleanup buffer of glibc's (`_pthread_cleanup_push`, the legacy list that glibc's `longjmp`,
-//!    `siglongjmp` and forced unwinding run for the frames they leave), whose routine wakes one
-//!    sleeper in its place (a spare wake-up if it owed none). In a `fork` child nobody owes
-//!    anything: the child's only thread is not asleep, and a thread that sleeps there later marks
-//!    the word itself. Left as under glibc: a handler that leaves by other means (`setcontext`, a
-//!    C++ `throw`) or never returns while its thread owes the swap. A timed locker that gives up
-//!    leaves the mark its last swap wrote: a spare wake-up at most. (Until this routine, every
-//!    sleep armed a 100 ms watchdog time-out instead: a kernel timer armed and cancelled per sleep,
-//!    15% of `sysbench threads`' throughput on a 2-CPU VM.)
+//!    without finishing (`siglongjmp`, thread death in a `fork` child) leaves at most the mark
+//!    (the next unlock makes a spare wake-up): a cost, never a hang. A woken thread that never comes
+//!    back (it `siglongjmp`ed out of its wait, or a `fork` child does not have it) took the mark
+//!    with its wake-up: the sleepers it leaves look again at their watchdog, a delay of at most
+//!    100 ms, timed waits included, never a hang. A timed locker that gives up leaves the mark its
+//!    last swap wrote: a spare wake-up at most.
 //! 3. A nested acquisition by a signal handler of the lock its thread waits for is an ordinary
 //!    locker: it spins or sleeps on the word like any other thread and is woken like one.
 //!
-//! No FIFO order and no hand-off, as glibc: a woken sleeper competes with newcomers.
+//! No FIFO order and no hand-off, as glibc: a woken sleeper competes with newcomers (and looks again
+//! at least every 100 ms).
 //!
 //! A loom model runs this file unchanged over a model futex (`locklab`'s
 //! `loom_models::preload_adaptive`): three lockers, two lockers twice each, a timed-out locker among
 //! plain ones, three threads running the exported calls' fast paths; a lost wake-up is a deadlock
-//! there. `loom_models::preload_adaptive_interrupts` adds interrupted sleeps: a timed locker racing
-//! its time-out, a signal handler that takes the lock, and one that jumps out of a woken wait (the
-//! model runs the registered routine as glibc's `longjmp` would; without its wake-up, a deadlock).
+//! there (its watchdog wait has no time-out in the model).
 //!
 //! # Memory orderings
 //! Every take (a CAS or the sleeper's swap) is Acquire, paired with the Release swap or CAS of the
@@ -123,7 +114,7 @@
 // `super::` rather than `crate::`: the loom model (`locklab`'s `loom_models::preload_adaptive`)
 // includes this file beside a `sys` of its own, with loom's atomics and a model futex.
 use super::sys;
-use super::sys::atomic::{AtomicI32, AtomicU32, Ordering};
+use super::sys::atomic::{AtomicI32, AtomicU16, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Held.
@@ -135,11 +126,11 @@ pub const OWNER_SPIN: Duration = Duration::from_micros(10);
 /// Overall cap on spinning per acquisition.
 pub const SPIN_MAX: Duration = Duration::from_micros(40);
 /// What a spin that ended without the lock adds to the mutex's spin history.
-pub const SPIN_FAIL: u32 = 16;
+pub const SPIN_FAIL: u16 = 16;
 /// While the history is above this, a contended acquisition skips the spin (and takes 1 off).
-pub const SPIN_FAILS_SKIP: u32 = 8;
+pub const SPIN_FAILS_SKIP: u16 = 8;
 /// The history's ceiling: how long a run of failures is remembered.
-pub const SPIN_FAILS_MAX: u32 = 64;
+pub const SPIN_FAILS_MAX: u16 = 64;
 /// Looks at the word with `pause`s before the spinner starts yielding the CPU between looks.
 const PAUSE_LOOKS: u32 = 16;
 /// Most `pause`s between two looks at the word.
@@ -152,7 +143,7 @@ pub(crate) struct Adaptive {
     pub(crate) owner: &'static AtomicI32,
     /// The spin history ([`SPIN_FAIL`]): glibc's `__spins`, where glibc's adaptive mutex keeps its
     /// own estimate of how long to spin.
-    pub(crate) spins: &'static AtomicU32,
+    pub(crate) spins: &'static AtomicU16,
 }
 
 impl Adaptive {
@@ -263,34 +254,22 @@ impl Adaptive {
         if self.spin() {
             return true;
         }
-        // A thread that leaves the loop below by `longjmp` or unwinding (a signal handler's
-        // `siglongjmp`, `pthread_exit` or cancellation) may just have been woken, and so owes the
-        // sleepers the swap that puts the mark back (invariant 2): glibc runs this buffer's routine
-        // as it jumps or unwinds past this frame, and the routine wakes one of them in its place.
-        let mut pass_on = sys::CleanupBuffer::new();
-        let word: *const AtomicU32 = self.word;
-        // SAFETY: the buffer lives on this frame until the pop below; the routine only makes a
-        // futex wake-up on the word's address, which never dereferences it.
-        unsafe { sys::_pthread_cleanup_push(&mut pass_on, pass_on_wake, word.cast_mut().cast()) };
-        let took = loop {
+        loop {
             // Take a free word or mark a held one, in one step; from here on this thread takes the
             // lock only with the mark (it may have taken a wake-up's mark away from other sleepers).
             // Acquire pairs with the Release of the unlock that freed the lock.
             if self.word.swap(LOCKED | SLEEPERS, Ordering::Acquire) & LOCKED == 0 {
-                break true;
+                return true;
             }
-            // Marked and held when the swap looked. Back (woken, a signal, the word changed before
-            // the sleep): the swap again, which puts the mark back.
-            if !sys::futex_wait_until(self.word, LOCKED | SLEEPERS, until) {
+            // Marked and held when the swap looked. The watchdog: a sleeper, timed or not, looks
+            // again at least every 100 ms (invariant 2). Back (woken, a signal, the watchdog, or
+            // the word changed before the sleep): the swap again, which puts the mark back.
+            if !sys::futex_wait_watched(self.word, LOCKED | SLEEPERS, until) {
                 // Timed out: the mark this thread's last swap wrote (or found) stays for the
                 // holder's unlock: a spare wake-up at most, never a sleeper left unwoken.
-                break false;
+                return false;
             }
-        };
-        // SAFETY: pushed above, on this frame; not run (this thread made its swap after its last
-        // sleep, or timed out without a wake-up to pass on).
-        unsafe { sys::_pthread_cleanup_pop(&mut pass_on, 0) };
-        took
+        }
     }
 
     /// Optimistic spinning, unless the spins on this mutex have lately failed; `true` if it took
@@ -372,13 +351,6 @@ impl Adaptive {
     }
 }
 
-/// Run by glibc when a sleeper leaves [`Adaptive::lock_slow`]'s loop by `longjmp` or unwinding: wakes
-/// one sleeper of the word, which makes the swap the leaving thread may have owed (a spare wake-up
-/// if it owed none).
-unsafe extern "C" fn pass_on_wake(word: *mut core::ffi::c_void) {
-    sys::futex_wake(word.cast_const().cast::<AtomicU32>(), 1, false);
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -387,7 +359,7 @@ mod tests {
     fn leak() -> Adaptive {
         let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
         let owner: &'static AtomicI32 = Box::leak(Box::new(AtomicI32::new(0)));
-        let spins: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let spins: &'static AtomicU16 = Box::leak(Box::new(AtomicU16::new(0)));
         Adaptive { word, owner, spins }
     }
 
@@ -445,7 +417,7 @@ mod tests {
         contend_once(m, Duration::from_millis(20));
         assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAILS_SKIP + SPIN_FAIL);
         // A value out of range (the program's own bytes) is clamped by the first update.
-        m.spins.store(u32::MAX, Ordering::Relaxed);
+        m.spins.store(u16::MAX, Ordering::Relaxed);
         contend_once(m, Duration::from_millis(20));
         assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAILS_MAX - 1);
         // Uncontended acquisitions never touch it.
@@ -549,10 +521,10 @@ mod tests {
     }
 
     #[test]
-    fn a_sleeper_whose_wake_up_went_to_a_thread_that_left_is_woken_by_its_routine() {
+    fn a_sleeper_whose_wake_up_went_to_a_vanished_thread_looks_again_at_its_watchdog() {
         // A sleeper marks the word; the mark then goes as an unlock's would, to a woken thread that
-        // leaves by `siglongjmp` (taken away here by hand), and the holder's release is quiet.
-        // The routine glibc runs for the leaving thread wakes the sleeper, which gets the lock.
+        // never comes back (taken away here by hand), and the holder's release is quiet. Nobody
+        // wakes the sleeper: its watchdog does, and it gets the lock: a delay, not a hang.
         let m = leak();
         m.lock();
         let t = std::thread::spawn(move || {
@@ -574,11 +546,6 @@ mod tests {
                 .is_ok()
         );
         assert!(m.unlock_quiet());
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(!t.is_finished(), "nothing has woken the sleeper yet");
-        let word: *const AtomicU32 = m.word;
-        // SAFETY: the routine's argument as the lock path registers it.
-        unsafe { pass_on_wake(word.cast_mut().cast()) };
         t.join().unwrap();
         assert_eq!(m.word.load(Ordering::Relaxed), 0);
     }

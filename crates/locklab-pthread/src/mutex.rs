@@ -8,7 +8,7 @@
 //! | 8-11  | `__owner`     | owner TID while held, 0 when free (as glibc; gdb and programs read it) |
 //! | 12-15 | `__nusers`    | the spinlocks: timed lockers now waiting                               |
 //! | 16-19 | `__kind`      | glibc's kind, never changed but by init and destroy (static initializers write it) |
-//! | 20-23 | `__spins`     | `adaptive`: spin history (as glibc's adaptive mutex); the spinlocks: fork epoch of the acquisition |
+//! | 20-23 | `__spins`     | `adaptive`: spin history in bytes 20-21 (glibc's `__spins`, as its adaptive mutex); the spinlocks: fork epoch of the acquisition |
 //! | 24-39 | `__list`      | `mcs`: tail and next; `ticket`: tickets (24-31)                        |
 //!
 //! The adaptive mutex reads the owner TID at byte 8 to decide how long to spin. All-zero is an
@@ -75,7 +75,7 @@ const OFF_TAIL: usize = 24;
 const OFF_TIMED: usize = 12;
 /// The spinlock choices: fork epoch of the current acquisition (`__spins`).
 const OFF_EPOCH: usize = 20;
-/// The adaptive mutex: its spin history (`__spins`, as glibc's adaptive mutex).
+/// The adaptive mutex: its spin history (the 16-bit `__spins`, as glibc's adaptive mutex).
 const OFF_SPINS: usize = 20;
 
 pub(crate) const KIND_RECURSIVE: i32 = 1;
@@ -563,6 +563,11 @@ pub(crate) unsafe fn clocklock(m: M, clock: clockid_t, abs: *const timespec) -> 
             m.after_lock(kind, me);
             return 0;
         };
+        // glibc's order: a time before the epoch has passed (whatever its nanoseconds say), and
+        // only then are the nanoseconds checked.
+        if abs.tv_sec < 0 {
+            return libc::ETIMEDOUT;
+        }
         if !sys::valid_timespec(abs) {
             return libc::EINVAL;
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 /// The atomics the adaptive mutex is built from: core's; loom's in its model (`locklab`'s
 /// `loom_models::preload_adaptive` includes `adaptive.rs` beside a `sys` of its own).
 pub(crate) mod atomic {
-    pub(crate) use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, Ordering};
 }
 
 /// Whether the code runs in that loom model (a spin takes one look and reads no clock): never here.
@@ -410,9 +410,55 @@ pub(crate) fn futex_wake_count(word: *const AtomicU32, n: i32, shared: bool) -> 
     unsafe { libc::syscall(libc::SYS_futex, word, op, n) }
 }
 
+/// How long a sleeper on a lock word sleeps at most before it looks again, woken or not: what
+/// bounds the cost of a waiter that left without its share of the protocol (`siglongjmp` out of a
+/// wait, threads gone in a `fork` child).
+pub(crate) const WATCHDOG: libc::timespec = libc::timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
+
+/// Sleeps while `*word == expected` (a private futex, not a cancellation point), at most
+/// [`WATCHDOG`] at a time, and not past the absolute `(clock, time)` if given; `false` once that
+/// time has passed. Returns early (`true`) when woken, on a signal, or when the watchdog ends.
+pub(crate) fn futex_wait_watched(
+    word: &AtomicU32,
+    expected: u32,
+    until: Option<(libc::clockid_t, &libc::timespec)>,
+) -> bool {
+    const WATCHDOG_LEN: Duration = Duration::new(WATCHDOG.tv_sec as u64, WATCHDOG.tv_nsec as u32);
+    if let Some((clock, abs)) = until {
+        match time_left(clock, abs) {
+            None => return false,
+            // The deadline comes first: sleep to it.
+            Some(left) if left <= WATCHDOG_LEN => return futex_wait_until(word, expected, until),
+            Some(_) => {}
+        }
+    }
+    futex_wait_for(word, expected, &WATCHDOG);
+    true
+}
+
+/// Sleeps while `*word == expected`, for at most `rel` (a private futex, relative time-out, not a
+/// cancellation point); may return early.
+pub(crate) fn futex_wait_for(word: &AtomicU32, expected: u32, rel: &libc::timespec) {
+    let e = errno();
+    // SAFETY: valid arguments; the kernel compares and sleeps atomically.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            rel as *const libc::timespec,
+        )
+    };
+    set_errno(e);
+}
+
 /// glibc's legacy cleanup buffer (`struct _pthread_cleanup_buffer`), for
-/// [`_pthread_cleanup_push`]: glibc runs its routine when cancellation or `pthread_exit` unwinds past
-/// the frame that holds it, or `longjmp`/`siglongjmp` jumps past it.
+/// [`_pthread_cleanup_push`]: glibc runs its routine when cancellation unwinds past the frame that
+/// holds it.
 #[repr(C)]
 pub(crate) struct CleanupBuffer {
     routine: Option<unsafe extern "C" fn(*mut libc::c_void)>,

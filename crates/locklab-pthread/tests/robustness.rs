@@ -95,16 +95,27 @@ fn signal_handlers_and_siglongjmp_in_a_blocked_lock() {
 }
 
 /// `siglongjmp` out of a lock just after the unlock woke the thread, another thread asleep behind
-/// it and nobody else contending: the jumped-out wait passes its wake-up on (glibc's `longjmp` runs
-/// the cleanup routine the wait registered), so the sleeper behind it gets the free mutex. Under
-/// the default choice only: glibc's own mutex keeps no such routine.
+/// it and nobody else contending: the sleeper behind it still gets the free mutex (at its watchdog).
+/// Under the default choice only: glibc's own mutex leaves it asleep.
 #[test]
-fn a_wait_jumped_out_of_after_its_wake_up_passes_it_on() {
+fn a_wait_jumped_out_of_after_its_wake_up_strands_nobody() {
     matrix(
         "jump_out_of_wait.c",
         "jump_out_of_wait_c",
         &[vec![("LOCKLAB_MUTEX", "mutex")]],
     );
+}
+
+/// A signal handler that leaves a blocked lock by `setcontext` (not glibc's `longjmp`), after which
+/// the thread ends by `pthread_exit`, a `siglongjmp` or asynchronous cancellation: nothing of the
+/// abandoned wait may be left where those walk (glibc's cleanup list).
+#[test]
+fn a_wait_left_by_setcontext_leaves_nothing_behind() {
+    let choices: Vec<_> = ["mutex", "tas", "glibc"]
+        .iter()
+        .map(|m| vec![("LOCKLAB_MUTEX", *m)])
+        .collect();
+    matrix("setcontext_out.c", "setcontext_out_c", &choices);
 }
 
 /// Spinlocks in memory shared by two processes: private-marked ones (glibc's work there) under

@@ -159,6 +159,12 @@ static void timed(void) {
   CHECK(waited >= 0.095 && waited < 5, "clocklock waited %.3f s for 0.1 s", waited);
   struct timespec past = {0, 0};
   EQ(pthread_mutex_timedlock(&held_elsewhere, &past), ETIMEDOUT);
+  /* Before the epoch: timed out, whatever the nanoseconds say (glibc checks the seconds first). */
+  struct timespec before_epoch = {-1, -1};
+  EQ(pthread_mutex_timedlock(&held_elsewhere, &before_epoch), ETIMEDOUT);
+  EQ(pthread_mutex_clocklock(&held_elsewhere, CLOCK_MONOTONIC, &before_epoch), ETIMEDOUT);
+  struct timespec bad_ns = {0, -1};
+  EQ(pthread_mutex_timedlock(&held_elsewhere, &bad_ns), EINVAL);
   /* A timed lock that succeeds once the holder lets go. */
   pthread_mutex_unlock(&release_it);
   t = in_ms(CLOCK_REALTIME, 5000);

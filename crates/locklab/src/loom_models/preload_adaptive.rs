@@ -6,8 +6,8 @@
 //! The file is compiled beside the `sys` below instead of the library's: loom's atomics, and a model
 //! futex with the kernel's semantics where they matter here: a wait compares the word and sleeps
 //! atomically, a wake wakes at most `n` threads that are asleep at that moment (oldest first) and
-//! says how many. An untimed wait has no time-out, as the real one, so a model that deadlocks is a
-//! lost wake-up; a timed lock's wait times out at once
+//! says how many. The watchdog's 100 ms wait is modelled as a wait with no time-out, so a model that
+//! deadlocks is a lost wake-up the watchdog would have hidden; a timed lock's wait times out at once
 //! (the time-out path, leaving the mark its swap wrote, is what is explored). Spins take one look
 //! (`sys::MODEL`).
 //!
@@ -25,7 +25,7 @@ mod adaptive;
 mod sys {
     pub mod atomic {
         pub use core::sync::atomic::Ordering;
-        pub use loom::sync::atomic::{AtomicI32, AtomicU32};
+        pub use loom::sync::atomic::{AtomicI32, AtomicU16, AtomicU32};
     }
 
     /// Spins take one look, read no clock.
@@ -77,8 +77,9 @@ mod sys {
         let _ = futex_wake_count(word, n, shared);
     }
 
-    /// A timed wait times out at once (`false`); without a deadline, a plain wait, as the real one.
-    pub fn futex_wait_until(
+    /// A timed wait times out at once (`false`); without a deadline, a plain wait (the watchdog's
+    /// 100 ms has no time-out in the model).
+    pub fn futex_wait_watched(
         word: &AtomicU32,
         expected: u32,
         until: Option<(libc::clockid_t, &libc::timespec)>,
@@ -90,42 +91,6 @@ mod sys {
         wait(word, expected);
         true
     }
-
-    /// glibc's legacy cleanup list of this (model) thread: `longjmp` and unwinding run the routines
-    /// of the frames they leave, innermost first (`escape` below does).
-    pub struct CleanupBuffer;
-    impl CleanupBuffer {
-        pub const fn new() -> Self {
-            CleanupBuffer
-        }
-    }
-    type Routine = unsafe extern "C" fn(*mut core::ffi::c_void);
-    loom::thread_local! {
-        static CLEANUPS: std::cell::RefCell<Vec<(Routine, usize)>> = std::cell::RefCell::new(Vec::new());
-    }
-    pub unsafe fn _pthread_cleanup_push(
-        _buffer: *mut CleanupBuffer,
-        routine: Routine,
-        arg: *mut core::ffi::c_void,
-    ) {
-        CLEANUPS.with(|c| c.borrow_mut().push((routine, arg as usize)));
-    }
-    pub unsafe fn _pthread_cleanup_pop(_buffer: *mut CleanupBuffer, execute: libc::c_int) {
-        let (routine, arg) = CLEANUPS.with(|c| c.borrow_mut().pop()).expect("pushed");
-        if execute != 0 {
-            // SAFETY: the routine and argument the code under test registered.
-            unsafe { routine(arg as *mut core::ffi::c_void) };
-        }
-    }
-    /// A `siglongjmp` out of every frame of the lock call: runs the registered routines, innermost
-    /// first, as glibc's `longjmp` does, then unwinds to the thread's `catch_unwind`.
-    pub fn escape() -> ! {
-        while let Some((routine, arg)) = CLEANUPS.with(|c| c.borrow_mut().pop()) {
-            // SAFETY: as in `_pthread_cleanup_pop`.
-            unsafe { routine(arg as *mut core::ffi::c_void) };
-        }
-        std::panic::resume_unwind(Box::new("escaped"))
-    }
 }
 
 use super::*;
@@ -136,7 +101,7 @@ fn mutex() -> Adaptive {
     Adaptive {
         word: Box::leak(Box::new(sys::atomic::AtomicU32::new(0))),
         owner: Box::leak(Box::new(sys::atomic::AtomicI32::new(0))),
-        spins: Box::leak(Box::new(sys::atomic::AtomicU32::new(0))),
+        spins: Box::leak(Box::new(sys::atomic::AtomicU16::new(0))),
     }
 }
 
