@@ -65,6 +65,20 @@ __attribute__((unused)) static long in_thread(void *(*f)(void *), void *arg) {
   return (long)r;
 }
 
+/* Whether thread `tid` of this process is asleep (state S in /proc). */
+__attribute__((unused)) static int thread_asleep(pid_t tid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' && p[2] == 'S';
+}
+
 static int finish(const char *name) {
   printf("%s: %d failure(s)\n", name, failures);
   return failures ? 1 : 0;

@@ -35,24 +35,10 @@ static void pin(int cpu) {
   sched_setaffinity(0, sizeof set, &set);
 }
 
-/* Whether thread `tid` is asleep (state S in /proc). */
-static int asleep(pid_t tid) {
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  return p && p[1] == ' ' && p[2] == 'S';
-}
-
 static void wait_asleep(volatile pid_t *tid) {
   while (*tid == 0)
     usleep(100);
-  for (int i = 0; i < 2000 && !asleep(*tid); i++)
+  for (int i = 0; i < 2000 && !thread_asleep(*tid); i++)
     usleep(100);
   usleep(2000);
 }

@@ -35,19 +35,6 @@ static __attribute__((noinline)) void deep(int n) {
   pad[0]++;
 }
 
-static int asleep(pid_t t) {
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)t);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  return p && p[1] == ' ' && p[2] == 'S';
-}
-
 static void *victim(void *a) {
   (void)a;
   volatile int rounds = 0;
@@ -93,7 +80,7 @@ int main(void) {
     for (int i = 0; i < 2; i++) {
       while (tid == 0 || !in_lock)
         usleep(100);
-      for (int k = 0; k < 5000 && !asleep(tid); k++)
+      for (int k = 0; k < 5000 && !thread_asleep(tid); k++)
         usleep(100);
       usleep(1000);
       pthread_kill(th, SIGUSR1);
