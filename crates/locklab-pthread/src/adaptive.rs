@@ -30,8 +30,9 @@
 //!   acquisitions into a futex sleep and a wake-up (0.6x glibc's adaptive mutex, 2,000 times its
 //!   system calls, on a 2-CPU machine with 16-64 threads).
 //! - **Spin history** (glibc's `__spins`, the 16-bit field at bytes 20-21, where glibc's adaptive
-//!   mutex keeps its own spin estimate; `__elision` beside it is left alone): a spin that ends without the lock adds [`SPIN_FAIL`] (to at most
-//!   [`SPIN_FAILS_MAX`]), one that takes it halves the history; while the history is above
+//!   mutex keeps its own spin estimate; `__elision` beside it is left alone): a spin that ends
+//!   without the lock adds [`SPIN_FAIL`] (to at most [`SPIN_FAILS_MAX`]), one that takes it
+//!   halves the history; while the history is above
 //!   [`SPIN_FAILS_SKIP`], a contended acquisition goes straight to the sleep after one look and takes
 //!   1 off. A mutex held across system calls or long sections (sysbench's `threads` test holds its
 //!   mutex across `sched_yield`; 83% of its spins failed) then spins on about one contended

@@ -2,6 +2,7 @@
 //! `run_*` entry points that run a trial of one.
 
 use super::*;
+use crossbeam_utils::CachePadded;
 
 /// A small per-operation pseudo-random choice (read or write) that costs a multiply.
 #[inline]
@@ -289,27 +290,16 @@ pub fn run_refcount<R: RefCountUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -
     run_trial(spec, clock, op)
 }
 
-/// A value on cache lines of its own (two, for the adjacent-line prefetcher): the `condvar`
-/// workload's queue, on the heap as the lock workloads' lock is. Kept inline in the operation, the
-/// queue lived on the timer thread's stack, and where it landed there moved one thread's rate by a
-/// third (our condvar at 1 thread: 70-79 M messages/s inline, 97-104 M here,
-/// parking_lot's 91-108 M either way).
-#[repr(align(128))]
-struct OwnLines<T>(T);
-
-impl<T> core::ops::Deref for OwnLines<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
 /// The `condvar` operation: threads `0..producers` push one message each op, the others pop one
 /// (waiting on the queue's condvars); alone, one thread pushes and pops (it never waits). The latency
 /// is the whole push or pop, waits included. `cs` of work is done on each message under nothing (the
 /// consumer's handling), `think` between ops.
 struct CondvarOp<'a, C> {
-    queue: Box<OwnLines<C>>,
+    /// On the heap, on cache lines of its own, as the lock workloads' lock is. Kept inline in the
+    /// operation, the queue lived on the timer thread's stack, and where it landed there moved one
+    /// thread's rate by a third (our condvar at 1 thread: 70-79 M messages/s inline, 97-104 M here,
+    /// parking_lot's 91-108 M either way).
+    queue: Box<CachePadded<C>>,
     producers: usize,
     notify_all: bool,
     clock: &'a dyn Clock,
@@ -354,7 +344,7 @@ impl<C: CondvarUnderTest> Op for CondvarOp<'_, C> {
 pub fn run_condvar<C: CondvarUnderTest>(spec: &TrialSpec, clock: &dyn Clock) -> TrialOutcome {
     let producers = condvar_producers(spec.threads);
     let op = CondvarOp {
-        queue: Box::new(OwnLines(C::new(spec.condvar.slots.max(1)))),
+        queue: Box::new(CachePadded::new(C::new(spec.condvar.slots.max(1)))),
         producers,
         notify_all: spec.condvar.notify_all,
         clock,
