@@ -30,22 +30,26 @@
 //!   acquisitions into a futex sleep and a wake-up (0.6x glibc's adaptive mutex, 2,000 times its
 //!   system calls, on a 2-CPU machine with 16-64 threads).
 //! - **Spin history** (glibc's `__spins`, the 16-bit field at bytes 20-21, where glibc's adaptive
-//!   mutex keeps its own spin estimate; `__elision` beside it is left alone): a spin that ends
-//!   without the lock adds [`SPIN_FAIL`] (to at most [`SPIN_FAILS_MAX`]), one that takes it
-//!   halves the history; while the history is above
-//!   [`SPIN_FAILS_SKIP`], a contended acquisition goes straight to the sleep after one look and takes
-//!   1 off. A mutex held across system calls or long sections (sysbench's `threads` test holds its
-//!   mutex across `sched_yield`; 83% of its spins failed) then spins on about one contended
-//!   acquisition in 17 instead of each, and its waiters no longer keep CPUs busy that the holders'
-//!   yields would have left to them; a mutex whose spins succeed (short sections, 304 failures in
-//!   469,000 spins at 16-64 threads, cs 50 ns) keeps a history of 0. The history is a hint: plain
-//!   loads and stores, racing updates lose a step, and a value out of range (memory the program
-//!   wrote itself) is clamped by the first update.
+//!   mutex keeps its own spin estimate; `__elision` beside it is left alone): a failure level in
+//!   the high 4 bits and a count of skips in the low 12. A spin that ends without the lock raises
+//!   the level (to at most [`LEVEL_MAX`]) and sets the skips to [`SKIPS_BASE`] doubled per level
+//!   above 1 (16, 32, ... 512); one that takes it lowers the level by 1. While skips are left, a
+//!   contended acquisition goes straight to the sleep after one look and takes 1 off. A mutex held
+//!   across system calls or long sections (sysbench's `threads` test holds its mutex across
+//!   `sched_yield`; 83% of its spins failed) climbs to the top level and then probes with a spin
+//!   on about one contended acquisition in 500, and its waiters no longer keep CPUs busy that the
+//!   holders' yields would have left to them; a mutex whose spins succeed (short sections, 304
+//!   failures in 469,000 spins at 16-64 threads, cs 50 ns) stays at level 0 and spins every time,
+//!   a rare failure costing it 16 skipped spins. The history is a hint: plain loads and stores,
+//!   racing updates lose a step, and a value the program wrote itself is at most 4,095 skips, its
+//!   level clamped by the first update.
 //! - **Sleep** (glibc's protocol): `swap(word, LOCKED | SLEEPERS)`; if the old word was free, the
 //!   lock is taken (with the mark: this thread cannot know whether others sleep); else
-//!   `futex_wait` on `LOCKED | SLEEPERS` (at most 100 ms at a time, the watchdog, timed or not),
-//!   and back from the sleep (woken, a signal, the watchdog, the word changed first), the swap
-//!   again. Once a thread has slept it never takes the lock without the mark.
+//!   `futex_wait` on `LOCKED | SLEEPERS` (with no time-out of its own: a timed lock's deadline
+//!   only), and back from the sleep (woken, a signal, the word changed first), the swap again. Once
+//!   a thread has slept it never takes the lock without the mark. Before each sleep the thread
+//!   records the word in a thread-local (put back as it was when the call returns): what the
+//!   library's signal-handler wrapper passes on (invariant 2).
 //! - **Unlock**: `swap(word, 0)`, then a futex wake of one sleeper if the old word had `SLEEPERS`.
 //!   Nothing reads or writes the word after the swap (the next owner may destroy the mutex and
 //!   reuse its memory at once). The unlock that wakes clears the mark, so the unlocks after it are
@@ -86,21 +90,27 @@
 //!    the woken thread's swap.
 //! 2. Nothing outside the word refers to a waiter, and the word holds no count. A waiter that leaves
 //!    without finishing (`siglongjmp`, thread death in a `fork` child) leaves at most the mark
-//!    (the next unlock makes a spare wake-up): a cost, never a hang. A woken thread that never comes
-//!    back (it `siglongjmp`ed out of its wait, or a `fork` child does not have it) took the mark
-//!    with its wake-up: the sleepers it leaves look again at their watchdog, a delay of at most
-//!    100 ms, timed waits included, never a hang. A timed locker that gives up leaves the mark its
-//!    last swap wrote: a spare wake-up at most.
+//!    (the next unlock makes a spare wake-up): a cost, never a hang. A woken thread, though, took
+//!    the mark with its wake-up and owes it to the sleepers behind it until its next swap. In a
+//!    `fork` child those sleepers are gone with it. In its own process it can leave its wait for
+//!    good only from a signal handler (`siglongjmp`, `setcontext`, a `throw`, `pthread_exit`;
+//!    `pthread_mutex_lock` is no cancellation point), and the library runs every handler the
+//!    program installs behind a wrapper that first wakes one sleeper of the word the thread
+//!    recorded (`pass_on_owed`; a spare wake-up when the thread owed nothing). A handler the
+//!    program installs with the raw `rt_sigaction` system call has no wrapper: leaving a wait from
+//!    one strands the sleepers behind it, as glibc's mutex does for every handler
+//!    (`tests/c/jump_out_of_wait.c`). A timed locker that gives up leaves the mark its last swap
+//!    wrote: a spare wake-up at most.
 //! 3. A nested acquisition by a signal handler of the lock its thread waits for is an ordinary
 //!    locker: it spins or sleeps on the word like any other thread and is woken like one.
 //!
-//! No FIFO order and no hand-off, as glibc: a woken sleeper competes with newcomers (and looks again
-//! at least every 100 ms).
+//! No FIFO order and no hand-off, as glibc: a woken sleeper competes with newcomers.
 //!
 //! A loom model runs this file unchanged over a model futex (`locklab`'s
 //! `loom_models::preload_adaptive`): three lockers, two lockers twice each, a timed-out locker among
 //! plain ones, three threads running the exported calls' fast paths; a lost wake-up is a deadlock
-//! there (its watchdog wait has no time-out in the model).
+//! there. `preload_adaptive_interrupts` adds a woken thread that leaves its wait with its wake-up
+//! passed on, as the handler wrapper does (and deadlocks without the pass-on).
 //!
 //! # Memory orderings
 //! Every take (a CAS or the sleeper's swap) is Acquire, paired with the Release swap or CAS of the
@@ -126,12 +136,16 @@ const SLEEPERS: u32 = 2;
 pub const OWNER_SPIN: Duration = Duration::from_micros(10);
 /// Overall cap on spinning per acquisition.
 pub const SPIN_MAX: Duration = Duration::from_micros(40);
-/// What a spin that ended without the lock adds to the mutex's spin history.
-pub const SPIN_FAIL: u16 = 16;
-/// While the history is above this, a contended acquisition skips the spin (and takes 1 off).
-pub const SPIN_FAILS_SKIP: u16 = 8;
-/// The history's ceiling: how long a run of failures is remembered.
-pub const SPIN_FAILS_MAX: u16 = 64;
+/// The spin history's skip count: its low 12 bits, the contended acquisitions left that skip
+/// the spin.
+const SKIP_MASK: u16 = 0x0fff;
+/// The spin history's failure level: its high 4 bits (0 while spins succeed).
+const LEVEL_SHIFT: u32 = 12;
+/// The highest failure level.
+pub const LEVEL_MAX: u16 = 6;
+/// The skips a failed spin sets at failure level 1; each level above doubles them (512 at
+/// [`LEVEL_MAX`]).
+pub const SKIPS_BASE: u16 = 16;
 /// Looks at the word with `pause`s before the spinner starts yielding the CPU between looks.
 const PAUSE_LOOKS: u32 = 16;
 /// Most `pause`s between two looks at the word.
@@ -142,7 +156,7 @@ const MAX_BACKOFF: u32 = 64;
 pub(crate) struct Adaptive {
     pub(crate) word: &'static AtomicU32,
     pub(crate) owner: &'static AtomicI32,
-    /// The spin history ([`SPIN_FAIL`]): glibc's `__spins`, where glibc's adaptive mutex keeps its
+    /// The spin history ([`LEVEL_MAX`], [`SKIPS_BASE`]): glibc's `__spins`, where glibc's adaptive mutex keeps its
     /// own estimate of how long to spin.
     pub(crate) spins: &'static AtomicU16,
 }
@@ -255,22 +269,29 @@ impl Adaptive {
         if self.spin() {
             return true;
         }
-        loop {
+        // The word this thread may owe a wake-up to while it sleeps (invariant 2): a signal
+        // handler that interrupts the loop passes it on before the program's handler runs,
+        // whatever way that handler then leaves (`crate::signals`). The previous value is an
+        // interrupted outer wait's (this call in a handler), put back on the way out.
+        let outer = sys::owed_word();
+        let took = loop {
             // Take a free word or mark a held one, in one step; from here on this thread takes the
             // lock only with the mark (it may have taken a wake-up's mark away from other sleepers).
             // Acquire pairs with the Release of the unlock that freed the lock.
             if self.word.swap(LOCKED | SLEEPERS, Ordering::Acquire) & LOCKED == 0 {
-                return true;
+                break true;
             }
-            // Marked and held when the swap looked. The watchdog: a sleeper, timed or not, looks
-            // again at least every 100 ms (invariant 2). Back (woken, a signal, the watchdog, or
-            // the word changed before the sleep): the swap again, which puts the mark back.
-            if !sys::futex_wait_watched(self.word, LOCKED | SLEEPERS, until) {
+            sys::set_owed_word(self.word);
+            // Marked and held when the swap looked. Back (woken, a signal, the word changed
+            // before the sleep): the swap again, which puts the mark back.
+            if !sys::futex_wait_until(self.word, LOCKED | SLEEPERS, until) {
                 // Timed out: the mark this thread's last swap wrote (or found) stays for the
                 // holder's unlock: a spare wake-up at most, never a sleeper left unwoken.
-                return false;
+                break false;
             }
-        }
+        };
+        sys::set_owed_word_ptr(outer);
+        took
     }
 
     /// Optimistic spinning, unless the spins on this mutex have lately failed; `true` if it took
@@ -282,21 +303,23 @@ impl Adaptive {
             return self.try_lock();
         }
         // The history is a hint, read and written with plain loads and stores: racing updates
-        // lose a step, and every value written is in 0..=SPIN_FAILS_MAX (a value out of range,
-        // from memory the program wrote itself, is clamped by the first update).
-        let fails = self.spins.load(Ordering::Relaxed);
-        if fails > SPIN_FAILS_SKIP {
-            self.spins
-                .store(fails.min(SPIN_FAILS_MAX) - 1, Ordering::Relaxed);
+        // lose a step, and a value the program wrote itself is at most 4095 skips, after which
+        // the first update clamps its level.
+        let h = self.spins.load(Ordering::Relaxed);
+        let skips = h & SKIP_MASK;
+        let level = (h >> LEVEL_SHIFT).min(LEVEL_MAX);
+        if skips > 0 {
+            self.spins.store(h - 1, Ordering::Relaxed);
             return self.try_lock();
         }
         let took = self.spin_while_held();
         let next = if took {
-            fails / 2
+            level.saturating_sub(1) << LEVEL_SHIFT
         } else {
-            (fails + SPIN_FAIL).min(SPIN_FAILS_MAX)
+            let level = (level + 1).min(LEVEL_MAX);
+            level << LEVEL_SHIFT | SKIPS_BASE << (level - 1)
         };
-        if next != fails {
+        if next != h {
             self.spins.store(next, Ordering::Relaxed);
         }
         took
@@ -352,6 +375,21 @@ impl Adaptive {
     }
 }
 
+/// Passes on a wake-up this thread may owe (invariant 2): called by the library's wrapper
+/// (`crate::signals`) before the program's signal handler runs, since that handler may leave the
+/// interrupted wait for good. Wakes one sleeper of the word this thread sleeps on (or slept on last
+/// in a wait it left): a spare wake-up when it owed none, and harmless on a word since freed (a
+/// futex wake never dereferences the address; its error, `EFAULT` on memory since unmapped, is
+/// not the interrupted code's: errno is kept).
+pub(crate) fn pass_on_owed() {
+    let w = sys::owed_word();
+    if !w.is_null() {
+        let e = sys::errno();
+        sys::futex_wake(w, 1, false);
+        sys::set_errno(e);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -404,38 +442,49 @@ mod tests {
         locker.join().unwrap();
     }
 
+    /// The history's value for a failure level and a skip count.
+    fn history(level: u16, skips: u16) -> u16 {
+        level << LEVEL_SHIFT | skips
+    }
+
     #[test]
     fn failed_spins_build_a_history_that_skips_spins_and_decays() {
         let m = leak();
         // Held 20 ms, far past the spin's budgets: the locker's spin fails and it sleeps.
         contend_once(m, Duration::from_millis(20));
-        assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAIL);
-        // Above the threshold: each contended acquisition skips its spin and takes 1 off.
+        assert_eq!(m.spins.load(Ordering::Relaxed), history(1, SKIPS_BASE));
+        // Skips left: each contended acquisition skips its spin and takes 1 off.
         contend_once(m, Duration::from_millis(20));
-        assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAIL - 1);
-        m.spins.store(SPIN_FAILS_SKIP, Ordering::Relaxed);
-        // At the threshold the locker spins again; another failure adds to the history.
+        assert_eq!(m.spins.load(Ordering::Relaxed), history(1, SKIPS_BASE - 1));
+        // No skips left: the locker spins again; another failure raises the level and doubles the
+        // skips.
+        m.spins.store(history(1, 0), Ordering::Relaxed);
         contend_once(m, Duration::from_millis(20));
-        assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAILS_SKIP + SPIN_FAIL);
-        // A value out of range (the program's own bytes) is clamped by the first update.
-        m.spins.store(u16::MAX, Ordering::Relaxed);
+        assert_eq!(m.spins.load(Ordering::Relaxed), history(2, 2 * SKIPS_BASE));
+        // The level stops at its ceiling; a level out of range (the program's own bytes) is
+        // clamped by the first update.
+        m.spins.store(history(LEVEL_MAX, 0), Ordering::Relaxed);
         contend_once(m, Duration::from_millis(20));
-        assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAILS_MAX - 1);
+        let top = history(LEVEL_MAX, SKIPS_BASE << (LEVEL_MAX - 1));
+        assert_eq!(m.spins.load(Ordering::Relaxed), top);
+        m.spins.store(history(15, 0), Ordering::Relaxed);
+        contend_once(m, Duration::from_millis(20));
+        assert_eq!(m.spins.load(Ordering::Relaxed), top);
         // Uncontended acquisitions never touch it.
         m.lock();
         m.unlock();
-        assert_eq!(m.spins.load(Ordering::Relaxed), SPIN_FAILS_MAX - 1);
+        assert_eq!(m.spins.load(Ordering::Relaxed), top);
     }
 
     #[test]
-    fn a_spin_that_takes_the_lock_halves_the_history() {
+    fn a_spin_that_takes_the_lock_lowers_the_level() {
         let m = leak();
         let ready: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
         // Released a few microseconds after the locker starts: most tries catch it in its spin
         // (10 us with the same owner); one that slept instead leaves the history higher.
-        let mut halved = false;
+        let mut lowered = false;
         for _ in 0..200 {
-            m.spins.store(SPIN_FAILS_SKIP, Ordering::Relaxed);
+            m.spins.store(history(2, 0), Ordering::Relaxed);
             ready.store(0, Ordering::Relaxed);
             m.lock();
             let locker = std::thread::spawn(move || {
@@ -452,12 +501,12 @@ mod tests {
             }
             m.unlock();
             locker.join().unwrap();
-            if m.spins.load(Ordering::Relaxed) == SPIN_FAILS_SKIP / 2 {
-                halved = true;
+            if m.spins.load(Ordering::Relaxed) == history(1, 0) {
+                lowered = true;
                 break;
             }
         }
-        assert!(halved, "no spin took the lock in 200 tries");
+        assert!(lowered, "no spin took the lock in 200 tries");
     }
 
     #[test]
@@ -522,10 +571,11 @@ mod tests {
     }
 
     #[test]
-    fn a_sleeper_whose_wake_up_went_to_a_vanished_thread_looks_again_at_its_watchdog() {
+    fn a_sleeper_whose_wake_up_went_to_a_thread_that_left_is_woken_by_its_handler_wrapper() {
         // A sleeper marks the word; the mark then goes as an unlock's would, to a woken thread that
-        // never comes back (taken away here by hand), and the holder's release is quiet. Nobody
-        // wakes the sleeper: its watchdog does, and it gets the lock: a delay, not a hang.
+        // leaves from a signal handler (taken away here by hand), and the holder's release is quiet.
+        // What the library's wrapper runs before that handler (here on a thread whose owed word is
+        // the mutex's) wakes the sleeper, which gets the lock.
         let m = leak();
         m.lock();
         let t = std::thread::spawn(move || {
@@ -547,6 +597,11 @@ mod tests {
                 .is_ok()
         );
         assert!(m.unlock_quiet());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!t.is_finished(), "nothing has woken the sleeper yet");
+        sys::set_owed_word(m.word);
+        pass_on_owed();
+        sys::set_owed_word_ptr(core::ptr::null());
         t.join().unwrap();
         assert_eq!(m.word.load(Ordering::Relaxed), 0);
     }

@@ -2,7 +2,7 @@
 //! on any clock, and a stderr writer that never allocates or fails.
 
 use core::cell::Cell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The atomics the adaptive mutex is built from: core's; loom's in its model (`locklab`'s
@@ -184,6 +184,7 @@ pub(crate) fn arm_rwlock_fast() {
 /// In a child of `fork` the only thread has a new TID (for the cached fallback; glibc updates its
 /// own field itself).
 pub(crate) fn after_fork_child() {
+    owed_after_fork_child();
     if TID.with(Cell::get) != 0 {
         let _ = fresh_tid();
     }
@@ -410,50 +411,131 @@ pub(crate) fn futex_wake_count(word: *const AtomicU32, n: i32, shared: bool) -> 
     unsafe { libc::syscall(libc::SYS_futex, word, op, n) }
 }
 
-/// How long a sleeper on a lock word sleeps at most before it looks again, woken or not: what
-/// bounds the cost of a waiter that left without its share of the protocol (`siglongjmp` out of a
-/// wait, threads gone in a `fork` child).
-pub(crate) const WATCHDOG: libc::timespec = libc::timespec {
-    tv_sec: 0,
-    tv_nsec: 100_000_000,
-};
-
-/// Sleeps while `*word == expected` (a private futex, not a cancellation point), at most
-/// [`WATCHDOG`] at a time, and not past the absolute `(clock, time)` if given; `false` once that
-/// time has passed. Returns early (`true`) when woken, on a signal, or when the watchdog ends.
-pub(crate) fn futex_wait_watched(
-    word: &AtomicU32,
-    expected: u32,
-    until: Option<(libc::clockid_t, &libc::timespec)>,
-) -> bool {
-    const WATCHDOG_LEN: Duration = Duration::new(WATCHDOG.tv_sec as u64, WATCHDOG.tv_nsec as u32);
-    if let Some((clock, abs)) = until {
-        match time_left(clock, abs) {
-            None => return false,
-            // The deadline comes first: sleep to it.
-            Some(left) if left <= WATCHDOG_LEN => return futex_wait_until(word, expected, until),
-            Some(_) => {}
-        }
-    }
-    futex_wait_for(word, expected, &WATCHDOG);
-    true
+/// The lock word each thread sleeps on in an adaptive-mutex wait (`adaptive::pass_on_owed`), by
+/// TID: what the signal-handler wrapper passes a wake-up on to. Not a thread-local: the wrapper runs
+/// on every delivery, and Rust's `thread_local!` in a shared object is reached through
+/// `__tls_get_addr`, which may `malloc` (to grow the thread's TLS vector after the program
+/// `dlopen`ed libraries with TLS) and so deadlock a handler that interrupted `malloc`; a TLS variable
+/// of the initial-exec model would avoid that but makes the library impossible to `dlopen`.
+///
+/// A thread claims a slot near its TID's hash (a CAS of the slot's TID from 0) before its first
+/// sleep of a lock call, writes the word there, and at the end of the call puts back the value it
+/// found (an interrupted outer wait's), giving the slot up when that was none. Only the claiming
+/// thread writes a slot's word and reads it (in its own handlers): program order, no orderings. A
+/// wait left for good from a handler keeps its slot until the thread's next lock call; the slot of a
+/// thread that then exits is taken back by a claim that finds no free slot (the TID no longer
+/// exists). A thread that finds no slot at all sleeps unrecorded: its handler passes nothing on
+/// (as glibc's mutex).
+struct OwedSlot {
+    tid: AtomicI32,
+    word: AtomicPtr<AtomicU32>,
 }
 
-/// Sleeps while `*word == expected`, for at most `rel` (a private futex, relative time-out, not a
-/// cancellation point); may return early.
-pub(crate) fn futex_wait_for(word: &AtomicU32, expected: u32, rel: &libc::timespec) {
-    let e = errno();
-    // SAFETY: valid arguments; the kernel compares and sleeps atomically.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            rel as *const libc::timespec,
-        )
-    };
-    set_errno(e);
+/// Slots: threads asleep on adaptive mutexes at once beyond about this many (their probe windows
+/// full) sleep unrecorded.
+const OWED_SLOTS: usize = 4096;
+const _: () = assert!(OWED_SLOTS.is_power_of_two());
+/// Slots a thread looks at from its hash, to claim or to find its own.
+const OWED_PROBE: usize = 32;
+
+static OWED: [OwedSlot; OWED_SLOTS] = [const {
+    OwedSlot {
+        tid: AtomicI32::new(0),
+        word: AtomicPtr::new(core::ptr::null_mut()),
+    }
+}; OWED_SLOTS];
+
+/// Slots claimed: 0 lets a handler return at once.
+static OWED_CLAIMED: AtomicUsize = AtomicUsize::new(0);
+
+/// The slots a thread may use, from its TID's hash.
+fn owed_probe(tid: i32) -> impl Iterator<Item = &'static OwedSlot> {
+    // Fibonacci hashing: the product's high bits depend on every bit of the TID (its low bits
+    // only on the TID's low bits, which made TIDs equal modulo the table's size share a window).
+    let h = ((tid as u32).wrapping_mul(0x9e37_79b9) >> (32 - OWED_SLOTS.trailing_zeros())) as usize;
+    (0..OWED_PROBE).map(move |i| &OWED[(h + i) % OWED_SLOTS])
+}
+
+/// The calling thread's TID, in a signal handler too (no lookup, no thread-local).
+fn tid_in_handler() -> i32 {
+    let off = TID_OFFSET.load(Ordering::Relaxed);
+    if off != 0 && off != usize::MAX {
+        // SAFETY: as in `tid`.
+        return unsafe { descriptor_word(off) };
+    }
+    // SAFETY: gettid has no arguments.
+    unsafe { libc::gettid() }
+}
+
+/// The word of this thread's current (or abandoned) lock wait, null if none. Safe in a signal
+/// handler: loads only (and `gettid` where glibc's descriptor was not found).
+#[inline]
+pub(crate) fn owed_word() -> *const AtomicU32 {
+    if OWED_CLAIMED.load(Ordering::Relaxed) == 0 {
+        return core::ptr::null();
+    }
+    let me = tid_in_handler();
+    owed_probe(me)
+        .find(|s| s.tid.load(Ordering::Relaxed) == me)
+        .map_or(core::ptr::null(), |s| s.word.load(Ordering::Relaxed))
+}
+
+/// Records the word this thread is about to sleep on.
+#[inline]
+pub(crate) fn set_owed_word(w: &AtomicU32) {
+    set_owed_word_ptr(w);
+}
+
+/// Records `w` (a value read by [`owed_word`], or a word about to be slept on) as this thread's;
+/// null gives the thread's slot up.
+pub(crate) fn set_owed_word_ptr(w: *const AtomicU32) {
+    let me = tid_in_handler();
+    if let Some(s) = owed_probe(me).find(|s| s.tid.load(Ordering::Relaxed) == me) {
+        s.word.store(w.cast_mut(), Ordering::Relaxed);
+        if w.is_null() {
+            // Release pairs with a claimer's Acquire CAS: it finds the word cleared.
+            s.tid.store(0, Ordering::Release);
+            OWED_CLAIMED.fetch_sub(1, Ordering::Relaxed);
+        }
+        return;
+    }
+    if w.is_null() {
+        return;
+    }
+    for pass in 0..2 {
+        for s in owed_probe(me) {
+            let t = s.tid.load(Ordering::Relaxed);
+            // A slot of a thread that no longer exists (it left a wait for good, then exited) is
+            // taken back on the second pass. The check is a system call: only when the first pass
+            // found nothing free.
+            // SAFETY: tgkill with signal 0 only checks that the thread exists.
+            let dead = pass == 1
+                && t != 0
+                && unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), t, 0) } != 0
+                && errno() == libc::ESRCH;
+            // Acquire pairs with the Release of the slot's last owner giving it up.
+            if (t == 0 || dead)
+                && s.tid
+                    .compare_exchange(t, me, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                if t == 0 {
+                    OWED_CLAIMED.fetch_add(1, Ordering::Relaxed);
+                }
+                s.word.store(w.cast_mut(), Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+}
+
+/// In a `fork` child: the parent's threads are gone, and their slots with them.
+fn owed_after_fork_child() {
+    for s in &OWED {
+        s.word.store(core::ptr::null_mut(), Ordering::Relaxed);
+        s.tid.store(0, Ordering::Relaxed);
+    }
+    OWED_CLAIMED.store(0, Ordering::Relaxed);
 }
 
 /// glibc's legacy cleanup buffer (`struct _pthread_cleanup_buffer`), for
@@ -508,4 +590,63 @@ unsafe extern "C" {
         a: *const libc::pthread_mutexattr_t,
         ty: *mut libc::c_int,
     ) -> libc::c_int;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn word() -> &'static AtomicU32 {
+        Box::leak(Box::new(AtomicU32::new(0)))
+    }
+
+    #[test]
+    fn each_thread_has_its_own_owed_word_given_up_at_the_end() {
+        let (a, b) = (word(), word());
+        set_owed_word(a);
+        assert!(core::ptr::eq(owed_word(), a));
+        // Another thread sees its own (none), and records its own.
+        let other = std::thread::spawn(move || {
+            let none = owed_word().is_null();
+            set_owed_word(b);
+            let mine = core::ptr::eq(owed_word(), b);
+            set_owed_word_ptr(core::ptr::null());
+            (none, mine, owed_word().is_null())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, (true, true, true));
+        // A nested wait (a lock call in a handler) records its word and puts the outer one back.
+        let outer = owed_word();
+        set_owed_word(b);
+        assert!(core::ptr::eq(owed_word(), b));
+        set_owed_word_ptr(outer);
+        assert!(core::ptr::eq(owed_word(), a));
+        set_owed_word_ptr(core::ptr::null());
+        assert!(owed_word().is_null());
+    }
+
+    #[test]
+    fn a_slot_left_by_a_thread_that_exited_is_taken_back() {
+        // Twice as many threads as there are slots leave their waits for good and exit, keeping
+        // their slots: the table fills, and the later ones (and every new thread) find a slot
+        // only by taking back a dead thread's.
+        let w = word() as *const AtomicU32 as usize;
+        for _ in 0..2 * OWED_SLOTS {
+            std::thread::spawn(move || set_owed_word_ptr(w as *const AtomicU32))
+                .join()
+                .unwrap();
+        }
+        for _ in 0..OWED_SLOTS / OWED_PROBE {
+            let found = std::thread::spawn(move || {
+                set_owed_word_ptr(w as *const AtomicU32);
+                let ok = core::ptr::eq(owed_word(), w as *const AtomicU32);
+                set_owed_word_ptr(core::ptr::null());
+                ok
+            })
+            .join()
+            .unwrap();
+            assert!(found);
+        }
+    }
 }

@@ -95,8 +95,8 @@ fn signal_handlers_and_siglongjmp_in_a_blocked_lock() {
 }
 
 /// `siglongjmp` out of a lock just after the unlock woke the thread, another thread asleep behind
-/// it and nobody else contending: the sleeper behind it still gets the free mutex (at its watchdog).
-/// Under the default choice only: glibc's own mutex leaves it asleep.
+/// it and nobody else contending: the sleeper behind it still gets the free mutex (the handler
+/// wrapper passes the wake-up on). Under the default choice only: glibc's own mutex leaves it asleep.
 #[test]
 fn a_wait_jumped_out_of_after_its_wake_up_strands_nobody() {
     matrix(
@@ -104,6 +104,68 @@ fn a_wait_jumped_out_of_after_its_wake_up_strands_nobody() {
         "jump_out_of_wait_c",
         &[vec![("LOCKLAB_MUTEX", "mutex")]],
     );
+}
+
+/// Installing handlers as glibc does, with the library's wrapper in between: a handler always runs
+/// with the flags and mask installed with it while another installation replaces it, concurrent
+/// installations report one chain of old actions, an action copied with the raw system call runs
+/// its handler, and a handler that interrupts `malloc` after the program loaded libraries with
+/// thread-locals returns (the wrapper reads its thread-local without `__tls_get_addr`, which may
+/// allocate). Under every mutex choice; the last case without lockdep, whose own per-thread state
+/// is a Rust thread-local (docs/lockdep.md).
+#[test]
+fn handlers_install_as_under_glibc() {
+    let lib = compile_with("tls_lib.c", "libtls_lib.so", &["-shared", "-fPIC"]);
+    let exe = compile("handler_install.c", "handler_install_c");
+    let glibc = {
+        let mut c = command(&exe, false, &[]);
+        c.arg(&lib);
+        run_limited(c, LIMIT)
+    };
+    assert_ok(&glibc, "handler_install under glibc alone");
+    for mutex in ["mutex", "tas", "glibc"] {
+        let mut c = command(&exe, true, &[("LOCKLAB_MUTEX", mutex)]);
+        c.arg(&lib);
+        let out = run_limited(c, LIMIT);
+        assert_ok(&out, &format!("handler_install with the library, {mutex}"));
+    }
+    let out = run_limited(command(&exe, true, &[("LOCKLAB_LOCKDEP", "1")]), LIMIT);
+    assert_ok(&out, "handler_install with lockdep");
+}
+
+/// The library runs every handler the program installs behind its wrapper: a C++ exception thrown
+/// from a `SIGSEGV` handler still reaches the faulting code's `catch`, and `backtrace()` from a
+/// handler reaches `main`, under every mutex choice and with lockdep; with lockdep off (the wrapper
+/// jumps to the handler) on x86-64 the backtrace has glibc's depth.
+#[test]
+fn exceptions_and_backtraces_cross_the_handler_wrapper() {
+    let exe = compile_with(
+        "handler_throw.cpp",
+        "handler_throw_cpp",
+        &["-fnon-call-exceptions", "-rdynamic"],
+    );
+    let depth = |out: &std::process::Output| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("depth ").map(str::to_owned))
+    };
+    let glibc = run_limited(command(&exe, false, &[]), LIMIT);
+    assert_ok(&glibc, "handler_throw under glibc alone");
+    let envs: [&[(&str, &str)]; 4] = [
+        &[("LOCKLAB_MUTEX", "mutex")],
+        &[("LOCKLAB_MUTEX", "tas")],
+        &[("LOCKLAB_MUTEX", "glibc")],
+        &[("LOCKLAB_MUTEX", "mutex"), ("LOCKLAB_LOCKDEP", "1")],
+    ];
+    for env in envs {
+        let out = run_limited(command(&exe, true, env), LIMIT);
+        assert_ok(&out, &format!("handler_throw with the library, {env:?}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("0 failure(s)"), "{env:?}: {text}");
+        if cfg!(target_arch = "x86_64") && env.len() == 1 {
+            assert_eq!(depth(&out), depth(&glibc), "backtrace depth, {env:?}");
+        }
+    }
 }
 
 /// A signal handler that leaves a blocked lock by `setcontext` (not glibc's `longjmp`), after which

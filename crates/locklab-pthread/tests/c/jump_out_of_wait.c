@@ -2,16 +2,16 @@
  * asleep behind it and nobody else contending. The woken thread owes the sleepers the step that
  * keeps their wake-ups coming (under glibc's protocol and ours: it marks the word again, and the
  * unlock that frees the lock then wakes the next); a signal handler that jumps it out at that moment
- * skips the step. The library's sleepers look again at least every 100 ms (its watchdog), so the
- * sleeper behind gets the free mutex late, not never.
+ * skips the step. The library runs the program's handlers behind a wrapper that first wakes a
+ * sleeper of the word the thread was waiting on, so the sleeper behind gets the free mutex.
  *
  * Each round: the main thread holds the mutex; J sleeps on it, then S (a timed lock, 1 s); the main
  * thread unlocks (waking J, the first asleep) and at once sends J a signal, whose handler jumps out
  * of the lock. J and the main thread share one CPU, so J usually runs only after the signal is
  * queued, and takes it on its way out of the wake-up (a jump can only come after the wake-up: the
  * unlock precedes the signal, and J was asleep first). S must then get the free mutex: a time-out
- * while it was free is a lost wake-up. glibc's own mutex has no watchdog and loses it: under glibc
- * alone the lost wake-ups are reported, not counted as failures. */
+ * while it was free is a lost wake-up. glibc's own mutex loses it: under glibc alone the lost
+ * wake-ups are reported, not counted as failures. */
 #include "check.h"
 #include <sched.h>
 #include <setjmp.h>

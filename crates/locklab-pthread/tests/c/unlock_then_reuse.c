@@ -8,7 +8,7 @@
  * 2. A timed locker is woken by the unlock it waits for, even in a fork child whose parent forked
  *    while a woken sleeper had not yet run (the child has no such thread): it gets the lock soon
  *    after the unlock, not at its deadline 10 s later. Each round's child reports how long its
- *    timed locker waited; more than a second is a failure (the design allows a 100 ms watchdog).
+ *    timed locker waited; more than a second is a failure.
  *
  * Prints "unlock_then_reuse: N failure(s)"; exits non-zero on any. */
 #include "check.h"

@@ -6,8 +6,7 @@
 //! The file is compiled beside the `sys` below instead of the library's: loom's atomics, and a model
 //! futex with the kernel's semantics where they matter here: a wait compares the word and sleeps
 //! atomically, a wake wakes at most `n` threads that are asleep at that moment (oldest first) and
-//! says how many. The watchdog's 100 ms wait is modelled as a wait with no time-out, so a model that
-//! deadlocks is a lost wake-up the watchdog would have hidden; a timed lock's wait times out at once
+//! says how many. A model that deadlocks is a lost wake-up; a timed lock's wait times out at once
 //! (the time-out path, leaving the mark its swap wrote, is what is explored). Spins take one look
 //! (`sys::MODEL`).
 //!
@@ -77,9 +76,8 @@ mod sys {
         let _ = futex_wake_count(word, n, shared);
     }
 
-    /// A timed wait times out at once (`false`); without a deadline, a plain wait (the watchdog's
-    /// 100 ms has no time-out in the model).
-    pub fn futex_wait_watched(
+    /// A timed wait times out at once (`false`); without a deadline, a plain wait.
+    pub fn futex_wait_until(
         word: &AtomicU32,
         expected: u32,
         until: Option<(libc::clockid_t, &libc::timespec)>,
@@ -91,6 +89,29 @@ mod sys {
         wait(word, expected);
         true
     }
+
+    loom::thread_local! {
+        static OWED: core::cell::Cell<*const AtomicU32> = core::cell::Cell::new(core::ptr::null());
+    }
+
+    /// The word this thread sleeps on (what a signal handler's wrapper would pass on).
+    pub fn owed_word() -> *const AtomicU32 {
+        OWED.with(|o| o.get())
+    }
+
+    pub fn set_owed_word(w: &AtomicU32) {
+        OWED.with(|o| o.set(w));
+    }
+
+    pub fn set_owed_word_ptr(w: *const AtomicU32) {
+        OWED.with(|o| o.set(w));
+    }
+
+    pub fn errno() -> i32 {
+        0
+    }
+
+    pub fn set_errno(_: i32) {}
 }
 
 use super::*;

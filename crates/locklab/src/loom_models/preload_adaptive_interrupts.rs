@@ -5,8 +5,13 @@
 //!    back from a wake-up, and the handler takes the same mutex before the interrupted lock looks
 //!    again.
 //!
-//! Both deadlock (a lost wake-up: the model futex has no watchdog) if a timed-out locker clears the
-//! mark, or if a woken thread tries a plain `0 -> LOCKED` take before its swap.
+//! 3. a locker woken by an unlock that leaves its wait for good instead of looking again (its
+//!    signal handler `siglongjmp`s out), after the library's handler wrapper passed its wake-up on
+//!    (`pass_on_owed`).
+//!
+//! The first two deadlock (a lost wake-up) if a timed-out locker clears the mark, or if a woken
+//! thread tries a plain `0 -> LOCKED` take before its swap; the third if the wrapper's pass-on is
+//! removed (the sleeper behind the leaver stays asleep on a free word).
 #![allow(dead_code)]
 
 #[path = "../../../locklab-pthread/src/adaptive.rs"]
@@ -43,7 +48,28 @@ mod sys {
         pub static SPECIAL: Cell<bool> = Cell::new(false);
         pub static HANDLER: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
         pub static HANDLED: Cell<bool> = Cell::new(false);
+        /// This thread leaves its wait for good once woken (model 3).
+        pub static LEAVER: Cell<bool> = Cell::new(false);
+        static OWED: Cell<*const AtomicU32> = Cell::new(core::ptr::null());
     }
+
+    pub fn owed_word() -> *const AtomicU32 {
+        OWED.with(|o| o.get())
+    }
+
+    pub fn set_owed_word(w: &AtomicU32) {
+        OWED.with(|o| o.set(w));
+    }
+
+    pub fn set_owed_word_ptr(w: *const AtomicU32) {
+        OWED.with(|o| o.set(w));
+    }
+
+    pub fn errno() -> i32 {
+        0
+    }
+
+    pub fn set_errno(_: i32) {}
 
     /// The interruption: ends the special thread's sleep if it sleeps (unless a wake-up got it).
     pub fn fire() {
@@ -116,7 +142,9 @@ mod sys {
     /// Timed (special thread only): a time-out that has fired makes it `false` without a sleep (the
     /// real code's `time_left` check), an interrupted sleep is a time-out. Signals: after any return,
     /// if the interruption fired, the handler runs once (as the kernel delivers it on the way out).
-    pub fn futex_wait_watched(
+    /// A leaver, back from its sleep, runs what the handler wrapper runs and then leaves the lock
+    /// call without looking again (`false`: the loop ends without a swap, as a jump out would).
+    pub fn futex_wait_until(
         word: &AtomicU32,
         expected: u32,
         until: Option<(libc::clockid_t, &libc::timespec)>,
@@ -126,6 +154,10 @@ mod sys {
             return false;
         }
         let r = wait(word, expected);
+        if LEAVER.with(|l| l.get()) {
+            super::adaptive::pass_on_owed();
+            return false;
+        }
         if until.is_some() && r == 1 {
             return false;
         }
@@ -223,6 +255,33 @@ fn a_signal_handler_takes_the_lock_its_thread_waits_for() {
         t.join().unwrap();
         p.join().unwrap();
         sig.join().unwrap();
+        assert_eq!(m.word.load(Ordering::Relaxed) & 1, 0, "left held");
+    });
+}
+
+/// A locker woken by the unlock that leaves its wait for good (its handler jumps out) after the
+/// wrapper's pass-on, with a plain locker asleep behind it: the plain one still gets the lock.
+#[test]
+fn a_woken_locker_that_leaves_its_wait_passes_its_wake_up_on() {
+    model_with_preemptions(2, || {
+        let m = mutex();
+        let data = Arc::new(Guarded::new());
+        m.lock();
+        let leaver = thread::spawn(move || {
+            sys::LEAVER.with(|l| l.set(true));
+            let far = libc::timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            };
+            // Taken only if the word was free at a swap; never after a sleep.
+            if m.lock_until(libc::CLOCK_MONOTONIC, &far) {
+                m.unlock();
+            }
+        });
+        let p = plain(m, &data);
+        m.unlock();
+        leaver.join().unwrap();
+        p.join().unwrap();
         assert_eq!(m.word.load(Ordering::Relaxed) & 1, 0, "left held");
     });
 }
