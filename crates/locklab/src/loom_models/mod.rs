@@ -116,6 +116,8 @@ spin_exclusion_model! {
 mod preload_adaptive;
 #[cfg(unix)]
 mod preload_adaptive_interrupts;
+#[cfg(unix)]
+mod preload_owed;
 mod rcu;
 mod rw;
 mod sleep;

@@ -90,28 +90,9 @@ mod sys {
         true
     }
 
-    loom::thread_local! {
-        static OWED: core::cell::Cell<*const AtomicU32> = core::cell::Cell::new(core::ptr::null());
-    }
-
-    /// The word this thread sleeps on (what a signal handler's wrapper would pass on).
-    pub fn owed_word() -> *const AtomicU32 {
-        OWED.with(|o| o.get())
-    }
-
-    pub fn set_owed_word(w: &AtomicU32) {
-        OWED.with(|o| o.set(w));
-    }
-
-    pub fn set_owed_word_ptr(w: *const AtomicU32) {
-        OWED.with(|o| o.set(w));
-    }
-
-    pub fn errno() -> i32 {
-        0
-    }
-
-    pub fn set_errno(_: i32) {}
+    pub use crate::loom_models::preload_owed::{
+        errno, owed_word, set_errno, set_owed_word, set_owed_word_ptr,
+    };
 }
 
 use super::*;

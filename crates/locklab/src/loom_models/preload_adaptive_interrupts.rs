@@ -50,26 +50,11 @@ mod sys {
         pub static HANDLED: Cell<bool> = Cell::new(false);
         /// This thread leaves its wait for good once woken (model 3).
         pub static LEAVER: Cell<bool> = Cell::new(false);
-        static OWED: Cell<*const AtomicU32> = Cell::new(core::ptr::null());
     }
 
-    pub fn owed_word() -> *const AtomicU32 {
-        OWED.with(|o| o.get())
-    }
-
-    pub fn set_owed_word(w: &AtomicU32) {
-        OWED.with(|o| o.set(w));
-    }
-
-    pub fn set_owed_word_ptr(w: *const AtomicU32) {
-        OWED.with(|o| o.set(w));
-    }
-
-    pub fn errno() -> i32 {
-        0
-    }
-
-    pub fn set_errno(_: i32) {}
+    pub use crate::loom_models::preload_owed::{
+        errno, owed_word, set_errno, set_owed_word, set_owed_word_ptr,
+    };
 
     /// The interruption: ends the special thread's sleep if it sleeps (unless a wake-up got it).
     pub fn fire() {
