@@ -154,13 +154,20 @@ static void on_copied(int sig) {
     copied_ran++;
 }
 
-static void raw_copy(void) {
+/* Installs h for SIGUSR1 with sigaction(), then reads the kernel's action with the raw call. */
+static struct kaction install_and_read_raw(void (*h)(int)) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_copied;
+  sa.sa_handler = h;
   EQ(sigaction(SIGUSR1, &sa, NULL), 0);
   struct kaction k;
+  memset(&k, 0, sizeof k);
   EQ(syscall(SYS_rt_sigaction, SIGUSR1, NULL, &k, 8), 0);
+  return k;
+}
+
+static void raw_copy(void) {
+  struct kaction k = install_and_read_raw(on_copied);
   EQ(syscall(SYS_rt_sigaction, SIGUSR2, &k, NULL, 8), 0);
   raise(SIGUSR2);
   EQ(copied_ran, 1);
@@ -186,12 +193,7 @@ static void refused(void) {
     EQ(sigaction(sig, &sa, NULL), -1);
     EQ(errno, EINVAL);
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_later;
-  EQ(sigaction(SIGUSR1, &sa, NULL), 0);
-  struct kaction k;
-  EQ(syscall(SYS_rt_sigaction, SIGUSR1, NULL, &k, 8), 0);
+  struct kaction k = install_and_read_raw(on_later);
   const char *pre = getenv("LOCKLAB_EXPECT_PRELOAD");
   if (pre && *pre == '1')
     CHECK(k.handler != (void *)on_later, "the library's wrapper is installed after refused installations");
