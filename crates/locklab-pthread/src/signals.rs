@@ -168,15 +168,14 @@ fn slot_of(h: usize) -> Option<usize> {
             return Some(k);
         }
         // Release: the wrappers' Acquire load of the slot (and the next installer's) sees it
-        // filled. Two threads filling slots for one handler at once may give it two: both work.
-        if v == 0
-            && s.compare_exchange(0, h, Ordering::Release, Ordering::Acquire)
-                .is_ok()
-        {
-            return Some(k);
-        }
-        if s.load(Ordering::Acquire) == h {
-            return Some(k);
+        // filled; the failure's Acquire as the load above. Two threads filling slots for one
+        // handler at once may give it two: both work.
+        if v == 0 {
+            match s.compare_exchange(0, h, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => return Some(k),
+                Err(now) if now == h => return Some(k),
+                Err(_) => {}
+            }
         }
     }
     None
