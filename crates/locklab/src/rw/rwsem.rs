@@ -120,6 +120,21 @@
 //!   after a writer stores its tag: every reader storing made the owner line bounce between
 //!   readers); on timeout it sets NONSPINNABLE and queues.
 //!
+//! `owner` also carries a **writer generation** (bits 40-63), bumped by each write acquisition and
+//! kept by unlocks. The spinning writer looks after 1, 2, 4 ... 32 `pause`s, then yields between
+//! looks; but once two of its looks find a writer holding the lock with different generations (it
+//! was freed and re-taken in between without us: a holder re-locking at once), it yields between
+//! every two looks from then on, as parking_lot's waiters do after their third look. Each look takes
+//! the line from such a holder: a spinner that looked every few `pause`s all along took the lock
+//! about every fourteenth operation (hand-over 7%), moving the line twice each time, and at 2
+//! threads with 10% reads and no work the RwSem ran at 0.59-0.64x parking_lot's RwLock. While the
+//! spinner yields (half a microsecond with nothing else to run) the holder keeps its line. Yielding
+//! from the first look instead cost 7-15% where sections last hundreds of nanoseconds (seed 003's
+//! model: a yielding spinner sees the release late); a holder of such sections keeps its
+//! generation until it unlocks, so the spinner watching it still looks within `pause`s of the
+//! release. Figures: `docs/results/2026-12-07-rwsem-writer-yield.md`. (Not in the kernel, whose
+//! spinners have CPUs of their own.)
+//!
 //! Two constructors build the kernel's older rwsems for experiments (`locklab reproduce`):
 //! [`RawRwSem::without_reader_spinning`] (v3.16-v5.2, seed 003: writers spin only on writer owners and
 //! queue as soon as they see readers in) and [`RawRwSem::without_spinning`] (before v3.16, seed 001:
@@ -211,6 +226,12 @@ const SPIN_NONE: u8 = 2;
 const READER_OWNED: u64 = 1 << 0;
 const NONSPINNABLE: u64 = 1 << 1;
 const OWNER_TAG_SHIFT: u32 = 2;
+/// Bits 40-63 of `owner`: the writer generation, bumped by every write acquisition (wrapping) and
+/// kept by unlocks and reader phases. A spinner that finds a writer holding the lock at two looks
+/// with different generations knows the lock was freed and taken again in between without it.
+const OWNER_GEN_SHIFT: u32 = 40;
+const OWNER_GEN_ONE: u64 = 1 << OWNER_GEN_SHIFT;
+const OWNER_GEN_MASK: u64 = !(OWNER_GEN_ONE - 1);
 
 /// Readers granted per wake-up batch (the kernel's `MAX_READERS_WAKEUP`).
 ///
@@ -501,21 +522,30 @@ impl RawRwSem {
     /// stores (every reader storing made the owner line bounce between concurrent readers).
     #[inline]
     fn set_reader_owned(&self, tag: u32) {
-        // Relaxed: a hint. Keeps NONSPINNABLE (it lasts until a writer owns the lock).
+        // Relaxed: a hint. Keeps NONSPINNABLE (it lasts until a writer owns the lock) and the
+        // writer generation.
         let o = self.owner.load(Ordering::Relaxed);
         if o & READER_OWNED == 0 {
             self.owner.store(
-                ((tag as u64) << OWNER_TAG_SHIFT) | READER_OWNED | (o & NONSPINNABLE),
+                ((tag as u64) << OWNER_TAG_SHIFT)
+                    | READER_OWNED
+                    | (o & (NONSPINNABLE | OWNER_GEN_MASK)),
                 Ordering::Relaxed,
             );
         }
     }
 
+    /// Marks the lock writer-owned by `tag` and bumps the writer generation (the holder has the
+    /// line: the load costs nothing next to the store).
     #[inline]
     fn set_writer_owned(&self, tag: u32) {
-        // Relaxed: a hint.
-        self.owner
-            .store((tag as u64) << OWNER_TAG_SHIFT, Ordering::Relaxed);
+        // Relaxed (both): a hint; only the holder writes it (and spinners' NONSPINNABLE, which
+        // this clears, as a writer owner does).
+        let generation = self.owner.load(Ordering::Relaxed) & OWNER_GEN_MASK;
+        self.owner.store(
+            ((tag as u64) << OWNER_TAG_SHIFT) | generation.wrapping_add(OWNER_GEN_ONE),
+            Ordering::Relaxed,
+        );
     }
 
     // ----- readers ------------------------------------------------------------------------------
@@ -873,6 +903,11 @@ impl RawRwSem {
         let mut last_owner = u64::MAX;
         let mut phase_budget = SpinBudget::new(OWNER_SPIN_NS);
         let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
+        // The writer generation at our last look, if a writer held the lock then; and whether we
+        // have seen it freed and re-taken between two looks (then we yield between looks: see
+        // "Writer spinning").
+        let mut last_gen = None;
+        let mut relocked = false;
         let got = loop {
             if self.try_take_write(tag, false) {
                 break true;
@@ -890,7 +925,20 @@ impl RawRwSem {
                 // The pre-v5.3 rwsem: readers in, so the writer cannot tell whether they run; sleep.
                 break false;
             }
-            // A new owner (or a new reader phase) re-arms the deadline.
+            if c & WRITER_LOCKED != 0 {
+                let generation = owner & OWNER_GEN_MASK;
+                if last_gen.is_some_and(|g| g != generation) {
+                    // Freed and taken again since our last look: looking sooner would only take
+                    // the line from the holder. From now on we yield between looks.
+                    relocked = true;
+                }
+                last_gen = Some(generation);
+            } else {
+                last_gen = None;
+            }
+            // A new owner (or a new reader phase) re-arms the deadline; a writer re-taking the lock
+            // is the same owner (the generation is not part of the key).
+            let owner = owner & !OWNER_GEN_MASK;
             let key = if reader_owned {
                 owner | READER_OWNED
             } else {
@@ -913,7 +961,11 @@ impl RawRwSem {
                 }
                 break false;
             }
-            backoff.wait();
+            if relocked {
+                crate::primitive::yield_now();
+            } else {
+                backoff.wait();
+            }
         };
         // SAFETY: we are the OSQ head with this node.
         unsafe { self.osq.0.unlock(node) };
@@ -934,8 +986,9 @@ impl RawRwSem {
     /// ```
     #[inline]
     pub unsafe fn write_unlock(&self) {
-        // Relaxed: a hint.
-        self.owner.store(0, Ordering::Relaxed);
+        // Relaxed: a hint. No owner, the generation kept.
+        let generation = self.owner.load(Ordering::Relaxed) & OWNER_GEN_MASK;
+        self.owner.store(generation, Ordering::Relaxed);
         // Release pairs with the next acquirer's Acquire.
         let c = self.count.fetch_sub(WRITER_LOCKED, Ordering::Release);
         if c & WAITERS != 0 {
