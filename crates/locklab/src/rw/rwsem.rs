@@ -120,20 +120,25 @@
 //!   after a writer stores its tag: every reader storing made the owner line bounce between
 //!   readers); on timeout it sets NONSPINNABLE and queues.
 //!
-//! `owner` also carries a **writer generation** (bits 40-63), bumped by each write acquisition and
-//! kept by unlocks. The spinning writer looks after 1, 2, 4 ... 32 `pause`s, then yields between
-//! looks; but once two of its looks find a writer holding the lock with different generations (it
-//! was freed and re-taken in between without us: a holder re-locking at once), it yields between
-//! every two looks from then on, as parking_lot's waiters do after their third look. Each look takes
-//! the line from such a holder: a spinner that looked every few `pause`s all along took the lock
-//! about every fourteenth operation (hand-over 7%), moving the line twice each time, and at 2
-//! threads with 10% reads and no work the RwSem ran at 0.59-0.64x parking_lot's RwLock. While the
-//! spinner yields (half a microsecond with nothing else to run) the holder keeps its line. Yielding
-//! from the first look instead cost 7-15% where sections last hundreds of nanoseconds (seed 003's
-//! model: a yielding spinner sees the release late); a holder of such sections keeps its
-//! generation until it unlocks, so the spinner watching it still looks within `pause`s of the
-//! release. Figures: `docs/results/2026-12-07-rwsem-writer-yield.md`. (Not in the kernel, whose
-//! spinners have CPUs of their own.)
+//! **When to yield between looks.** `owner` also carries a **writer generation** (bits 40-63),
+//! bumped by each write acquisition and kept by unlocks and reader phases, and a **RELOCKING** hint
+//! (bit 34). A spinning writer looks after 1, 2, 4 ... 32 `pause`s, then yields between looks. But
+//! once two of its looks find a writer holding the lock, named in `owner`, with different
+//! generations, the lock was freed and taken again in between without it (the holder re-locking at
+//! once, or another writer barging in): from then on it yields between every two looks, and sets
+//! RELOCKING so the next spinner starts that way. A look that finds the same generation as the look
+//! before, across a yield, means a hold that lasts: the spinner goes back to the `pause`s and clears
+//! RELOCKING. Why: each look takes the line from a holder that re-locks at once; a spinner that
+//! looked every few `pause`s all along took the lock about every fourteenth operation (hand-over 7%),
+//! moving the line twice each time, and at 2 threads with 10% reads and no work the RwSem ran at
+//! 0.57-0.64x parking_lot's RwLock. While the spinner yields (half a microsecond with nothing else
+//! to run) the holder keeps its line, as parking_lot's waiters leave it after three rounds of
+//! `pause`s. Yielding from the first look in every case cost 7-15% where sections last hundreds of
+//! nanoseconds (seed 003's model: a yielding spinner sees the release late), hence the two modes.
+//! Both are hints on the spinner's rhythm only: a lost or stale RELOCKING (the holder's owner store
+//! may overwrite a spinner's update) costs a few early or late looks, never a wait beyond the
+//! budgets above. Figures: `docs/results/2026-12-07-rwsem-writer-yield.md`. (Not in the kernel,
+//! whose spinners have CPUs of their own.)
 //!
 //! Two constructors build the kernel's older rwsems for experiments (`locklab reproduce`):
 //! [`RawRwSem::without_reader_spinning`] (v3.16-v5.2, seed 003: writers spin only on writer owners and
@@ -232,6 +237,14 @@ const OWNER_TAG_SHIFT: u32 = 2;
 const OWNER_GEN_SHIFT: u32 = 40;
 const OWNER_GEN_ONE: u64 = 1 << OWNER_GEN_SHIFT;
 const OWNER_GEN_MASK: u64 = !(OWNER_GEN_ONE - 1);
+/// Bits 2-33 of `owner`: the holder's tag (never 0).
+const OWNER_TAG_BITS: u64 = (u32::MAX as u64) << OWNER_TAG_SHIFT;
+/// Bit 34 of `owner`: the last spinner found the holder re-locking (it saw the generation move
+/// between two looks and had not seen it stay across a yield since): the next spinner starts by
+/// yielding between looks.
+const RELOCKING: u64 = 1 << 34;
+/// What the owner stores keep.
+const OWNER_KEEP: u64 = OWNER_GEN_MASK | RELOCKING;
 
 /// Readers granted per wake-up batch (the kernel's `MAX_READERS_WAKEUP`).
 ///
@@ -529,7 +542,7 @@ impl RawRwSem {
             self.owner.store(
                 ((tag as u64) << OWNER_TAG_SHIFT)
                     | READER_OWNED
-                    | (o & (NONSPINNABLE | OWNER_GEN_MASK)),
+                    | (o & (NONSPINNABLE | OWNER_KEEP)),
                 Ordering::Relaxed,
             );
         }
@@ -541,9 +554,11 @@ impl RawRwSem {
     fn set_writer_owned(&self, tag: u32) {
         // Relaxed (both): a hint; only the holder writes it (and spinners' NONSPINNABLE, which
         // this clears, as a writer owner does).
-        let generation = self.owner.load(Ordering::Relaxed) & OWNER_GEN_MASK;
+        let o = self.owner.load(Ordering::Relaxed);
         self.owner.store(
-            ((tag as u64) << OWNER_TAG_SHIFT) | generation.wrapping_add(OWNER_GEN_ONE),
+            ((tag as u64) << OWNER_TAG_SHIFT)
+                | (o & RELOCKING)
+                | (o & OWNER_GEN_MASK).wrapping_add(OWNER_GEN_ONE),
             Ordering::Relaxed,
         );
     }
@@ -907,7 +922,8 @@ impl RawRwSem {
         // have seen it freed and re-taken between two looks (then we yield between looks: see
         // "Writer spinning").
         let mut last_gen = None;
-        let mut relocked = false;
+        // Relaxed: a hint on our rhythm only.
+        let mut relocked = self.owner.load(Ordering::Relaxed) & RELOCKING != 0;
         let got = loop {
             if self.try_take_write(tag, false) {
                 break true;
@@ -925,12 +941,27 @@ impl RawRwSem {
                 // The pre-v5.3 rwsem: readers in, so the writer cannot tell whether they run; sleep.
                 break false;
             }
-            if c & WRITER_LOCKED != 0 {
+            // A writer holds it and has named itself (between its compare-and-swap and its owner
+            // store, `owner` still shows the previous generation: such a look tells nothing).
+            if c & WRITER_LOCKED != 0 && owner & READER_OWNED == 0 && owner & OWNER_TAG_BITS != 0 {
                 let generation = owner & OWNER_GEN_MASK;
-                if last_gen.is_some_and(|g| g != generation) {
-                    // Freed and taken again since our last look: looking sooner would only take
-                    // the line from the holder. From now on we yield between looks.
-                    relocked = true;
+                if let Some(g) = last_gen {
+                    // Relaxed (both RMWs): RELOCKING is a hint; a holder's owner store may undo
+                    // either, which costs a few early or late looks.
+                    if g != generation && !relocked {
+                        // Freed and taken again since our last look: looking sooner would only
+                        // take the line from the holder. From now on we yield between looks.
+                        relocked = true;
+                        if owner & RELOCKING == 0 {
+                            self.owner.fetch_or(RELOCKING, Ordering::Relaxed);
+                        }
+                    } else if g == generation && relocked {
+                        // The same hold across a yield: its holder does not re-lock at once.
+                        relocked = false;
+                        if owner & RELOCKING != 0 {
+                            self.owner.fetch_and(!RELOCKING, Ordering::Relaxed);
+                        }
+                    }
                 }
                 last_gen = Some(generation);
             } else {
@@ -938,7 +969,7 @@ impl RawRwSem {
             }
             // A new owner (or a new reader phase) re-arms the deadline; a writer re-taking the lock
             // is the same owner (the generation is not part of the key).
-            let owner = owner & !OWNER_GEN_MASK;
+            let owner = owner & !OWNER_KEEP;
             let key = if reader_owned {
                 owner | READER_OWNED
             } else {
@@ -987,8 +1018,8 @@ impl RawRwSem {
     #[inline]
     pub unsafe fn write_unlock(&self) {
         // Relaxed: a hint. No owner, the generation kept.
-        let generation = self.owner.load(Ordering::Relaxed) & OWNER_GEN_MASK;
-        self.owner.store(generation, Ordering::Relaxed);
+        let kept = self.owner.load(Ordering::Relaxed) & OWNER_KEEP;
+        self.owner.store(kept, Ordering::Relaxed);
         // Release pairs with the next acquirer's Acquire.
         let c = self.count.fetch_sub(WRITER_LOCKED, Ordering::Release);
         if c & WAITERS != 0 {
