@@ -131,7 +131,7 @@
 //! RELOCKING. Why: each look takes the line from a holder that re-locks at once; a spinner that
 //! looked every few `pause`s all along took the lock about every fourteenth operation (hand-over 7%),
 //! moving the line twice each time, and at 2 threads with 10% reads and no work the RwSem ran at
-//! 0.57-0.64x parking_lot's RwLock. While the spinner yields (half a microsecond with nothing else
+//! 0.57-0.71x parking_lot's RwLock. While the spinner yields (half a microsecond with nothing else
 //! to run) the holder keeps its line, as parking_lot's waiters leave it after three rounds of
 //! `pause`s. Yielding from the first look in every case cost 7-15% where sections last hundreds of
 //! nanoseconds (seed 003's model: a yielding spinner sees the release late), hence the two modes.
