@@ -122,23 +122,24 @@
 //!
 //! **When to yield between looks.** `owner` also carries a **writer generation** (bits 40-63),
 //! bumped by each write acquisition and kept by unlocks and reader phases, and a **RELOCKING** hint
-//! (bit 34). A spinning writer looks after 1, 2, 4 ... 32 `pause`s, then yields between looks. But
-//! once two of its looks find a writer holding the lock, named in `owner`, with different
-//! generations, the lock was freed and taken again in between without it (the holder re-locking at
-//! once, or another writer barging in): from then on it yields between every two looks, and sets
-//! RELOCKING so the next spinner starts that way. A look that finds the same generation as the look
-//! before, across a yield, means a hold that lasts: the spinner goes back to the `pause`s and clears
-//! RELOCKING. Why: each look takes the line from a holder that re-locks at once; a spinner that
-//! looked every few `pause`s all along took the lock about every fourteenth operation (hand-over 7%),
-//! moving the line twice each time, and at 2 threads with 10% reads and no work the RwSem ran at
-//! 0.57-0.71x parking_lot's RwLock. While the spinner yields (half a microsecond with nothing else
-//! to run) the holder keeps its line, as parking_lot's waiters leave it after three rounds of
-//! `pause`s. Yielding from the first look in every case cost 7-15% where sections last hundreds of
-//! nanoseconds (seed 003's model: a yielding spinner sees the release late), hence the two modes.
-//! Both are hints on the spinner's rhythm only: a lost or stale RELOCKING (the holder's owner store
-//! may overwrite a spinner's update) costs a few early or late looks, never a wait beyond the
-//! budgets above. Figures: `docs/results/2026-12-07-rwsem-writer-yield.md`. (Not in the kernel,
-//! whose spinners have CPUs of their own.)
+//! (bit 34). A spinning writer backs off 1, 2, 4 ... 32 `pause`s between its first looks, then
+//! yields between looks. But once two consecutive looks find a writer holding the lock, named in
+//! `owner`, with different generations, the lock was released (or handed over) and taken again in
+//! between without it (the holder re-locking at once, or another writer barging in): from then on
+//! it yields between every two looks, and sets RELOCKING so the next spinner starts that way. Two
+//! consecutive looks, across a yield, that find the same generation mean a hold that lasts: the
+//! spinner starts its `pause`s again from the first step and clears RELOCKING. Why: each look takes
+//! the line from a holder that re-locks at once. When every spin began with those six quick looks,
+//! the spinner took the lock about every fourteenth operation (hand-over 7%), moving the line twice
+//! each time, and at 2 threads with 10% reads and no work the RwSem ran at 0.57-0.71x parking_lot's
+//! RwLock. While the spinner yields (half a microsecond with nothing else to run) the holder keeps
+//! its line, as parking_lot's waiters leave it after three rounds of `pause`s. Yielding from the
+//! first look in every case cost 9-12% where sections last hundreds of nanoseconds (seed 003's
+//! model: a yielding spinner sees the release late), hence the two rhythms. Both are hints on the
+//! spinner's rhythm only: a lost or stale RELOCKING (a holder's owner store may overwrite a
+//! spinner's update) costs a few early or late looks, never a wait beyond the budgets above.
+//! Figures: `docs/results/2026-12-07-rwsem-writer-yield.md`. (Not in the kernel, whose spinners
+//! have CPUs of their own.)
 //!
 //! Two constructors build the kernel's older rwsems for experiments (`locklab reproduce`):
 //! [`RawRwSem::without_reader_spinning`] (v3.16-v5.2, seed 003: writers spin only on writer owners and
@@ -184,7 +185,7 @@
 //! Every acquisition (reader `fetch_add`, also after a reader's spin; writer CAS) is Acquire; `up_read`/`up_write`/`downgrade` are
 //! Release; a granted reader's bias is added (Acquire+Release) by the waker before the HANDED store
 //! (Release), which the reader reads with Acquire. Flag updates are Relaxed (the list is under
-//! `wait_lock`). The owner field is a Relaxed hint: it decides only whether to spin.
+//! `wait_lock`). The owner field is a Relaxed hint: it decides only whether and how to spin.
 
 #[cfg(not(loom))]
 mod api;
@@ -233,7 +234,8 @@ const NONSPINNABLE: u64 = 1 << 1;
 const OWNER_TAG_SHIFT: u32 = 2;
 /// Bits 40-63 of `owner`: the writer generation, bumped by every write acquisition (wrapping) and
 /// kept by unlocks and reader phases. A spinner that finds a writer holding the lock at two looks
-/// with different generations knows the lock was freed and taken again in between without it.
+/// with different generations knows the lock was released (or handed over) and taken again in
+/// between without it.
 const OWNER_GEN_SHIFT: u32 = 40;
 const OWNER_GEN_ONE: u64 = 1 << OWNER_GEN_SHIFT;
 const OWNER_GEN_MASK: u64 = !(OWNER_GEN_ONE - 1);
@@ -245,6 +247,12 @@ const OWNER_TAG_BITS: u64 = (u32::MAX as u64) << OWNER_TAG_SHIFT;
 const RELOCKING: u64 = 1 << 34;
 /// What the owner stores keep.
 const OWNER_KEEP: u64 = OWNER_GEN_MASK | RELOCKING;
+const _: () = assert!(
+    OWNER_TAG_BITS & OWNER_KEEP == 0
+        && (READER_OWNED | NONSPINNABLE) & (OWNER_TAG_BITS | OWNER_KEEP) == 0
+        && (crate::sleep::mutex::TAG_MASK as u64) << OWNER_TAG_SHIFT & !OWNER_TAG_BITS == 0,
+    "the owner hint's fields overlap"
+);
 
 /// Readers granted per wake-up batch (the kernel's `MAX_READERS_WAKEUP`).
 ///
@@ -552,8 +560,8 @@ impl RawRwSem {
     /// line: the load costs nothing next to the store).
     #[inline]
     fn set_writer_owned(&self, tag: u32) {
-        // Relaxed (both): a hint; only the holder writes it (and spinners' NONSPINNABLE, which
-        // this clears, as a writer owner does).
+        // Relaxed (both): a hint; only the holder stores it (spinners set and clear single bits:
+        // NONSPINNABLE, which this clears as a writer owner does, and RELOCKING, which it keeps).
         let o = self.owner.load(Ordering::Relaxed);
         self.owner.store(
             ((tag as u64) << OWNER_TAG_SHIFT)
@@ -918,9 +926,9 @@ impl RawRwSem {
         let mut last_owner = u64::MAX;
         let mut phase_budget = SpinBudget::new(OWNER_SPIN_NS);
         let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
-        // The writer generation at our last look, if a writer held the lock then; and whether we
-        // have seen it freed and re-taken between two looks (then we yield between looks: see
-        // "Writer spinning").
+        // The writer generation at our last look, if a named writer held the lock then; and
+        // whether we have seen it released and re-taken between two consecutive looks (then we
+        // yield between looks: see "Writer spinning").
         let mut last_gen = None;
         // Relaxed: a hint on our rhythm only.
         let mut relocked = self.owner.load(Ordering::Relaxed) & RELOCKING != 0;
@@ -948,16 +956,19 @@ impl RawRwSem {
                 if let Some(g) = last_gen {
                     // Relaxed (both RMWs): RELOCKING is a hint; a holder's owner store may undo
                     // either, which costs a few early or late looks.
-                    if g != generation && !relocked {
-                        // Freed and taken again since our last look: looking sooner would only
-                        // take the line from the holder. From now on we yield between looks.
+                    if g != generation {
+                        // Released (or handed over) and taken again since our last look: looking
+                        // sooner would only take the line from the holder. From now on we yield
+                        // between looks; the hint goes (back) on for the next spinner.
                         relocked = true;
                         if owner & RELOCKING == 0 {
                             self.owner.fetch_or(RELOCKING, Ordering::Relaxed);
                         }
-                    } else if g == generation && relocked {
+                    } else if relocked {
                         // The same hold across a yield: its holder does not re-lock at once.
+                        // Quick looks again, from the first step.
                         relocked = false;
+                        backoff = Backoff::new(MAX_SPIN_BACKOFF);
                         if owner & RELOCKING != 0 {
                             self.owner.fetch_and(!RELOCKING, Ordering::Relaxed);
                         }
@@ -1239,6 +1250,100 @@ mod tests {
         assert!(s.is_locked_exclusive());
         unsafe { s.write_unlock_fair(&t) };
         assert_eq!(s.count.load(Ordering::Relaxed), 0);
+    }
+
+    /// The owner hint's fields: a write names its tag and bumps the generation; the write unlock
+    /// leaves the generation alone; reader phases and downgrades keep it; a writer owner clears
+    /// NONSPINNABLE and keeps RELOCKING.
+    #[test]
+    fn owner_hint_keeps_the_generation_and_the_relocking_hint() {
+        let s = RawRwSem::new();
+        let owner = || s.owner.load(Ordering::Relaxed);
+        let generation = |o: u64| o >> OWNER_GEN_SHIFT;
+        let tag = current_tag() as u64;
+        let _w = s.write();
+        assert_eq!(generation(owner()), 1);
+        assert_eq!((owner() & OWNER_TAG_BITS) >> OWNER_TAG_SHIFT, tag);
+        unsafe { s.write_unlock() };
+        assert_eq!(owner(), OWNER_GEN_ONE, "no owner, the generation kept");
+        let _r = s.read();
+        assert_eq!(owner() & READER_OWNED, READER_OWNED);
+        assert_eq!(generation(owner()), 1, "a reader phase keeps it");
+        unsafe { s.read_unlock() };
+        s.owner
+            .fetch_or(NONSPINNABLE | RELOCKING, Ordering::Relaxed);
+        let w = s.write();
+        assert_eq!(generation(owner()), 2);
+        assert_eq!(
+            owner() & NONSPINNABLE,
+            0,
+            "a writer owner clears NONSPINNABLE"
+        );
+        assert_eq!(owner() & RELOCKING, RELOCKING, "and keeps RELOCKING");
+        unsafe { s.downgrade(&w) };
+        assert_eq!(generation(owner()), 2, "a downgrade keeps it");
+        unsafe { s.read_unlock() };
+        let _w = s.write();
+        assert_eq!(generation(owner()), 3);
+        unsafe { s.write_unlock() };
+        assert_eq!(owner(), (3 * OWNER_GEN_ONE) | RELOCKING);
+    }
+
+    /// A spinner that starts yielding on the RELOCKING hint and then finds the same hold across a
+    /// yield clears the hint (and still gives up at its budget); on reader owners the hint does not
+    /// keep it from marking the lock NONSPINNABLE.
+    #[test]
+    fn a_hold_that_lasts_clears_the_relocking_hint() {
+        let s = RawRwSem::new();
+        let _w = s.write();
+        s.owner.fetch_or(RELOCKING, Ordering::Relaxed);
+        // The hold lasts through the whole spin (this thread keeps it).
+        assert!(!s.spin_for_write(current_tag() ^ 1));
+        assert_eq!(s.owner.load(Ordering::Relaxed) & RELOCKING, 0);
+        unsafe { s.write_unlock() };
+        let _r = s.read();
+        s.owner.fetch_or(RELOCKING, Ordering::Relaxed);
+        assert!(!s.spin_for_write(current_tag() ^ 1));
+        assert_ne!(s.owner.load(Ordering::Relaxed) & NONSPINNABLE, 0);
+        unsafe { s.read_unlock() };
+    }
+
+    /// A spinner that sees the generation move between two looks sets the hint. The holder here
+    /// keeps the lock and bumps the generation as a writer re-locking at once would (so the spinner
+    /// can never take it), and watches for the hint; retried until the two threads have run side by
+    /// side (on a loaded machine they may not for a while).
+    #[test]
+    fn a_spinner_that_sees_the_generation_move_sets_the_hint() {
+        let s = RawRwSem::new();
+        let (stop, seen) = (
+            std::sync::atomic::AtomicBool::new(false),
+            std::sync::atomic::AtomicBool::new(false),
+        );
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let tag = current_tag();
+                let _w = s.write();
+                while !stop.load(Ordering::Relaxed) {
+                    s.set_writer_owned(tag);
+                    if s.owner.load(Ordering::Relaxed) & RELOCKING != 0 {
+                        seen.store(true, Ordering::Relaxed);
+                    }
+                    core::hint::spin_loop();
+                }
+                unsafe { s.write_unlock() };
+            });
+            while !s.is_locked_exclusive() {
+                std::thread::yield_now();
+            }
+            let start = std::time::Instant::now();
+            while !seen.load(Ordering::Relaxed)
+                && start.elapsed() < std::time::Duration::from_secs(60)
+            {
+                assert!(!s.spin_for_write(current_tag() ^ 1), "the lock stays held");
+            }
+            stop.store(true, Ordering::Relaxed);
+            assert!(seen.load(Ordering::Relaxed), "no hint in 60 s");
+        });
     }
 
     /// A reader's spin on a writer-held lock: the bias is out while it watches and back in when it

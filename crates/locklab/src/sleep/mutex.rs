@@ -133,7 +133,7 @@ const WAKING: u32 = 1 << 3;
 /// The owner tag lives above the flags.
 const OWNER_SHIFT: u32 = 4;
 /// Owner tags are 28-bit, never 0.
-const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
+pub(crate) const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
 
 /// A spinner gives up after the same owner has held the lock this long (ns).
 ///
