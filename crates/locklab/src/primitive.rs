@@ -51,6 +51,22 @@ pub(crate) fn spin_loop() {
     core::hint::spin_loop();
 }
 
+/// `n` `pause`s: one simulator step (its cost is `n` pauses), one yield to the model under loom.
+#[inline]
+pub(crate) fn pause_n(n: u32) {
+    #[cfg(loom)]
+    {
+        let _ = n;
+        loom::thread::yield_now();
+    }
+    #[cfg(locklab_sim)]
+    crate::sim::boundary(crate::sim::Boundary::Pause(n), u64::MAX);
+    #[cfg(not(any(loom, locklab_sim)))]
+    for _ in 0..n {
+        core::hint::spin_loop();
+    }
+}
+
 /// Gives the CPU away: `sched_yield(2)` on hardware, a yield to the model under loom.
 #[inline]
 pub(crate) fn yield_now() {
@@ -178,6 +194,12 @@ impl Backoff {
             step: 1,
             max: if cfg!(loom) { 1 } else { max },
         }
+    }
+
+    /// The `pause`s the next [`wait`](Self::wait) makes, `None` if it yields.
+    #[inline]
+    pub(crate) fn next_pauses(&self) -> Option<u32> {
+        (self.step < self.max).then_some(self.step)
     }
 
     /// One step of waiting.

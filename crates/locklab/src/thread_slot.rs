@@ -43,6 +43,8 @@ pub(crate) struct ThreadSlot {
     /// `osq` is in a queue (owner thread only; a signal handler on this thread sees it set and skips
     /// spinning).
     pub(crate) osq_busy: Cell<bool>,
+    /// The mutex this thread's last spin left yielding between looks (its address), or 0.
+    pub(crate) relocking: Cell<usize>,
     /// Nodes for queued spinlocks, by nesting level.
     pub(crate) qnodes: [McsNode; QNODE_LEVELS],
     /// How many of `qnodes` are in use (owner thread only).
@@ -61,6 +63,7 @@ impl ThreadSlot {
             index,
             osq: OsqNode::with_id(index + 1),
             osq_busy: Cell::new(false),
+            relocking: Cell::new(0),
             qnodes: [const { McsNode::new() }; QNODE_LEVELS],
             qdepth: Cell::new(0),
             mcs: [const { McsNode::new() }; MCS_LEVELS],

@@ -106,6 +106,28 @@ fn mutex_two_sleepers(fair: bool) {
     });
 }
 
+/// Mutex: a holder that re-locks at once against a spinner, which marks the holds it looks at
+/// (SPUN), sees a re-lock between two looks and goes to yielding in pairs of looks, or finds the hold
+/// lasting and goes back (every look is "quick" under loom). Exclusion holds, and the word ends at 0:
+/// no mark outlives the unlocks and takes that clear it (invariant 8).
+#[test]
+fn mutex_spinner_against_a_relocking_holder() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), Guarded::new()));
+        let hs = spawn_mutex_lockers(&s, 1);
+        for _ in 0..2 {
+            let t = s.0.lock();
+            s.1.critical();
+            unsafe { s.0.unlock(t) };
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(s.1.get(), 3);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+    });
+}
+
 /// Timed lock: a waiter whose deadline passes leaves the wait list; it either got the lock or holds
 /// nothing, and the lock still works afterwards.
 #[test]

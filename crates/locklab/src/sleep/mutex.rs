@@ -44,6 +44,25 @@
 //! `MAX_SPIN_BACKOFF` `pause`s), so the spinner does not keep pulling the line from a running holder.
 //! Chosen with the lab (`locklab bench --workload mutex`); see `docs/design/sleep.md`.
 //!
+//! # When to yield between looks
+//! A holder that re-locks the moment it unlocks (no work between its sections) gains nothing from a
+//! spinner: every look pulls the line from it, and the lock changes hands only in the few
+//! nanoseconds it is free. There the spinner should yield between looks, as parking_lot's waiters
+//! do, and leave the holder to run alone; with work between sections the spinner's quick look as the
+//! lock comes free is what keeps both CPUs busy, and yielding there costs a quarter of the throughput
+//! (measured). The owner tag cannot tell the two apart (the same thread re-locks), so a spinner that
+//! finds the lock held marks the hold: it sets **SPUN** (a compare-and-swap on the held word), and
+//! every take and the unlock clear it. Its next look then tells the hold apart:
+//! - SPUN gone, the lock held, and the two looks at most `QUICK_GAP` `pause`s apart: released and
+//!   re-taken within a few dozen nanoseconds. From then on the spinner looks in pairs, a yield
+//!   before each pair and `PAIR_GAP` `pause`s within it, and marks at the first look only;
+//! - SPUN still there on a pair's second look: a hold that lasts. Quick looks again, backing off
+//!   from the first step.
+//!
+//! The thread keeps the rhythm its spin ended with (its thread slot records the mutex), so its next
+//! spin on the same lock starts where this one stopped rather than relearning it with quick looks.
+//! SPUN is a hint on the rhythm only; the budgets, hand-off and WAKING are as above.
+//!
 //! # State word
 //! | bits  | name      | meaning                                                                   |
 //! |-------|-----------|---------------------------------------------------------------------------|
@@ -51,14 +70,19 @@
 //! | 1     | WAITERS   | the wait list is not empty                                                |
 //! | 2     | HANDOFF   | the first waiter asked for the lock: nobody else may take it              |
 //! | 3     | WAKING    | a woken waiter is competing: the fast path fails (a hint)                 |
-//! | 4-31  | owner tag | the holder's tag (0 when free)                                            |
+//! | 4     | SPUN      | a spinner has looked at this hold (a hint)                                |
+//! | 5-31  | owner tag | the holder's tag (0 when free)                                            |
 //!
-//! Transitions, as `(owner, H, K, W, L)` (K = WAKING):
+//! Transitions, as `(owner, H, K, W, L)` (K = WAKING); SPUN is left out where it is unchanged, and
+//! every take below clears it:
 //! - fast lock `(0,0,0,0,0) -> (me,0,0,0,1)`; fails on any flag
-//! - unlock: one `fetch_sub(me|L)`: `(me,h,k,w,1) -> (0,h,k,w,0)`; if it saw `w`, the unlocker takes
+//! - unlock: one `fetch_sub(me|L)`: `(me,h,k,w,1) -> (0,h,k,w,0)`; if it saw SPUN, the unlocker
+//!   clears it with a `fetch_and` (if the lock was taken and marked again in between, that mark is
+//!   lost: a hint); if it saw `w`, the unlocker takes
 //!   `wait_lock`, dequeues the front waiter (clearing W if the list empties) and wakes it (word
 //!   SLEEPING -> WOKEN), unless the lock is held again and the front waiter is younger than
 //!   [`HANDOFF_NS`]
+//! - spinner's mark (OSQ head or woken waiter, on a held word without SPUN): `S: 0 -> 1`
 //! - spinner take (only while W is clear; OSQ head): `(0,0,k,w,0) -> (me,0,k,w,1)`: K stays, so the
 //!   spinner's next lock after this one goes the slow way too, while the woken waiter still competes
 //! - `try_lock` / waiter take (the waiter that set HANDOFF, or anyone while it is clear):
@@ -96,13 +120,18 @@
 //!    of the bit by the woken waiters is a clear and it is clear once none of them runs; `try_lock`'s
 //!    take and a direct hand-off clear it too. Several woken waiters share the bit: the first to leave
 //!    clears it for all (a hint lost, never a stuck one).
+//! 8. SPUN is a hint and never decides who owns the lock. It is set only on a held word (a
+//!    compare-and-swap), cleared by every take but the fast path's (which takes only a word of 0) and
+//!    by the unlock that saw it, so a free word carries it only between that unlock's `fetch_sub` and
+//!    its `fetch_and` (there it fails a fast-path lock, whose slow path takes a free lock whatever
+//!    SPUN says). A mutex nobody holds ends with no SPUN (the loom models check the word ends at 0).
 //!
 //! # Memory orderings
 //! - Every successful take (CAS) is Acquire; it pairs with the Release `fetch_sub` of the unlock (or the
 //!   hand-off store) that last freed or passed the lock.
 //! - Hand-off: `state.store(Release)` then `futex.store(HANDED, Release)`; the waiter's Acquire load of
 //!   HANDED sees the previous critical section.
-//! - Flag updates (WAITERS, HANDOFF, WAKING) are Relaxed RMWs: they publish no data; the list they
+//! - Flag updates (WAITERS, HANDOFF, WAKING, SPUN) are Relaxed RMWs: they publish no data; the list they
 //!   describe is protected by `wait_lock`, and who owns the lock is decided by the Acquire/Release
 //!   operations above. Invariant 4 relies on the single modification order of the word, and on
 //!   `wait_lock` (Acquire/Release) ordering the waiter's and the waker's sections.
@@ -130,9 +159,13 @@ const HANDOFF: u32 = 1 << 2;
 /// goes the slow way and the woken waiter gets a look (a hint, set and withdrawn by the woken waiter;
 /// invariant 7).
 const WAKING: u32 = 1 << 3;
+/// A spinner has looked at this hold: set by a spinner on a held word, cleared by every take and by
+/// the unlock (a hint: a spinner that finds it gone from a held word knows the lock was released and
+/// taken again since its last look).
+const SPUN: u32 = 1 << 4;
 /// The owner tag lives above the flags.
-const OWNER_SHIFT: u32 = 4;
-/// Owner tags are 28-bit, never 0.
+const OWNER_SHIFT: u32 = 5;
+/// Owner tags are 27-bit, never 0.
 pub(crate) const TAG_MASK: u32 = (1 << (32 - OWNER_SHIFT)) - 1;
 
 /// A spinner gives up after the same owner has held the lock this long (ns).
@@ -152,6 +185,13 @@ pub const SPIN_MAX_NS: u64 = 40_000;
 /// Looks (with `pause`s) a would-be spinner takes, waiting for the spinner slot, before it yields
 /// between looks.
 const OSQ_WAIT_SPINS: u32 = 2;
+/// Two looks at most this many `pause`s apart that find the lock released and taken again in between
+/// show a holder that re-locks at once.
+const QUICK_GAP: u32 = 4;
+/// `pause`s between the two looks of a pair, while yielding.
+const PAIR_GAP: u32 = 2;
+/// While yielding, every this many yields the look after one is a pair (the others are lone loads).
+const PAIR_EVERY: u32 = 4;
 /// Most `pause`s between two looks at the lock word while spinning (see [`Backoff`]).
 const MAX_SPIN_BACKOFF: u32 = 64;
 /// A first waiter that has waited this long asks for hand-off (ns). The kernel's rwsem uses 4 ms; we
@@ -163,7 +203,8 @@ const MAX_SPIN_BACKOFF: u32 = 64;
 /// ```
 pub const HANDOFF_NS: u64 = 1_000_000;
 
-/// The calling thread's owner tag: its stack address in 2 MiB units (28 bits, never 0).
+/// The calling thread's owner tag: its stack address in 2 MiB units (27 bits, never 0: a 47-bit user
+/// address space needs 26).
 ///
 /// Free to compute (no thread-local access on the fast path: measured ~5% of an uncontended
 /// lock+unlock). Thread stacks are disjoint mappings of at least 2 MiB (Rust's default), so live threads
@@ -527,8 +568,8 @@ impl RawMutex {
         // `(me,h,k,w,1) -> (0,h,k,w,0)`: one RMW whatever the flags.
         // Release pairs with the Acquire of whoever takes the lock next.
         let old = self.state.fetch_sub(token.expected, Ordering::Release);
-        if old & WAITERS != 0 {
-            self.unlock_slow();
+        if old & (WAITERS | SPUN) != 0 {
+            self.unlock_flagged(old - token.expected);
         }
     }
 
@@ -638,6 +679,14 @@ impl core::ops::Deref for OsqClaim {
     type Target = crate::sleep::osq::OsqNode;
     fn deref(&self) -> &crate::sleep::osq::OsqNode {
         &self.slot.osq
+    }
+}
+
+#[cfg(not(loom))]
+impl OsqClaim {
+    /// Where this thread keeps the spinning rhythm its last spin ended with.
+    pub(crate) fn relocking(&self) -> Option<&core::cell::Cell<usize>> {
+        Some(&self.slot.relocking)
     }
 }
 
@@ -829,5 +878,108 @@ mod tests {
             "the untimed locks alone make half"
         );
         assert_eq!(s.m.state.load(Ordering::Relaxed), 0, "flags left behind");
+    }
+    /// A spinner marks the hold it looks at (SPUN on the held word), and the unlock that frees the
+    /// lock takes the mark away: the word ends at 0. Fails if the spinner never marks, or if the
+    /// unlock leaves SPUN on the free word.
+    #[test]
+    #[cfg_attr(miri, ignore)] // timing: a spinner's budget against the main thread's polling
+    fn a_spinner_marks_the_hold_and_the_unlock_clears_the_mark() {
+        let m = Arc::new(RawMutex::new());
+        let t = m.lock();
+        let m2 = m.clone();
+        let h = std::thread::spawn(move || {
+            let t = m2.lock();
+            // SAFETY: this acquisition's token.
+            unsafe { m2.unlock(t) };
+        });
+        // The spinner's first look at the held word marks it (before its budget sends it to sleep).
+        let start = Instant::now();
+        let mut seen = false;
+        while !seen && start.elapsed() < Duration::from_secs(10) && !h.is_finished() {
+            seen = m.state.load(Ordering::Relaxed) & SPUN != 0;
+        }
+        assert!(seen, "the spinner never marked the hold");
+        // SAFETY: the token of the acquisition above.
+        unsafe { m.unlock(t) };
+        h.join().unwrap();
+        assert_eq!(m.state.load(Ordering::Relaxed), 0, "SPUN left on a free word");
+        // The unlock alone clears a mark (no later take to do it), for both kinds of unlock.
+        for fair in [false, true] {
+            let t = m.lock();
+            m.state.fetch_or(SPUN, Ordering::Relaxed); // a spinner's mark
+            // SAFETY: the token of this acquisition.
+            unsafe {
+                if fair {
+                    m.unlock_fair(t)
+                } else {
+                    m.unlock(t)
+                }
+            };
+            assert_eq!(m.state.load(Ordering::Relaxed), 0, "the unlock left SPUN (fair: {fair})");
+        }
+    }
+
+    /// Spins (through `lock`'s slow path, as the OSQ head) while the main thread re-locks at once,
+    /// until a spin ends with this thread's slot naming the mutex: it saw a re-lock between two
+    /// quick looks and went to yielding. `false` if 200 tries never did.
+    fn spinner_learns_relocking(m: &RawMutex) -> bool {
+        let me = m as *const RawMutex as usize;
+        for _ in 0..200 {
+            let t = m.lock();
+            // SAFETY: this acquisition's token.
+            unsafe { m.unlock(t) };
+            if crate::thread_slot::current().is_some_and(|s| s.relocking.get() == me) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        false
+    }
+
+    /// With the holder re-locking at once, the spinner goes to yielding between looks and keeps
+    /// that rhythm for its next spin (its slot names the mutex); with a holder that then keeps the
+    /// lock (5 ms), a spinner that starts yielding goes back to quick looks and its slot forgets the
+    /// mutex. Fails with either change of rhythm removed.
+    #[test]
+    #[cfg_attr(miri, ignore)] // timing: needs a holder re-locking at hardware speed
+    fn the_spin_rhythm_follows_the_holder() {
+        let m = Arc::new(RawMutex::new());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let m2 = m.clone();
+        let stop2 = stop.clone();
+        let holder = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                let t = m2.lock();
+                // SAFETY: this acquisition's token.
+                unsafe { m2.unlock(t) };
+            }
+        });
+        let learned = spinner_learns_relocking(&m);
+        stop.store(true, Ordering::Relaxed);
+        holder.join().unwrap();
+        assert!(learned, "no spin saw the holder re-lock at once");
+
+        // A lasting hold: the spinner starts yielding (its slot still names the mutex) and must
+        // find the hold unchanged across a pair of looks.
+        let t = m.lock();
+        let m3 = m.clone();
+        let spinner = std::thread::spawn(move || {
+            let me = &*m3 as *const RawMutex as usize;
+            let slot = crate::thread_slot::current().expect("a slot");
+            slot.relocking.set(me);
+            let t = m3.lock();
+            // SAFETY: this acquisition's token.
+            unsafe { m3.unlock(t) };
+            slot.relocking.get() == me
+        });
+        std::thread::sleep(Duration::from_millis(5));
+        // SAFETY: the token of the acquisition above.
+        unsafe { m.unlock(t) };
+        assert!(
+            !spinner.join().unwrap(),
+            "a spinner kept yielding on a hold that lasted"
+        );
+        assert_eq!(m.state.load(Ordering::Relaxed), 0, "flags left behind");
     }
 }

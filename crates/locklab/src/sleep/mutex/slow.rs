@@ -24,21 +24,40 @@ impl RawMutex {
     /// A woken waiter's spin, on the word itself (no OSQ: it goes first); its take clears WAKING.
     /// `true` with the lock held.
     pub(super) fn spin_woken(&self, tag: u32) -> bool {
-        self.spin_on_word(tag, WAKING, &mut SpinBudget::new(SPIN_MAX_NS))
+        self.spin_on_word(tag, WAKING, &mut SpinBudget::new(SPIN_MAX_NS), None)
     }
 
-    /// The spin on the lock word (the OSQ head's, or a woken waiter's): loads while the same owner
+    /// The spin on the lock word (the OSQ head's, or a woken waiter's): looks while the same owner
     /// holds the lock, for up to [`OWNER_SPIN_NS`] per owner, until `budget` runs out or a hand-off is
-    /// pending; takes the lock the moment it is free, `(0,0,k,w,0) -> (me,0,k & !clear,w,1)`.
-    /// `true` with the lock held.
-    pub(super) fn spin_on_word(&self, tag: u32, clear: u32, budget: &mut SpinBudget) -> bool {
+    /// pending; takes the lock the moment it is free, `(0,0,k,w,s,0) -> (me,0,k & !clear,w,0,1)`.
+    /// Between looks it pauses (backing off), or yields while the holder re-locks at once (see
+    /// "When to yield between looks"); `relocking` carries that rhythm from one spin of this thread
+    /// to its next on the same lock. `true` with the lock held.
+    pub(super) fn spin_on_word(
+        &self,
+        tag: u32,
+        clear: u32,
+        budget: &mut SpinBudget,
+        relocking: Option<&core::cell::Cell<usize>>,
+    ) -> bool {
+        let me = self as *const RawMutex as usize;
         let mut owner = u32::MAX;
         let mut owner_budget = SpinBudget::new(OWNER_SPIN_NS);
         let mut backoff = Backoff::new(MAX_SPIN_BACKOFF);
-        loop {
+        // Yield between looks (the holder re-locks at once); else pause, backing off.
+        let mut relocked = relocking.is_some_and(|r| r.get() == me);
+        // We set SPUN on the hold our previous look saw.
+        let mut marked = false;
+        // `pause`s between our previous look and this one (`u32::MAX`: a yield, or none before).
+        let mut gap = u32::MAX;
+        // While yielding: what this look is (a lone look, or the first or second of a pair).
+        let mut look = Look::Pair1;
+        // Yields since the last pair.
+        let mut yields = 0u32;
+        let got = loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & HANDOFF != 0 {
-                return false;
+                break false;
             }
             if s & LOCKED == 0 {
                 // Acquire pairs with the Release of the unlock that freed the lock.
@@ -46,29 +65,78 @@ impl RawMutex {
                     .state
                     .compare_exchange(
                         s,
-                        (s & !clear) | held_by(tag),
+                        (s & !(clear | SPUN)) | held_by(tag),
                         Ordering::Acquire,
                         Ordering::Relaxed,
                     )
                     .is_ok()
                 {
-                    return true;
+                    break true;
                 }
+                marked = false;
                 // Lost to another locker: the spin budget still bounds a waiter that keeps losing.
                 if budget.expired() {
-                    return false;
+                    break false;
                 }
+                gap = 0;
                 continue;
+            }
+            {
+                let quick = cfg!(loom) || gap <= QUICK_GAP;
+                let marks = !relocked || look == Look::Pair1;
+                if s & SPUN == 0 {
+                    // The hold our previous look marked has ended: released and taken again.
+                    if marked && quick {
+                        relocked = true;
+                    }
+                    marked = marks
+                        && self
+                            .state
+                            .compare_exchange(s, s | SPUN, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_ok();
+                } else if relocked && marked && quick {
+                    // The hold we marked lasts: quick looks again, from the first step.
+                    relocked = false;
+                    backoff = Backoff::new(MAX_SPIN_BACKOFF);
+                }
+                if !marks {
+                    marked = false;
+                }
             }
             if s >> OWNER_SHIFT != owner {
                 owner = s >> OWNER_SHIFT;
                 owner_budget = SpinBudget::new(OWNER_SPIN_NS);
             }
             if owner_budget.expired() || budget.expired() {
-                return false;
+                break false;
             }
-            backoff.wait();
+            if relocked {
+                if look == Look::Pair1 {
+                    crate::primitive::pause_n(PAIR_GAP);
+                    gap = PAIR_GAP;
+                    look = Look::Pair2;
+                } else {
+                    crate::primitive::yield_now();
+                    gap = u32::MAX;
+                    yields += 1;
+                    look = if yields >= PAIR_EVERY {
+                        yields = 0;
+                        Look::Pair1
+                    } else {
+                        Look::Lone
+                    };
+                }
+            } else {
+                look = Look::Pair1;
+                yields = 0;
+                gap = backoff.next_pauses().unwrap_or(u32::MAX);
+                backoff.wait();
+            }
+        };
+        if let Some(r) = relocking {
+            r.set(if relocked { me } else { 0 });
         }
+        got
     }
 
     /// Optimistic spinning through the OSQ. Returns `true` with the lock held.
@@ -90,7 +158,12 @@ impl RawMutex {
             if s & LOCKED == 0
                 && self
                     .state
-                    .compare_exchange(s, s | held_by(tag), Ordering::Acquire, Ordering::Relaxed)
+                    .compare_exchange(
+                        s,
+                        (s & !SPUN) | held_by(tag),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
                     .is_ok()
             {
                 return true;
@@ -107,7 +180,12 @@ impl RawMutex {
             return false;
         }
         // K stays: the spinner's next lock goes the slow way too while a woken waiter competes.
-        let got = self.spin_on_word(tag, 0, &mut budget);
+        // The thread's rhythm hint lives in its slot (none under loom, whose nodes have no slot).
+        #[cfg(not(loom))]
+        let relocking = claim.relocking();
+        #[cfg(loom)]
+        let relocking = None;
+        let got = self.spin_on_word(tag, 0, &mut budget, relocking);
         // SAFETY: we are the OSQ head (lock returned true) with this node.
         unsafe { self.osq.unlock(node) };
         got
@@ -274,6 +352,21 @@ impl RawMutex {
         }
     }
 
+    /// After an unlock that saw WAITERS or SPUN (`freed` is the word it left): clears SPUN, then wakes
+    /// the front waiter if WAITERS was set.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn unlock_flagged(&self, freed: u32) {
+        if freed & SPUN != 0 {
+            // Unconditional: SPUN set since (a spinner's mark on a newer hold) only loses a hint, and
+            // no free word keeps SPUN past this (invariant 8). Relaxed: a hint.
+            self.state.fetch_and(!SPUN, Ordering::Relaxed);
+        }
+        if freed & WAITERS != 0 {
+            self.unlock_slow();
+        }
+    }
+
     /// After an unlock that saw WAITERS: wake the front waiter.
     #[cold]
     #[inline(never)]
@@ -289,8 +382,8 @@ impl RawMutex {
             drop(list);
             // Nobody waits: a plain unlock. Release pairs with the next taker's Acquire.
             let old = self.state.fetch_sub(expected, Ordering::Release);
-            if old & WAITERS != 0 {
-                self.unlock_slow();
+            if old & (WAITERS | SPUN) != 0 {
+                self.unlock_flagged(old - expected);
             }
             return;
         };
@@ -364,3 +457,15 @@ impl RawMutex {
         }
     }
 }
+
+/// A look while yielding between looks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// After a yield, with no mark.
+    Lone,
+    /// After a yield: marks the hold.
+    Pair1,
+    /// `PAIR_GAP` `pause`s after the first: tells a hold that lasts from a re-lock.
+    Pair2,
+}
+
