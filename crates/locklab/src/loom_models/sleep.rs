@@ -109,10 +109,11 @@ fn mutex_two_sleepers(fair: bool) {
 /// Mutex: a holder that re-locks at once against a spinner, which marks the holds it looks at
 /// (SPUN), sees a re-lock between two looks and goes to yielding in pairs of looks, or finds the hold
 /// lasting and goes back (every look is "quick" under loom). Exclusion holds, and the word ends at 0:
-/// no mark outlives the unlocks and takes that clear it (invariant 8).
+/// no mark outlives the unlocks and takes that clear it (invariant 8). Preemption bound 2: the
+/// way back needs the holder stopped twice (after its re-lock, and during its second hold).
 #[test]
 fn mutex_spinner_against_a_relocking_holder() {
-    model(|| {
+    model_with_preemptions(2, || {
         let s = Arc::new((RawMutex::new(), Guarded::new()));
         let hs = spawn_mutex_lockers(&s, 1);
         for _ in 0..2 {
@@ -124,6 +125,34 @@ fn mutex_spinner_against_a_relocking_holder() {
             h.join().unwrap();
         }
         assert_eq!(s.1.get(), 3);
+        assert_eq!(s.0.state_word(), 0, "a flag left behind");
+    });
+}
+
+/// Mutex: a spinner that starts yielding (its hint names the mutex) against a holder that may keep
+/// the lock across the spinner's pair of looks (the hold lasts: back to quick looks) or release it
+/// (taken at once). Exclusion holds and the word ends at 0.
+#[test]
+fn mutex_yielding_spinner_against_a_lasting_hold() {
+    model(|| {
+        let s = Arc::new((RawMutex::new(), Guarded::new()));
+        let t = s.0.lock();
+        let s2 = s.clone();
+        let h = thread::spawn(move || {
+            let me = &s2.0 as *const RawMutex as usize;
+            crate::sleep::mutex::loom_relocking::HINT.with(|r| r.set(me));
+            let t = s2.0.lock();
+            s2.1.critical();
+            unsafe { s2.0.unlock(t) };
+        });
+        s.1.critical();
+        // A hold that lasts while the spinner looks (each yield lets it take a step).
+        for _ in 0..3 {
+            thread::yield_now();
+        }
+        unsafe { s.0.unlock(t) };
+        h.join().unwrap();
+        assert_eq!(s.1.get(), 2);
         assert_eq!(s.0.state_word(), 0, "a flag left behind");
     });
 }

@@ -139,6 +139,8 @@
 #[cfg(not(loom))]
 mod api;
 mod slow;
+#[cfg(loom)]
+pub(crate) use slow::loom_relocking;
 
 use crate::clock::{Deadline, SpinBudget};
 use crate::primitive::{AtomicU32, Backoff, Ordering};
@@ -903,20 +905,22 @@ mod tests {
         // SAFETY: the token of the acquisition above.
         unsafe { m.unlock(t) };
         h.join().unwrap();
-        assert_eq!(m.state.load(Ordering::Relaxed), 0, "SPUN left on a free word");
+        assert_eq!(
+            m.state.load(Ordering::Relaxed),
+            0,
+            "SPUN left on a free word"
+        );
         // The unlock alone clears a mark (no later take to do it), for both kinds of unlock.
         for fair in [false, true] {
             let t = m.lock();
             m.state.fetch_or(SPUN, Ordering::Relaxed); // a spinner's mark
             // SAFETY: the token of this acquisition.
-            unsafe {
-                if fair {
-                    m.unlock_fair(t)
-                } else {
-                    m.unlock(t)
-                }
-            };
-            assert_eq!(m.state.load(Ordering::Relaxed), 0, "the unlock left SPUN (fair: {fair})");
+            unsafe { if fair { m.unlock_fair(t) } else { m.unlock(t) } };
+            assert_eq!(
+                m.state.load(Ordering::Relaxed),
+                0,
+                "the unlock left SPUN (fair: {fair})"
+            );
         }
     }
 

@@ -180,12 +180,11 @@ impl RawMutex {
             return false;
         }
         // K stays: the spinner's next lock goes the slow way too while a woken waiter competes.
-        // The thread's rhythm hint lives in its slot (none under loom, whose nodes have no slot).
+        // The thread's rhythm hint lives in its slot (a model thread's own cell under loom).
         #[cfg(not(loom))]
-        let relocking = claim.relocking();
+        let got = self.spin_on_word(tag, 0, &mut budget, claim.relocking());
         #[cfg(loom)]
-        let relocking = None;
-        let got = self.spin_on_word(tag, 0, &mut budget, relocking);
+        let got = loom_relocking::HINT.with(|r| self.spin_on_word(tag, 0, &mut budget, Some(r)));
         // SAFETY: we are the OSQ head (lock returned true) with this node.
         unsafe { self.osq.unlock(node) };
         got
@@ -469,3 +468,8 @@ enum Look {
     Pair2,
 }
 
+/// Under loom, each model thread's rhythm hint (the thread slot's field on hardware).
+#[cfg(loom)]
+pub(crate) mod loom_relocking {
+    loom::thread_local!(pub(crate) static HINT: core::cell::Cell<usize> = core::cell::Cell::new(0));
+}
