@@ -139,7 +139,7 @@
 #[cfg(not(loom))]
 mod api;
 mod slow;
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 pub(crate) use slow::loom_relocking;
 
 use crate::clock::{Deadline, SpinBudget};
