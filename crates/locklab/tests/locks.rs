@@ -319,11 +319,13 @@ fn mutex_unlock_fair_hands_over_in_fifo_order() {
             g.push(i);
             lock_api::MutexGuard::unlock_fair(g);
         }));
-        // let each one queue (and give up spinning) before the next arrives
+        // let each one queue (and give up spinning) before the next arrives: a spin is bounded in
+        // microseconds on an idle machine, but one that yields between looks on a loaded one gives
+        // its CPU away for a time slice per yield
         while ready.load(Ordering::SeqCst) <= i {
             thread::yield_now();
         }
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(200));
     }
     lock_api::MutexGuard::unlock_fair(g);
     for h in hs {
@@ -357,7 +359,8 @@ fn fair_mutex_hands_over_on_every_unlock() {
         while ready.load(Ordering::SeqCst) <= i {
             thread::yield_now();
         }
-        thread::sleep(Duration::from_millis(50));
+        // as above: time for the spin to end and the waiter to sleep, on a loaded machine too
+        thread::sleep(Duration::from_millis(200));
     }
     drop(g);
     assert!(
