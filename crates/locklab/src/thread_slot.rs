@@ -43,7 +43,8 @@ pub(crate) struct ThreadSlot {
     /// `osq` is in a queue (owner thread only; a signal handler on this thread sees it set and skips
     /// spinning).
     pub(crate) osq_busy: Cell<bool>,
-    /// The mutex this thread's last spin left yielding between looks (its address), or 0.
+    /// The mutex whose spin (as OSQ head) by this slot's last thread ended yielding between looks
+    /// (its address), or 0: a hint, kept when the slot passes to a new thread.
     pub(crate) relocking: Cell<usize>,
     /// Nodes for queued spinlocks, by nesting level.
     pub(crate) qnodes: [McsNode; QNODE_LEVELS],

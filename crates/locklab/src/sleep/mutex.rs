@@ -49,19 +49,25 @@
 //! spinner: every look pulls the line from it, and the lock changes hands only in the few
 //! nanoseconds it is free. There the spinner should yield between looks, as parking_lot's waiters
 //! do, and leave the holder to run alone; with work between sections the spinner's quick look as the
-//! lock comes free is what keeps both CPUs busy, and yielding there costs a quarter of the throughput
-//! (measured). The owner tag cannot tell the two apart (the same thread re-locks), so a spinner that
-//! finds the lock held marks the hold: it sets **SPUN** (a compare-and-swap on the held word), and
-//! every take and the unlock clear it. Its next look then tells the hold apart:
-//! - SPUN gone, the lock held, and the two looks at most `QUICK_GAP` `pause`s apart: released and
-//!   re-taken within a few dozen nanoseconds. From then on the spinner looks in pairs, a yield
-//!   before each pair and `PAIR_GAP` `pause`s within it, and marks at the first look only;
+//! lock comes free is what keeps both CPUs busy, and yielding there cost a quarter of the throughput
+//! (`docs/results/2026-12-07-mutex-relock-yield.md`). The owner tag cannot tell the two apart (the
+//! same thread re-locks), so a spinner marks the hold it looks at: it sets **SPUN** (a
+//! compare-and-swap on the held word), and every take and the unlock clear it. It marks only where
+//! its next look can tell: while the wait before that look is at most `QUICK_GAP` `pause`s (the
+//! first steps of its backoff), or on the first look of a pair (below). The next look then tells:
+//! - SPUN gone from a held word, the two looks at most `QUICK_GAP` `pause`s apart: the lock was
+//!   released and taken again in between (by its holder or another thread; a spinner preempted
+//!   between the two looks can misjudge, which costs only rhythm). From then on the spinner yields
+//!   between looks: after each yield one load (taking the lock if it is free), and every
+//!   `PAIR_EVERY`th yield a pair of looks `PAIR_GAP` `pause`s apart, the first marking;
 //! - SPUN still there on a pair's second look: a hold that lasts. Quick looks again, backing off
 //!   from the first step.
 //!
-//! The thread keeps the rhythm its spin ended with (its thread slot records the mutex), so its next
-//! spin on the same lock starts where this one stopped rather than relearning it with quick looks.
-//! SPUN is a hint on the rhythm only; the budgets, hand-off and WAKING are as above.
+//! The OSQ head keeps the rhythm its spin ended with in its thread slot (which names the mutex), so
+//! the thread's next spin on the same lock starts where this one stopped rather than relearning it
+//! with quick looks; a woken waiter's spin starts with quick looks and records nothing. (A slot
+//! reused by a new thread keeps the hint: a wrong first rhythm, corrected by the first pair.) SPUN is
+//! a hint on the rhythm only; the budgets, hand-off and WAKING are as above.
 //!
 //! # State word
 //! | bits  | name      | meaning                                                                   |
@@ -113,7 +119,9 @@
 //! 5. A waiter returns only after it is out of the list: removed by itself under `wait_lock`, or by a
 //!    waker whose last access to it is the WOKEN or HANDED store (see `crate::sleep::wait_list`).
 //! 6. While LOCKED and `wait_lock` are both held, nobody else changes the state word but a woken
-//!    waiter's WAKING update, so a direct hand-off may use a plain store (dropping a WAKING: a hint).
+//!    waiter's WAKING update, a spinner's SPUN mark and an earlier unlocker's late clear of SPUN, so
+//!    a direct hand-off may use a plain store (dropping a WAKING or a mark, or a late clear removing
+//!    a mark from the new hold: hints).
 //! 7. WAKING is a hint and never decides who owns the lock: it only fails the fast path, whose callers
 //!    then take the slow path, which takes a free lock whatever K says. A waiter that sets it clears it
 //!    on each way out of its competition (its take, its re-queue, its time-out), so the last update
@@ -444,8 +452,8 @@ impl RawMutex {
     }
 
     /// The fast path of [`lock`](Self::lock) alone: one compare-and-swap from a free word with no
-    /// waiters or flags. `None` when the lock is held or has waiters (then `lock` would take its slow
-    /// path): for callers that must do something before a slow path that may sleep.
+    /// waiters or flags. `None` when the lock is held, has waiters or shows a flag (then `lock` would
+    /// take its slow path): for callers that must do something before a slow path that may sleep.
     ///
     /// ```
     /// let m = locklab::raw::RawMutex::new();
@@ -553,7 +561,8 @@ impl RawMutex {
         }
     }
 
-    /// Releases the lock: one CAS, or the slow path if anyone waits.
+    /// Releases the lock: one `fetch_sub`, then the slow path if anyone waits (or a spinner marked
+    /// the hold, whose mark it clears).
     ///
     /// # Safety
     /// `token` is the state of the caller's current acquisition of this mutex.
@@ -924,12 +933,14 @@ mod tests {
         }
     }
 
-    /// Spins (through `lock`'s slow path, as the OSQ head) while the main thread re-locks at once,
+    /// Spins (through `lock`'s slow path, as the OSQ head) while another thread re-locks at once,
     /// until a spin ends with this thread's slot naming the mutex: it saw a re-lock between two
-    /// quick looks and went to yielding. `false` if 200 tries never did.
+    /// quick looks and went to yielding. `false` if 20 s of tries never did (each needs the two
+    /// threads running at once, which a loaded machine makes rare, not impossible).
     fn spinner_learns_relocking(m: &RawMutex) -> bool {
         let me = m as *const RawMutex as usize;
-        for _ in 0..200 {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
             let t = m.lock();
             // SAFETY: this acquisition's token.
             unsafe { m.unlock(t) };
@@ -942,9 +953,9 @@ mod tests {
     }
 
     /// With the holder re-locking at once, the spinner goes to yielding between looks and keeps
-    /// that rhythm for its next spin (its slot names the mutex); with a holder that then keeps the
-    /// lock (5 ms), a spinner that starts yielding goes back to quick looks and its slot forgets the
-    /// mutex. Fails with either change of rhythm removed.
+    /// that rhythm for its next spin (its slot names the mutex); against a hold that lasts until
+    /// the spinner has given up and queued, a spinner that starts yielding goes back to quick looks
+    /// and its slot forgets the mutex. Fails with either change of rhythm removed.
     #[test]
     #[cfg_attr(miri, ignore)] // timing: needs a holder re-locking at hardware speed
     fn the_spin_rhythm_follows_the_holder() {
@@ -964,8 +975,9 @@ mod tests {
         holder.join().unwrap();
         assert!(learned, "no spin saw the holder re-lock at once");
 
-        // A lasting hold: the spinner starts yielding (its slot still names the mutex) and must
-        // find the hold unchanged across a pair of looks.
+        // A hold that lasts until the spinner has queued (WAITERS: its spin is over and recorded).
+        // The spinner starts yielding (its slot names the mutex), so its first pair of looks must
+        // find its mark still there.
         let t = m.lock();
         let m3 = m.clone();
         let spinner = std::thread::spawn(move || {
@@ -977,7 +989,10 @@ mod tests {
             unsafe { m3.unlock(t) };
             slot.relocking.get() == me
         });
-        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            eventually(|| m.state.load(Ordering::Relaxed) & WAITERS != 0),
+            "the spinner never queued"
+        );
         // SAFETY: the token of the acquisition above.
         unsafe { m.unlock(t) };
         assert!(

@@ -83,7 +83,13 @@ impl RawMutex {
             }
             {
                 let quick = cfg!(loom) || gap <= QUICK_GAP;
-                let marks = !relocked || look == Look::Pair1;
+                // Mark only where the next look can tell: the first of a pair while yielding, else
+                // while the next wait is quick (later looks of a backoff are loads, as before).
+                let marks = if relocked {
+                    look == Look::Pair1
+                } else {
+                    cfg!(loom) || backoff.next_pauses().is_some_and(|p| p <= QUICK_GAP)
+                };
                 if s & SPUN == 0 {
                     // The hold our previous look marked has ended: released and taken again.
                     if marked && quick {
@@ -391,7 +397,7 @@ impl RawMutex {
         let first = unsafe { &*first };
         // SAFETY: `first` is in this list.
         unsafe { list.remove(first) };
-        // HANDOFF and WAKING, if set, are cleared. HANDOFF was set by `first` (the front waiter) or by a
+        // HANDOFF, WAKING and SPUN, if set, are cleared. HANDOFF was set by `first` (the front waiter) or by a
         // waiter woken since, which keeps its `handoff` and takes a free lock like any waiter: only
         // the order of service is at stake. Invariant 6: a plain store is enough.
         let rest = if list.is_empty() { 0 } else { WAITERS };
