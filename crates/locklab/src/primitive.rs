@@ -206,13 +206,7 @@ impl Backoff {
     #[inline]
     pub(crate) fn wait(&mut self) {
         if self.step < self.max {
-            // One simulator step for the whole burst (its cost is `step` pauses).
-            #[cfg(locklab_sim)]
-            crate::sim::boundary(crate::sim::Boundary::Pause(self.step), u64::MAX);
-            #[cfg(not(locklab_sim))]
-            for _ in 0..self.step {
-                spin_loop();
-            }
+            pause_n(self.step);
             self.step *= 2;
         } else {
             yield_now();

@@ -95,6 +95,8 @@ impl RawMutex {
                     if marked && quick {
                         relocked = true;
                     }
+                    // Relaxed: SPUN is a hint (invariant 8); the compare-and-swap from `s` sets it only
+                    // on the held word we saw.
                     marked = marks
                         && self
                             .state
@@ -397,8 +399,8 @@ impl RawMutex {
         let first = unsafe { &*first };
         // SAFETY: `first` is in this list.
         unsafe { list.remove(first) };
-        // HANDOFF, WAKING and SPUN, if set, are cleared. HANDOFF was set by `first` (the front waiter) or by a
-        // waiter woken since, which keeps its `handoff` and takes a free lock like any waiter: only
+        // HANDOFF, WAKING and SPUN, if set, are cleared. HANDOFF was set by `first` (the front
+        // waiter) or by a waiter woken since, which keeps its `handoff` and takes a free lock like any waiter: only
         // the order of service is at stake. Invariant 6: a plain store is enough.
         let rest = if list.is_empty() { 0 } else { WAITERS };
         // Release: publishes our critical section to `first`.
