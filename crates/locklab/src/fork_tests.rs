@@ -158,6 +158,93 @@ fn rwsem_waiters_do_not_survive_fork() {
     assert_eq!(*l.read(), 2);
 }
 
+/// A woken waiter caught by the fork between its wake-up and its take: WAKING is on the free word,
+/// and the thread that would take it off is not in the child. The child's first slow lock must
+/// clear it, or every later lock there fails its fast path (the OSQ head's take keeps WAKING).
+#[test]
+fn a_woken_waiters_mark_does_not_survive_fork() {
+    let m = Arc::new(crate::Mutex::new(0u64));
+    // SAFETY: the word's flags are set and read only, as a woken waiter would.
+    let raw = unsafe { m.raw() };
+    // The parent's list was in use in the parent's epoch (a waiter queued and was woken).
+    let _ = raw.list_lock().lock();
+    // SAFETY: taken just above.
+    unsafe { raw.list_lock().unlock() };
+    raw.mark_waking();
+    let status = crate::fork_tests::status_of_child(30, || {
+        *m.lock() += 1; // the slow way: WAKING fails the fast path
+        if raw.word() != 0 {
+            return false; // the parent's WAKING is still there
+        }
+        // The unlock leaves WAKING alone: a free word of 0 means the lock cleared it.
+        *m.lock() == 1 && raw.word() == 0
+    });
+    assert!(
+        exited_0(status),
+        "the child kept the parent's WAKING: status {status}"
+    );
+}
+
+/// The same with real waiters: forks made while three threads contend for a mutex (sleeping,
+/// woken, spinning at the fork). In each child where no vanished thread holds it, one lock and
+/// unlock must leave the word free of every parent's flag.
+#[test]
+fn no_parents_flag_survives_a_contended_fork() {
+    let m = Arc::new(crate::Mutex::new(0u64));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let (m, stop) = (m.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut g = m.lock();
+                    *g += 1;
+                    if *g % 8 == 0 {
+                        // Long enough now and then for the others to fall asleep.
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
+                    drop(g);
+                    // Free most of the time, so most forks find it so.
+                    for _ in 0..2000 {
+                        std::hint::spin_loop();
+                    }
+                }
+            })
+        })
+        .collect();
+    // SAFETY: the flags are read only.
+    let raw = unsafe { m.raw() };
+    let mut checked = 0;
+    for _ in 0..400 {
+        let status = crate::fork_tests::status_of_child(30, || {
+            // Held by a thread the child does not have: nothing to check (it stays held).
+            let Some(g) = m.try_lock_for(Duration::from_millis(5)) else {
+                // SAFETY: ends the child at once, as `status_of_child` does.
+                unsafe { libc::_exit(4) };
+            };
+            drop(g);
+            let _ = *m.lock();
+            raw.word() == 0
+        });
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 4 {
+            continue;
+        }
+        assert!(
+            exited_0(status),
+            "a parent's flag stayed in the child: status {status}"
+        );
+        checked += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(
+        checked >= 40,
+        "only {checked} children found the mutex free"
+    );
+}
+
 /// A thread caught holding a mutex's internal list lock at the fork (an unlock waking a waiter, a
 /// waiter queueing): the child has no such thread, and must take the list lock over instead of
 /// spinning on it forever once its own threads contend.

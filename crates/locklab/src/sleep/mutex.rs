@@ -127,7 +127,9 @@
 //!    on each way out of its competition (its take, its re-queue, its time-out), so the last update
 //!    of the bit by the woken waiters is a clear and it is clear once none of them runs; `try_lock`'s
 //!    take and a direct hand-off clear it too. Several woken waiters share the bit: the first to leave
-//!    clears it for all (a hint lost, never a stuck one).
+//!    clears it for all (a hint lost, never a stuck one). After a `fork` the child has none of the
+//!    parent's woken waiters: its first slow-path lock that sees WAKING with the wait list untouched
+//!    since the fork (the list lock's epoch) clears it with the parent's other flags.
 //! 8. SPUN is a hint and never decides who owns the lock. It is set only on a held word (a
 //!    compare-and-swap), cleared by every take but the fast path's (which takes only a word of 0) and
 //!    by the unlock that saw it, so a free word carries it only between that unlock's `fetch_sub` and
@@ -362,6 +364,18 @@ impl RawMutex {
     #[cfg(all(test, not(loom)))]
     pub(crate) fn has_waiters(&self) -> bool {
         self.state.load(Ordering::Relaxed) & WAITERS != 0
+    }
+
+    /// The state word (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn word(&self) -> u32 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    /// Sets WAKING on the word, as a woken waiter does (tests: one caught by a `fork`).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn mark_waking(&self) {
+        self.state.fetch_or(WAKING, Ordering::Relaxed);
     }
 
     /// The internal list lock (tests: a thread caught holding it at a `fork`).

@@ -154,6 +154,16 @@ impl ListLock {
         }
     }
 
+    /// Whether the lock was last taken before the latest `fork` (a look, without taking it): the
+    /// state it protects, and any flag its users set under it, is a parent's. A lock taken in this
+    /// epoch since stays fresh, so a `true` here means no thread of this process has used the list.
+    #[inline]
+    pub(crate) fn is_stale(&self) -> bool {
+        let epoch = crate::sys::fork_epoch() & (u32::MAX >> 1);
+        // Relaxed: a hint for the caller, which takes the lock (and re-decides under it) if set.
+        self.word.load(Ordering::Relaxed) >> 1 != epoch
+    }
+
     /// Releases the lock, keeping the holder's epoch in the word.
     ///
     /// # Safety

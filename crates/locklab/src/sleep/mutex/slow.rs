@@ -8,6 +8,14 @@ impl RawMutex {
     #[cold]
     #[inline(never)]
     pub(super) fn lock_slow(&self, tag: u32, deadline: Option<&Deadline>) -> bool {
+        // A WAKING left on the word by a parent's woken waiter that the fork did not copy: nobody in
+        // this process will take it off (the spinner's take keeps it), and every fast path would
+        // fail on it. A list lock untouched since the fork says so: no waiter of ours was ever
+        // queued, so none of ours was woken. `waiters` clears the parent's flags under it.
+        // Relaxed: a hint; the clearing happens under `wait_lock`.
+        if self.state.load(Ordering::Relaxed) & WAKING != 0 && self.wait_lock.is_stale() {
+            drop(self.waiters());
+        }
         // Spin only while nobody sleeps: a locker that arrives behind sleepers queues behind them.
         // Spinning then would only keep a CPU from the holder and from the woken waiter when threads
         // outnumber CPUs (the condvar herd), and barge past waiters that have waited longer.
