@@ -9,13 +9,26 @@
 //!    watcher itself when its watch ends unnotified.
 //! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`] (backing
 //!    off, yielding at the cap): the other end of a producer/consumer pair is usually running and
-//!    notifies within microseconds, while a futex sleep costs a wake-up latency of 4-20 us on these
-//!    VMs. It then announces its sleep with a compare-and-swap `WATCHING -> SLEEPING`, which fails only
-//!    if a notifier got there first, and sleeps on its word while it reads `SLEEPING`.
-//! 3. **Choosing whom to notify.** `notify_one` serves the front waiter if it watches, or if it has
-//!    slept longer than [`FAIR_NS`]; otherwise the watcher nearest the back among the last
-//!    `WATCHER_SCAN` (4) waiters (watchers are the latest to wait); otherwise the front. `notify_all`
-//!    takes every waiter.
+//!    notifies within microseconds, while a futex sleep costs a wake-up latency of 4-40 us on these
+//!    VMs. Each yield that returns at once (within `ALONE_YIELD_NS`: nothing else to run on its CPU)
+//!    renews the watch, up to [`WAIT_ALONE_NS`] in all: there the watch costs nobody a CPU, and a
+//!    sleeper on an idle CPU is the slowest to wake. It then announces its sleep with a
+//!    compare-and-swap `WATCHING -> SLEEPING`, which fails only if a notifier got there first, and
+//!    sleeps on its word while it reads `SLEEPING`.
+//! 3. **Choosing whom to notify.** Each waiter records the CPU it queued on. `notify_one` serves the
+//!    front waiter if it watches, or if it has slept longer than [`FAIR_NS`]; otherwise, among the
+//!    last `WATCHER_SCAN` (8) waiters (watchers are the latest to wait): a watcher on another CPU
+//!    than the notifier's, then a sleeper on another CPU, then a watcher on the notifier's own;
+//!    otherwise the front. `notify_all` takes every waiter.
+//!
+//! Why another CPU first: a watcher on the notifier's CPU runs only once the notifier blocks, so
+//! the two take turns on one CPU (a yield per message) while the other CPU idles. With threads
+//! pinned and outnumbering CPUs (the lab pins thread `t` to CPU `t mod 2`), that same-CPU pair was
+//! the state every run from 4 to 64 threads fell into: 50% idle, ~0.2 M messages/s, where two
+//! threads on two CPUs passed 3 M. Serving the other CPU first (waking a sleeper there if no one
+//! watches there: one wake-up, after which the pair across CPUs notifies without any) moves the
+//! pair across the CPUs and keeps it there; the renewed watch keeps the woken side watching while
+//! the other comes back. Figures: `docs/results/2026-12-07-condvar-cross-cpu.md`.
 //! 4. **Notifying a watcher costs no wake-up.** The notifier moves it with a compare-and-swap
 //!    `WATCHING -> NOTIFIED`; the waiter sees it (it is running) and re-locks the mutex like any locker.
 //! 5. **Notifying a sleeper costs at most one.** If the mutex is free, the first notified sleeper is
@@ -67,7 +80,9 @@
 //!    asleep, and with no watcher near the back every notification woke a sleeper (the two-wake-ups-
 //!    per-message state of `docs/results/2026-12-06-condvar-threads.md`).
 //! 5. Bounded preference: a front sleeper is passed over only while it has slept less than
-//!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`].
+//!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`] (renewed while alone on its
+//!    CPU, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have moved since):
+//!    they change only whom `notify_one` picks, never whether it notifies.
 //!
 //! # Properties
 //! No spurious wake-ups: `wait` returns only when notified or timed out, so `notify_one` reports whether
@@ -104,6 +119,20 @@ use core::ptr;
 pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
+/// How long a watch may go on while its CPU has nothing else to run (ns): each yield that returns
+/// within [`ALONE_YIELD_NS`] renews the watch's [`WAIT_SPIN_NS`], up to this much in all. The CPU
+/// would idle anyway, and a sleeper on an idle virtual CPU took 30-40 us to wake on the 2-vCPU VM;
+/// a watcher still there when the other side of the pair comes back needs no wake-up at all.
+///
+/// ```
+/// use locklab::sleep::condvar::{WAIT_ALONE_NS, WAIT_SPIN_NS};
+/// assert!(WAIT_ALONE_NS > 100 * WAIT_SPIN_NS); // renewed only while nothing else runs there
+/// ```
+pub const WAIT_ALONE_NS: u64 = 1_000_000;
+/// A yield that returns within this (ns) found nothing else to run on its CPU: a bare
+/// `sched_yield` took 0.7 us on the 2-vCPU VM, one that ran another yielding thread 3.8 us.
+#[cfg(all(not(loom), not(locklab_sim)))]
+const ALONE_YIELD_NS: u64 = 2_000;
 /// `notify_one` serves the front waiter first once it has slept this long (ns); until then it prefers
 /// a watching waiter, which needs no wake-up. The bound on how long a sleeper can be passed over, and
 /// what sets the wake-up rate with more waiters than watchers: each sleeper that waits it out is woken
@@ -115,9 +144,9 @@ const WAIT_SPIN_BACKOFF: u32 = 16;
 /// assert_eq!(FAIR_NS, 4 * HANDOFF_NS); // passed over for at most 4 ms
 /// ```
 pub const FAIR_NS: u64 = 4_000_000;
-/// How many waiters from the back `notify_one` looks at for a watcher (watchers are the latest to
-/// wait, and at most as many as CPUs).
-const WATCHER_SCAN: usize = 4;
+/// How many waiters from the back `notify_one` looks at for a watcher, or a sleeper on another CPU
+/// (watchers are the latest to wait, and at most as many as CPUs).
+const WATCHER_SCAN: usize = 8;
 
 /// The condition variable. See the [module documentation](self). Use it through [`crate::Condvar`];
 /// the raw notify calls work alone:
@@ -216,6 +245,7 @@ impl RawCondvar {
             #[cfg(loom)]
             let max = self.max_watchers;
             let watch = deadline.is_none() && self.watchers.load(Ordering::Relaxed) < max;
+            waiter.cpu.set(cpu_now());
             if watch {
                 self.watchers.fetch_add(1, Ordering::Relaxed);
                 // Relaxed: notifiers read it under `lock`, which we hold.
@@ -234,16 +264,7 @@ impl RawCondvar {
         // (the other end of a producer/consumer pair) usually comes within microseconds, and it
         // prefers a watcher (see `notify`), which it moves with no futex wake at all.
         if watch {
-            let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
-            #[cfg(not(loom))]
-            let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-            // Relaxed: a hint; the compare-and-swap below decides.
-            while waiter.futex.load(Ordering::Relaxed) == WATCHING && !budget.expired() {
-                // Under loom the budget (a few polls) bounds the loop; a yield there would always let
-                // the notifier run, and the models would never see a watch end unnotified.
-                #[cfg(not(loom))]
-                backoff.wait();
-            }
+            watch_word(&waiter.futex);
             // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
             // if a notifier stored NOTIFIED first. Acquire (failure) pairs with that Release CAS;
             // Relaxed (success): publishes nothing, the word's modification order decides.
@@ -305,24 +326,28 @@ impl RawCondvar {
         false
     }
 
-    /// Dequeues the waiter `notify_one` serves: the front one, unless it is a sleeper younger than
-    /// `fair_ns` ([`FAIR_NS`]) and one of the last [`WATCHER_SCAN`] waiters is watching.
-    fn pick_one(list: &mut WaitList, fair_ns: u64) -> WaitList {
+    /// Dequeues the waiter `notify_one` serves: the front one if it watches or has slept longer
+    /// than `fair_ns` ([`FAIR_NS`]); else, among the last [`WATCHER_SCAN`] waiters, one watching on
+    /// another CPU than the notifier's (`me`), then one sleeping on another CPU, then one watching on
+    /// ours; else the front. (Why the other CPU first: "Choosing whom to notify".)
+    fn pick_one(list: &mut WaitList, fair_ns: u64, me: u32) -> WaitList {
         let mut one = WaitList::new();
         let Some(front) = list.front() else {
             return one;
         };
         // Relaxed (every word load here): under `lock` the word is WATCHING or SLEEPING, and a
         // watcher may turn itself SLEEPING at any time: a hint, the CAS in `notify` decides.
-        let pick =
-            if front.futex.load(Ordering::Relaxed) == WATCHING || front.since.older_than(fair_ns) {
-                front
-            } else {
-                list.find_from_back(WATCHER_SCAN, |w| {
-                    w.futex.load(Ordering::Relaxed) == WATCHING
-                })
+        let watching = |w: &Waiter| w.futex.load(Ordering::Relaxed) == WATCHING;
+        // A CPU unknown on either side is nobody's "other".
+        let elsewhere = |w: &Waiter| me != u32::MAX && w.cpu.get() != u32::MAX && w.cpu.get() != me;
+        let pick = if watching(front) || front.since.older_than(fair_ns) {
+            front
+        } else {
+            list.find_from_back(WATCHER_SCAN, |w| watching(w) && elsewhere(w))
+                .or_else(|| list.find_from_back(WATCHER_SCAN, |w| !watching(w) && elsewhere(w)))
+                .or_else(|| list.find_from_back(WATCHER_SCAN, watching))
                 .unwrap_or(front)
-            };
+        };
         let pick = pick as *const Waiter;
         // SAFETY: `pick` is in `list`, alive while queued; it moves list to list.
         unsafe {
@@ -354,7 +379,7 @@ impl RawCondvar {
                 return 0;
             }
             let mut moved = if n == 1 {
-                Self::pick_one(list, FAIR_NS)
+                Self::pick_one(list, FAIR_NS, cpu_now())
             } else {
                 list.split_front(n)
             };
@@ -478,6 +503,66 @@ impl RawCondvar {
     }
 }
 
+/// The CPU this thread runs on, `u32::MAX` if unknown (always under loom, whose executions must not
+/// depend on the host's scheduler).
+#[inline]
+fn cpu_now() -> u32 {
+    #[cfg(loom)]
+    return u32::MAX;
+    #[cfg(not(loom))]
+    crate::sys::current_cpu().map_or(u32::MAX, |c| c.min(u32::MAX as usize - 1) as u32)
+}
+
+/// A watcher's look at its own word while it reads `WATCHING`: for [`WAIT_SPIN_NS`], backing off
+/// and yielding at the cap, renewed while its yields return at once (nothing else to run on its
+/// CPU) up to [`WAIT_ALONE_NS`] in all.
+#[cfg(all(not(loom), not(locklab_sim)))]
+fn watch_word(word: &AtomicU32) {
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let alone_end = start + Duration::from_nanos(WAIT_ALONE_NS);
+    let mut end = start + Duration::from_nanos(WAIT_SPIN_NS);
+    let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+    let mut polls = 0u32;
+    // Relaxed: a hint; the caller's compare-and-swap decides.
+    while word.load(Ordering::Relaxed) == WATCHING {
+        if backoff.next_pauses().is_some() {
+            backoff.wait();
+            // The clock (a vDSO call) only now and then while pausing.
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(16) && Instant::now() >= end {
+                return;
+            }
+        } else {
+            let before = Instant::now();
+            crate::primitive::yield_now();
+            let after = Instant::now();
+            if after - before < Duration::from_nanos(ALONE_YIELD_NS) {
+                end = end
+                    .max(after + Duration::from_nanos(WAIT_SPIN_NS))
+                    .min(alone_end);
+            }
+            if after >= end {
+                return;
+            }
+        }
+    }
+}
+
+/// Under loom and the simulator: the budget's own clock (a few polls under loom; a yield there
+/// would always let the notifier run, and the models would never see a watch end unnotified).
+#[cfg(any(loom, locklab_sim))]
+fn watch_word(word: &AtomicU32) {
+    let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
+    #[cfg(not(loom))]
+    let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+    // Relaxed: a hint; the caller's compare-and-swap decides.
+    while word.load(Ordering::Relaxed) == WATCHING && !budget.expired() {
+        #[cfg(not(loom))]
+        backoff.wait();
+    }
+}
+
 #[cfg(not(loom))]
 impl Default for RawCondvar {
     fn default() -> Self {
@@ -545,22 +630,30 @@ mod tests {
 
     /// The waiter `notify_one` serves: a watcher near the back before a young front sleeper; the front
     /// when it watches itself, when nobody watches, when the watcher is beyond the scan, and once the
-    /// front has slept longer than `FAIR_NS` (the bound on being passed over).
+    /// front has slept longer than `FAIR_NS` (the bound on being passed over). With CPUs known: a
+    /// watcher on another CPU than the notifier's first, then a sleeper there, then a watcher on ours.
     #[test]
     fn pick_one_prefers_a_watcher_within_the_fairness_bound() {
-        let ws: Vec<Waiter> = (0..6).map(Waiter::new).collect();
-        let picked_after = |fair_ns: u64, words: &[u32]| {
+        let ws: Vec<Waiter> = (0..12).map(Waiter::new).collect();
+        // Waiters as (word, CPU); the notifier runs on CPU `me`.
+        let pick_on = |fair_ns: u64, me: u32, waiters: &[(u32, u32)]| {
             let mut l = WaitList::new();
-            for (w, &word) in ws.iter().zip(words) {
+            for (w, &(word, cpu)) in ws.iter().zip(waiters) {
                 w.futex.store(word, Ordering::Relaxed);
+                w.cpu.set(cpu);
                 unsafe { l.push_back(w) };
             }
-            let one = RawCondvar::pick_one(&mut l, fair_ns);
+            let one = RawCondvar::pick_one(&mut l, fair_ns, me);
             let tag = one.front().map(|w| w.tag);
             let mut rest = 0;
             l.for_each(|_| rest += 1);
-            assert_eq!(rest + tag.is_some() as usize, words.len(), "one dequeued");
+            assert_eq!(rest + tag.is_some() as usize, waiters.len(), "one dequeued");
             tag
+        };
+        let unknown = u32::MAX;
+        let picked_after = |fair_ns: u64, words: &[u32]| {
+            let waiters: Vec<_> = words.iter().map(|&w| (w, unknown)).collect();
+            pick_on(fair_ns, unknown, &waiters)
         };
         // Everyone is younger than a bound that never passes.
         let picked = |words: &[u32]| picked_after(u64::MAX, words);
@@ -574,7 +667,7 @@ mod tests {
         assert_eq!(picked(&[w, s, w]), Some(0), "the front, watching");
         assert_eq!(picked(&[s, s, s]), Some(0), "nobody watches: the front");
         assert_eq!(
-            picked(&[s, w, s, s, s, s]),
+            picked(&[s, w, s, s, s, s, s, s, s, s]),
             Some(0),
             "the watcher is beyond the scan"
         );
@@ -583,6 +676,38 @@ mod tests {
             picked_after(0, &[s, s, w]),
             Some(0),
             "the front has waited out the bound"
+        );
+        // The notifier on CPU 0.
+        let on_cpu0 = |waiters: &[(u32, u32)]| pick_on(u64::MAX, 0, waiters);
+        assert_eq!(
+            on_cpu0(&[(s, 1), (w, 1), (w, 0)]),
+            Some(1),
+            "a watcher on the other CPU before one on ours"
+        );
+        assert_eq!(
+            on_cpu0(&[(s, 0), (s, 1), (w, 0)]),
+            Some(1),
+            "a sleeper on the other CPU before a watcher on ours"
+        );
+        assert_eq!(
+            on_cpu0(&[(s, 0), (s, 0), (w, 0)]),
+            Some(2),
+            "only our CPU: the watcher"
+        );
+        assert_eq!(
+            on_cpu0(&[(s, 0), (s, unknown), (w, 0)]),
+            Some(2),
+            "an unknown CPU is not another"
+        );
+        assert_eq!(
+            on_cpu0(&[(w, 0), (w, 1)]),
+            Some(0),
+            "the front watching goes first, wherever it is"
+        );
+        assert_eq!(
+            pick_on(0, 0, &[(s, 0), (w, 1)]),
+            Some(0),
+            "the bound goes before any CPU"
         );
     }
 }

@@ -55,6 +55,8 @@ pub(crate) struct Waiter {
     pub(crate) in_condvar: Cell<bool>,
     /// RwSem: a reader (else a writer).
     pub(crate) reader: bool,
+    /// Condvar: the CPU the waiter queued on (`u32::MAX`: unknown), for `notify_one`'s choice.
+    pub(crate) cpu: Cell<u32>,
     prev: Cell<*const Waiter>,
     next: Cell<*const Waiter>,
 }
@@ -72,6 +74,7 @@ impl Waiter {
             since: Stamp::now(),
             in_condvar: Cell::new(false),
             reader,
+            cpu: Cell::new(u32::MAX),
             prev: Cell::new(ptr::null()),
             next: Cell::new(ptr::null()),
         }
