@@ -120,7 +120,7 @@ pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
 /// How long a watch may go on while its CPU has nothing else to run (ns): each yield that returns
-/// within [`ALONE_YIELD_NS`] renews the watch's [`WAIT_SPIN_NS`], up to this much in all. The CPU
+/// within 2 us renews the watch's [`WAIT_SPIN_NS`], up to this much in all. The CPU
 /// would idle anyway, and a sleeper on an idle virtual CPU took 30-40 us to wake on the 2-vCPU VM;
 /// a watcher still there when the other side of the pair comes back needs no wake-up at all.
 ///
