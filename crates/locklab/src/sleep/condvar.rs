@@ -122,7 +122,9 @@ const WAIT_SPIN_BACKOFF: u32 = 16;
 /// How long a watch may go on while its CPU has nothing else to run (ns): each yield that returns
 /// within 2 us renews the watch's [`WAIT_SPIN_NS`], up to this much in all. The CPU
 /// would idle anyway, and a sleeper on an idle virtual CPU took 30-40 us to wake on the 2-vCPU VM;
-/// a watcher still there when the other side of the pair comes back needs no wake-up at all.
+/// a watcher still there when the other side of the pair comes back needs no wake-up at all. The
+/// cost is power (and a hyperthread sibling's share of its core): a CPU that would idle stays busy
+/// for up to this long after a wait.
 ///
 /// ```
 /// use locklab::sleep::condvar::{WAIT_ALONE_NS, WAIT_SPIN_NS};
