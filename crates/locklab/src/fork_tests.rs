@@ -245,6 +245,57 @@ fn no_parents_flag_survives_a_contended_fork() {
     );
 }
 
+/// A condvar with a waiter, and its internal lock held by another thread, at the fork: in the child
+/// neither exists. The child's notifications must count none of the parent's waiters, must not spin
+/// on the vanished holder's lock, and the condvar must work for the child's own threads.
+#[test]
+fn condvar_waiters_do_not_survive_fork() {
+    let state = Arc::new((crate::Mutex::new(false), crate::Condvar::new()));
+    let s = state.clone();
+    let waiter = std::thread::spawn(move || {
+        let (m, cv) = &*s;
+        let mut go = m.lock();
+        while !*go {
+            cv.wait(&mut go);
+        }
+    });
+    // Long enough for the waiter to queue and give up watching.
+    std::thread::sleep(Duration::from_millis(100));
+    let (m, cv) = &*state;
+    let raw = cv.raw();
+    let _ = raw.list_lock().lock();
+    let status = crate::fork_tests::status_of_child(30, || {
+        if cv.notify_all() != 0 {
+            return false; // the parent's waiter was counted
+        }
+        let s = state.clone();
+        let t = std::thread::spawn(move || {
+            let (m, cv) = &*s;
+            let mut go = m.lock();
+            while !*go {
+                cv.wait(&mut go);
+            }
+        });
+        loop {
+            *m.lock() = true;
+            if cv.notify_all() == 1 || t.is_finished() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        t.join().is_ok()
+    });
+    // SAFETY: taken above by this thread.
+    unsafe { raw.list_lock().unlock() };
+    assert!(
+        exited_0(status),
+        "the child saw the parent's waiter: status {status}"
+    );
+    *m.lock() = true;
+    cv.notify_all();
+    waiter.join().unwrap();
+}
+
 /// A thread caught holding a mutex's internal list lock at the fork (an unlock waking a waiter, a
 /// waiter queueing): the child has no such thread, and must take the list lock over instead of
 /// spinning on it forever once its own threads contend.

@@ -279,3 +279,121 @@ fn webkit_queue_one_slot_notify_all() {
         );
     }
 }
+
+/// The calling thread's CPU time (ns).
+#[cfg(all(target_os = "linux", not(miri)))]
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Pins the calling thread to `cpu` (`None`: every CPU of the first two).
+#[cfg(all(target_os = "linux", not(miri)))]
+fn pin_to(cpu: Option<usize>) {
+    // SAFETY: a zeroed set is valid; the set outlives the call.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        match cpu {
+            Some(c) => libc::CPU_SET(c, &mut set),
+            None => (0..2).for_each(|c| libc::CPU_SET(c, &mut set)),
+        }
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// A waiter notified every 3 ms (a worker waiting for rare jobs): its watch before sleeping may be
+/// renewed only shortly after the condvar was busy, not for the whole 1 ms cap, so each wait costs
+/// it well under a millisecond of CPU (the cap renewed on every fast yield cost ~750 us a wait).
+#[cfg(all(target_os = "linux", not(miri)))]
+#[test]
+fn an_idle_waiter_does_not_spin_out_the_renewal_cap() {
+    const ROUNDS: usize = 60;
+    let state = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let s = state.clone();
+    let waiter = thread::spawn(move || {
+        let (m, cv) = &*s;
+        let cpu0 = thread_cpu_ns();
+        let mut g = m.lock();
+        for i in 1..=ROUNDS {
+            while *g < i {
+                cv.wait(&mut g);
+            }
+        }
+        drop(g);
+        thread_cpu_ns() - cpu0
+    });
+    let (m, cv) = &*state;
+    for i in 1..=ROUNDS {
+        thread::sleep(Duration::from_millis(3));
+        *m.lock() = i;
+        cv.notify_one();
+    }
+    let per_wait_us = waiter.join().unwrap() / ROUNDS as u64 / 1000;
+    assert!(
+        per_wait_us < 250,
+        "each idle wait spent {per_wait_us} us of CPU watching"
+    );
+}
+
+/// A real-time (SCHED_FIFO) waiter and an ordinary notifier on one CPU: the waiter's yields return
+/// at once although the notifier waits for that CPU, so its watch must not be renewed (it would
+/// keep the notifier off the CPU for up to 1 ms a round). Skipped without the privilege.
+#[cfg(all(target_os = "linux", not(miri)))]
+#[test]
+fn a_real_time_waiter_does_not_keep_its_notifier_off_the_cpu() {
+    use std::sync::atomic::AtomicBool;
+    const ROUNDS: usize = 100;
+    let state = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let allowed = Arc::new(AtomicBool::new(true));
+    let (s, a) = (state.clone(), allowed.clone());
+    let rt = thread::spawn(move || {
+        pin_to(Some(0));
+        let p = libc::sched_param { sched_priority: 1 };
+        // SAFETY: a valid parameter block; 0 is this thread.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+            a.store(false, Ordering::Relaxed);
+            return;
+        }
+        let (m, cv) = &*s;
+        let mut g = m.lock();
+        for i in 0..ROUNDS {
+            while *g != 2 * i + 1 {
+                cv.wait(&mut g);
+            }
+            *g += 1;
+            cv.notify_one();
+        }
+    });
+    pin_to(Some(0));
+    let (m, cv) = &*state;
+    let start = Instant::now();
+    let mut g = m.lock();
+    for i in 0..ROUNDS {
+        if !allowed.load(Ordering::Relaxed) {
+            break;
+        }
+        *g = 2 * i + 1;
+        cv.notify_one();
+        while *g != 2 * i + 2 && allowed.load(Ordering::Relaxed) && !rt.is_finished() {
+            cv.wait_for(&mut g, Duration::from_millis(10));
+        }
+    }
+    drop(g);
+    let elapsed = start.elapsed();
+    pin_to(None);
+    rt.join().unwrap();
+    if !allowed.load(Ordering::Relaxed) {
+        eprintln!("skipped: no permission for SCHED_FIFO");
+        return;
+    }
+    let per_round_us = elapsed.as_micros() / ROUNDS as u128;
+    assert!(
+        per_round_us < 400,
+        "{per_round_us} us a round: the real-time waiter's watch kept the notifier off its CPU"
+    );
+}

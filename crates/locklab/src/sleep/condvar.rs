@@ -10,9 +10,11 @@
 //! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`] (backing
 //!    off, yielding at the cap): the other end of a producer/consumer pair is usually running and
 //!    notifies within microseconds, while a futex sleep costs a wake-up latency of 4-40 us on these
-//!    VMs. Each yield that returns at once (within `ALONE_YIELD_NS`: nothing else to run on its CPU)
-//!    renews the watch, up to [`WAIT_ALONE_NS`] in all: there the watch costs nobody a CPU, and a
-//!    sleeper on an idle CPU is the slowest to wake. It then announces its sleep with a
+//!    VMs. A yield that returns at once (within `ALONE_YIELD_NS`: no other thread of its priority to
+//!    run on its CPU) renews the watch while the condvar is busy (notified within the last
+//!    [`RENEW_AFTER_NOTIFY_NS`], counting from the watch's start) and the thread is not real-time,
+//!    up to [`WAIT_ALONE_NS`] in all: a sleeper on an idle CPU is the slowest to wake, and the CPU
+//!    would idle anyway (the cost is power). It then announces its sleep with a
 //!    compare-and-swap `WATCHING -> SLEEPING`, which fails only if a notifier got there first, and
 //!    sleeps on its word while it reads `SLEEPING`.
 //! 3. **Choosing whom to notify.** Each waiter records the CPU it queued on. `notify_one` serves the
@@ -21,14 +23,6 @@
 //!    than the notifier's, then a sleeper on another CPU, then a watcher on the notifier's own;
 //!    otherwise the front. `notify_all` takes every waiter.
 //!
-//! Why another CPU first: a watcher on the notifier's CPU runs only once the notifier blocks, so
-//! the two take turns on one CPU (a yield per message) while the other CPU idles. With threads
-//! pinned and outnumbering CPUs (the lab pins thread `t` to CPU `t mod 2`), that same-CPU pair was
-//! the state every run from 4 to 64 threads fell into: 50% idle, ~0.2 M messages/s, where two
-//! threads on two CPUs passed 3 M. Serving the other CPU first (waking a sleeper there if no one
-//! watches there: one wake-up, after which the pair across CPUs notifies without any) moves the
-//! pair across the CPUs and keeps it there; the renewed watch keeps the woken side watching while
-//! the other comes back. Figures: `docs/results/2026-12-07-condvar-cross-cpu.md`.
 //! 4. **Notifying a watcher costs no wake-up.** The notifier moves it with a compare-and-swap
 //!    `WATCHING -> NOTIFIED`; the waiter sees it (it is running) and re-locks the mutex like any locker.
 //! 5. **Notifying a sleeper costs at most one.** If the mutex is free, the first notified sleeper is
@@ -43,6 +37,15 @@
 //! 6. **Time-outs.** Timed waits do not watch. One that times out takes itself off the condvar's list
 //!    if it is still there. If a notifier took it first, it counts as notified and continues as a
 //!    mutex waiter, or re-locks if it was `NOTIFIED` (no timeout: it must re-lock).
+//!
+//! Why another CPU first: a watcher on the notifier's CPU runs only once the notifier blocks, so
+//! the two take turns on one CPU (a yield per message) while the other CPU idles. With threads
+//! pinned and outnumbering CPUs (the lab pins thread `t` to CPU `t mod 2`), that same-CPU pair was
+//! the state every run from 4 to 64 threads fell into: 50% idle, ~0.2 M messages/s, where two
+//! threads on two CPUs passed 3 M. Serving the other CPU first (waking a sleeper there if no one
+//! watches there: one wake-up, after which the pair across CPUs notifies without any) moves the
+//! pair across the CPUs and keeps it there; the renewed watch keeps the woken side watching while
+//! the other comes back. Figures: `docs/results/2026-12-07-condvar-cross-cpu.md`.
 //!
 //! Why prefer a watcher: with the queue FIFO and every notification to the front, a watcher (the
 //! latest waiter, at the back) was never the one notified once sleepers queued: on the `condvar`
@@ -81,14 +84,21 @@
 //!    per-message state of `docs/results/2026-12-06-condvar-threads.md`).
 //! 5. Bounded preference: a front sleeper is passed over only while it has slept less than
 //!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`] (renewed while alone on its
-//!    CPU, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have moved since):
+//!    CPU and the condvar is busy, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have moved since):
 //!    they change only whom `notify_one` picks, never whether it notifies.
 //!
 //! # Properties
 //! No spurious wake-ups: `wait` returns only when notified or timed out, so `notify_one` reports whether
 //! it notified a waiter and `notify_all` how many. One condvar serves one mutex at a time: waiting with
 //! another mutex while waiters of the first remain panics (the misuse `lock_api` allows us to reject).
-//! Not FIFO: `notify_one` may serve a later watcher before an earlier sleeper, within the bound above.
+//! Not FIFO: `notify_one` may serve a later watcher, or a later sleeper on another CPU, before an
+//! earlier sleeper, within the bound above.
+//!
+//! # fork()
+//! The child of a `fork` has only the forking thread: every waiter in the condvar's list is a ghost.
+//! `lock` is a fork-epoch list lock (`crate::sleep::wait_list::ListLock`): the child's first use of
+//! it takes it over even if a vanished thread held it, and empties the list, with the waiting mutex
+//! and the watcher places, so a `notify_all` there counts only the child's own waiters.
 //!
 //! # Lock order
 //! condvar `lock` -> mutex `wait_lock` (in `notify`). Nothing takes them the other way round.
@@ -104,13 +114,14 @@
 
 use crate::primitive::{AtomicPtr, AtomicU32, Ordering};
 use crate::sleep::mutex::{MutexToken, RawMutex, current_tag};
-use crate::sleep::wait_list::{NOTIFIED, SLEEPING, WATCHING, WaitList, Waiter};
-use crate::spin::tas::RawTasLock;
+use crate::sleep::wait_list::{
+    ListLock, LockedList, NOTIFIED, SLEEPING, WATCHING, WaitList, Waiter,
+};
 use crate::sys::futex_wait;
 use core::cell::UnsafeCell;
 use core::ptr;
 
-/// How long a waiter watches its word before it sleeps (ns).
+/// How long a waiter watches its word before it sleeps (ns), unless renewed (see [`WAIT_ALONE_NS`]).
 ///
 /// ```
 /// use locklab::sleep::{condvar::WAIT_SPIN_NS, mutex::OWNER_SPIN_NS};
@@ -119,18 +130,31 @@ use core::ptr;
 pub const WAIT_SPIN_NS: u64 = 5_000;
 /// Most `pause`s between its looks; at the cap it yields the CPU instead.
 const WAIT_SPIN_BACKOFF: u32 = 16;
-/// How long a watch may go on while its CPU has nothing else to run (ns): each yield that returns
-/// within 2 us renews the watch's [`WAIT_SPIN_NS`], up to this much in all. The CPU
-/// would idle anyway, and a sleeper on an idle virtual CPU took 30-40 us to wake on the 2-vCPU VM;
-/// a watcher still there when the other side of the pair comes back needs no wake-up at all. The
-/// cost is power (and a hyperthread sibling's share of its core): a CPU that would idle stays busy
-/// for up to this long after a wait.
+/// How long a watch may go on in all while renewed (ns). A yield that returns within 2 us (no other
+/// thread of its priority to run on the watcher's CPU) renews the watch's [`WAIT_SPIN_NS`] while the
+/// condvar was notified (of anyone) within the last [`RENEW_AFTER_NOTIFY_NS`], counting from the
+/// watch's start (its producers and consumers are busy), and the thread is under the ordinary
+/// time-sharing policy: a sleeper on an idle virtual CPU
+/// took 30-40 us to wake on the 2-vCPU VM, and a watcher still there when the other side of the pair
+/// comes back needs no wake-up at all. The cost is power (and a hyperthread sibling's share of its
+/// core): a CPU that would idle stays busy up to [`RENEW_AFTER_NOTIFY_NS`] past the watch's start
+/// or the condvar's last notification seen. A real-time thread never renews: its `sched_yield` returns at once even with an
+/// ordinary thread waiting for the CPU, which may be the very notifier.
 ///
 /// ```
 /// use locklab::sleep::condvar::{WAIT_ALONE_NS, WAIT_SPIN_NS};
 /// assert!(WAIT_ALONE_NS > 100 * WAIT_SPIN_NS); // renewed only while nothing else runs there
 /// ```
 pub const WAIT_ALONE_NS: u64 = 1_000_000;
+/// A watch is renewed only while the condvar was notified this recently, or the watch started this
+/// recently (ns; see [`WAIT_ALONE_NS`]): an idle worker waiting for rare jobs watches at most this
+/// long.
+///
+/// ```
+/// use locklab::sleep::condvar::{RENEW_AFTER_NOTIFY_NS, WAIT_ALONE_NS};
+/// assert!(RENEW_AFTER_NOTIFY_NS < WAIT_ALONE_NS);
+/// ```
+pub const RENEW_AFTER_NOTIFY_NS: u64 = 100_000;
 /// A yield that returns within this (ns) found nothing else to run on its CPU: a bare
 /// `sched_yield` took 0.7 us on the 2-vCPU VM, one that ran another yielding thread 3.8 us.
 #[cfg(all(not(loom), not(locklab_sim)))]
@@ -162,11 +186,15 @@ pub struct RawCondvar {
     /// The mutex the current waiters use; null when there are none.
     mutex: AtomicPtr<RawMutex>,
     /// Protects `waiters` and writes of `mutex`.
-    lock: RawTasLock,
+    lock: ListLock,
     waiters: UnsafeCell<WaitList>,
     /// Waiters watching their word before they sleep (at most as many as CPUs; counted up under
     /// `lock` as they queue, down by whoever wins the word: the notifier or the watcher; invariant 4).
     watchers: AtomicU32,
+    /// How many times `notify` found waiters (wrapping; written under `lock`): a watcher that sees
+    /// it move knows the condvar is busy (a hint for renewing watches, Relaxed).
+    #[cfg(all(not(loom), not(locklab_sim)))]
+    notifies: AtomicU32,
     /// Under loom: the most watchers, the CPU count (2) unless a model lowers it to reach the
     /// sleeping paths.
     #[cfg(loom)]
@@ -189,13 +217,21 @@ impl RawCondvar {
         pub fn new() -> Self {
             RawCondvar {
                 mutex: AtomicPtr::new(ptr::null_mut()),
-                lock: RawTasLock::new(),
+                lock: ListLock::new(),
                 waiters: UnsafeCell::new(WaitList::new()),
                 watchers: AtomicU32::new(0),
+                #[cfg(all(not(loom), not(locklab_sim)))]
+                notifies: AtomicU32::new(0),
                 #[cfg(loom)]
                 max_watchers: crate::sys::cpus() as u32,
             }
         }
+    }
+
+    /// The internal list lock (tests: a thread caught holding it at a `fork`).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn list_lock(&self) -> &ListLock {
+        &self.lock
     }
 
     /// How many watcher places are taken (loom models: 0 once every wait has returned, invariant 4).
@@ -204,19 +240,16 @@ impl RawCondvar {
         self.watchers.load(Ordering::Relaxed)
     }
 
-    /// Runs `f` with `lock` held.
+    /// Runs `f` with `lock` held (released when `f` returns or unwinds).
     fn locked<R>(&self, f: impl FnOnce(&mut WaitList) -> R) -> R {
-        struct Unlock<'a>(&'a RawTasLock);
-        impl Drop for Unlock<'_> {
-            fn drop(&mut self) {
-                // SAFETY: taken just below.
-                unsafe { self.0.unlock() }
-            }
+        let mut list = LockedList::lock(&self.lock, &self.waiters);
+        if list.was_stale {
+            // The list was a parent's (a fork came between), now emptied: its waiters are not in
+            // this process, so nobody waits and nobody watches. Relaxed: under `lock`.
+            self.mutex.store(ptr::null_mut(), Ordering::Relaxed);
+            self.watchers.store(0, Ordering::Relaxed);
         }
-        self.lock.lock_internal();
-        let _unlock = Unlock(&self.lock);
-        // SAFETY: `lock` is held until `_unlock` drops, after `f`.
-        f(unsafe { &mut *self.waiters.get() })
+        f(&mut list)
     }
 
     /// Releases `mutex`, waits for a notification or `deadline`, re-locks. Returns `true` on timeout.
@@ -266,7 +299,7 @@ impl RawCondvar {
         // (the other end of a producer/consumer pair) usually comes within microseconds, and it
         // prefers a watcher (see `notify`), which it moves with no futex wake at all.
         if watch {
-            watch_word(&waiter.futex);
+            self.watch_word(&waiter.futex);
             // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
             // if a notifier stored NOTIFIED first. Acquire (failure) pairs with that Release CAS;
             // Relaxed (success): publishes nothing, the word's modification order decides.
@@ -380,6 +413,13 @@ impl RawCondvar {
             if mutex.is_null() {
                 return 0;
             }
+            // Under `lock`, so a load and a store (no read-modify-write on the line). Relaxed: a
+            // hint for watchers deciding whether to renew their watch.
+            #[cfg(all(not(loom), not(locklab_sim)))]
+            self.notifies.store(
+                self.notifies.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
             let mut moved = if n == 1 {
                 Self::pick_one(list, FAIR_NS, cpu_now())
             } else {
@@ -515,31 +555,75 @@ fn cpu_now() -> u32 {
     crate::sys::current_cpu().map_or(u32::MAX, |c| c.min(u32::MAX as usize - 1) as u32)
 }
 
-/// A watcher's look at its own word while it reads `WATCHING`: for [`WAIT_SPIN_NS`], backing off
-/// and yielding at the cap, renewed while its yields return at once (nothing else to run on its
-/// CPU) up to [`WAIT_ALONE_NS`] in all.
-#[cfg(all(not(loom), not(locklab_sim)))]
-fn watch_word(word: &AtomicU32) {
-    use std::time::{Duration, Instant};
-    let start = Instant::now();
-    let alone_end = start + Duration::from_nanos(WAIT_ALONE_NS);
-    let mut end = start + Duration::from_nanos(WAIT_SPIN_NS);
-    let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-    let mut polls = 0u32;
-    // Relaxed: a hint; the caller's compare-and-swap decides.
-    while word.load(Ordering::Relaxed) == WATCHING {
-        if backoff.next_pauses().is_some() {
-            backoff.wait();
-            // The clock (a vDSO call) only now and then while pausing.
-            polls = polls.wrapping_add(1);
-            if polls.is_multiple_of(16) && Instant::now() >= end {
-                return;
+/// Whether this thread is under the ordinary time-sharing policy, where a yield that returns at
+/// once means nothing else waits for the CPU (a real-time thread's yield passes over every thread
+/// of a lower class).
+///
+/// A system call, so the answer is kept per thread and asked again every 1,024 uses: a thread made
+/// real-time after it started waiting renews at most that many more watches.
+#[cfg(all(not(loom), not(locklab_sim), target_os = "linux", not(miri)))]
+fn time_sharing() -> bool {
+    use core::cell::Cell;
+    std::thread_local! {
+        /// The last answer, and how many more uses it serves (0: ask).
+        static ANSWER: Cell<(bool, u16)> = const { Cell::new((false, 0)) };
+    }
+    // No destructor (a `Cell` of plain values), so this works in any thread-local destructor too.
+    ANSWER.with(|a| {
+        let (answer, uses) = a.get();
+        if uses > 0 {
+            a.set((answer, uses - 1));
+            return answer;
+        }
+        // SAFETY: no pointers; 0 is the calling thread.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        let answer = policy == libc::SCHED_OTHER || policy == libc::SCHED_BATCH;
+        a.set((answer, 1023));
+        answer
+    })
+}
+
+/// Elsewhere: no renewal (the policy cannot be asked the same way).
+#[cfg(all(not(loom), not(locklab_sim), any(not(target_os = "linux"), miri)))]
+fn time_sharing() -> bool {
+    false
+}
+
+impl RawCondvar {
+    /// A watcher's look at its own word while it reads `WATCHING`: for [`WAIT_SPIN_NS`], backing
+    /// off and yielding at the cap, renewed as [`WAIT_ALONE_NS`] says.
+    #[cfg(all(not(loom), not(locklab_sim)))]
+    fn watch_word(&self, word: &AtomicU32) {
+        use std::time::{Duration, Instant};
+        let start = Instant::now();
+        let alone_end = start + Duration::from_nanos(WAIT_ALONE_NS);
+        let mut end = start + Duration::from_nanos(WAIT_SPIN_NS);
+        let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+        // Asked once per watch, at the first yield that could renew it.
+        let mut may_renew: Option<bool> = None;
+        // The notification count last seen, and when it was last seen to move (or the start).
+        let mut seen = self.notifies.load(Ordering::Relaxed);
+        let mut busy_at = start;
+        // Relaxed: a hint; the caller's compare-and-swap decides.
+        while word.load(Ordering::Relaxed) == WATCHING {
+            if backoff.next_pauses().is_some() {
+                // A few short steps (1 to 8 `pause`s) before the first yield: no clock needed.
+                backoff.wait();
+                continue;
             }
-        } else {
             let before = Instant::now();
             crate::primitive::yield_now();
             let after = Instant::now();
-            if after - before < Duration::from_nanos(ALONE_YIELD_NS) {
+            // Relaxed: a hint.
+            let now_seen = self.notifies.load(Ordering::Relaxed);
+            if now_seen != seen {
+                seen = now_seen;
+                busy_at = after;
+            }
+            if after - before < Duration::from_nanos(ALONE_YIELD_NS)
+                && after - busy_at <= Duration::from_nanos(RENEW_AFTER_NOTIFY_NS)
+                && *may_renew.get_or_insert_with(time_sharing)
+            {
                 end = end
                     .max(after + Duration::from_nanos(WAIT_SPIN_NS))
                     .min(alone_end);
@@ -549,19 +633,19 @@ fn watch_word(word: &AtomicU32) {
             }
         }
     }
-}
 
-/// Under loom and the simulator: the budget's own clock (a few polls under loom; a yield there
-/// would always let the notifier run, and the models would never see a watch end unnotified).
-#[cfg(any(loom, locklab_sim))]
-fn watch_word(word: &AtomicU32) {
-    let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
-    #[cfg(not(loom))]
-    let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-    // Relaxed: a hint; the caller's compare-and-swap decides.
-    while word.load(Ordering::Relaxed) == WATCHING && !budget.expired() {
+    /// Under loom and the simulator: the budget's own clock (a few polls under loom; a yield there
+    /// would always let the notifier run, and the models would never see a watch end unnotified).
+    #[cfg(any(loom, locklab_sim))]
+    fn watch_word(&self, word: &AtomicU32) {
+        let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
         #[cfg(not(loom))]
-        backoff.wait();
+        let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
+        // Relaxed: a hint; the caller's compare-and-swap decides.
+        while word.load(Ordering::Relaxed) == WATCHING && !budget.expired() {
+            #[cfg(not(loom))]
+            backoff.wait();
+        }
     }
 }
 

@@ -116,7 +116,9 @@ pub(crate) struct ListLock {
     word: AtomicU32,
 }
 
-/// Busy looks at a held list lock before yielding (as `RawTasLock::lock_internal`).
+/// Busy looks at a held list lock before yielding: held for a few instructions unless its holder
+/// was preempted, and a woken waiter that finds its waker holding it must give the CPU back at once
+/// (the waker is probably waiting for this very CPU), not after a thousand rounds of backoff.
 const LIST_SPINS: u32 = 16;
 
 impl ListLock {

@@ -26,9 +26,6 @@ use crate::primitive::{AtomicBool, Ordering, SpinWait, spin_loop};
 /// a scheduling point and backoff only multiplies the schedules to explore).
 const MAX_BACKOFF: u32 = if cfg!(loom) { 1 } else { 64 };
 
-/// Busy steps before [`RawTasLock::lock_internal`] starts yielding.
-const INTERNAL_SPINS: u32 = 16;
-
 /// A test-and-test-and-set spinlock. See the [module documentation](self).
 ///
 /// ```
@@ -111,18 +108,6 @@ impl RawTasLock {
     #[inline(never)]
     fn lock_slow(&self) {
         self.spin_then_yield(SpinWait::new());
-    }
-
-    /// Takes the lock, yielding the CPU after [`INTERNAL_SPINS`] busy steps instead of
-    /// [`SpinWait::SPINS`]: for the sleeping locks' internal list locks, which are held for a few
-    /// instructions unless their holder was preempted. A woken waiter that finds its waker holding the
-    /// list lock must give the CPU back at once (the waker is probably waiting for this very CPU), not
-    /// after a thousand rounds of backoff.
-    #[inline]
-    pub(crate) fn lock_internal(&self) {
-        if !self.test_and_set() {
-            self.spin_then_yield(SpinWait::with_spins(INTERNAL_SPINS));
-        }
     }
 
     #[cold]
