@@ -331,3 +331,101 @@ fn a_list_lock_held_at_fork_is_taken_over() {
         }
     }
 }
+
+/// The parent's pid, and the child the signal handler below forked.
+static PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static FORKED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn fork_in_handler(_: libc::c_int) {
+    // SAFETY: fork is async-signal-safe; the child returns into the interrupted wait.
+    let pid = unsafe { libc::fork() };
+    if pid > 0 {
+        FORKED.store(pid, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A thread in a timed condvar wait forks from a signal handler: in the child it is the one thread,
+/// but its node was in the parent's list, which the child drops. Its wait must time out there without
+/// touching that list (whose other nodes are the parent's threads' frames) and re-lock the mutex.
+#[test]
+fn a_wait_forked_from_its_signal_handler_times_out_in_the_child() {
+    // SAFETY: getpid has no preconditions.
+    PARENT.store(
+        unsafe { libc::getpid() },
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    let state = Arc::new((crate::Mutex::new(0u32), crate::Condvar::new()));
+    // Another waiter, so the list has a node of a thread the child does not have.
+    let s = state.clone();
+    let other = std::thread::spawn(move || {
+        let (m, cv) = &*s;
+        let mut g = m.lock();
+        while *g == 0 {
+            cv.wait(&mut g);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let s = state.clone();
+    let waiter = std::thread::spawn(move || {
+        let (m, cv) = &*s;
+        let mut g = m.lock();
+        let timed_out = cv.wait_for(&mut g, Duration::from_millis(400)).timed_out();
+        // SAFETY: getpid has no preconditions.
+        if unsafe { libc::getpid() } != PARENT.load(std::sync::atomic::Ordering::SeqCst) {
+            // The child: the wait must have timed out, with the mutex held again.
+            drop(g);
+            let relocked = m.try_lock().is_some();
+            // And the condvar works for the child's own waiter (a removal from the dropped list
+            // would have left the list's tail at a parent's node, and this waiter unreachable).
+            let s2 = s.clone();
+            let t = std::thread::spawn(move || {
+                let (m, cv) = &*s2;
+                let mut g = m.lock();
+                while *g != 7 {
+                    cv.wait(&mut g);
+                }
+            });
+            *m.lock() = 7;
+            let start = Instant::now();
+            while !t.is_finished() && start.elapsed() < Duration::from_secs(2) {
+                cv.notify_all();
+                std::thread::yield_now();
+            }
+            let served = t.is_finished();
+            // SAFETY: ends the child at once.
+            unsafe {
+                libc::_exit(if timed_out && relocked && served {
+                    0
+                } else {
+                    5
+                })
+            };
+        }
+        timed_out
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: a handler that only forks and stores; installed before the signal is sent.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = fork_in_handler as *const () as usize;
+        libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
+        libc::pthread_kill(
+            std::os::unix::thread::JoinHandleExt::as_pthread_t(&waiter),
+            libc::SIGUSR2,
+        );
+    }
+    let start = Instant::now();
+    while FORKED.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the handler did not fork"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child_succeeds(FORKED.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(waiter.join().unwrap(), "the parent's wait times out too");
+    let (m, cv) = &*state;
+    *m.lock() = 1;
+    cv.notify_all();
+    other.join().unwrap();
+}

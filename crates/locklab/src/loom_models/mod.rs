@@ -6,7 +6,7 @@
 //! Loom 0.7 and test-and-set: a `swap(true)` spin on a held lock makes loom keep reading the
 //! spinner's own `true` after the holder's `store(false)` (a two-thread swap spinlock with
 //! `yield_now` exceeds the branch limit at preemption bound 1; the same lock on compare-exchange
-//! passes). Our internal list lock (`RawTasLock`) therefore uses a compare-exchange under loom (one
+//! passes). Our spinlocks (`RawTasLock`) therefore use a compare-exchange under loom (one
 //! locked instruction either way on hardware, where it keeps `xchg`); that made the condvar-timeout
 //! and RwSem fair-unlock models run, which had stayed ignored as "spinning on a list lock loom never
 //! shows released". Futex sleeps are modelled by a loom `Mutex`/`Condvar` pair (`sys`), so loom sees

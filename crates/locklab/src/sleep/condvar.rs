@@ -98,7 +98,10 @@
 //! The child of a `fork` has only the forking thread: every waiter in the condvar's list is a ghost.
 //! `lock` is a fork-epoch list lock (`crate::sleep::wait_list::ListLock`): the child's first use of
 //! it takes it over even if a vanished thread held it, and empties the list, with the waiting mutex
-//! and the watcher places, so a `notify_all` there counts only the child's own waiters.
+//! and the watcher places, so a `notify_all` there counts only the child's own waiters. A thread
+//! that forks from a signal handler while it waits here is the child's one thread, but its node
+//! was in the dropped list: a timed wait of it times out there (it removes nothing and gives back
+//! no place), an untimed one waits for good (nothing of the child can notify it).
 //!
 //! # Lock order
 //! condvar `lock` -> mutex `wait_lock` (in `notify`). Nothing takes them the other way round.
@@ -148,7 +151,7 @@ const WAIT_SPIN_BACKOFF: u32 = 16;
 pub const WAIT_ALONE_NS: u64 = 1_000_000;
 /// A watch is renewed only while the condvar was notified this recently, or the watch started this
 /// recently (ns; see [`WAIT_ALONE_NS`]): an idle worker waiting for rare jobs watches at most this
-/// long.
+/// long and one last [`WAIT_SPIN_NS`]. (Linux only: elsewhere watches are not renewed.)
 ///
 /// ```
 /// use locklab::sleep::condvar::{RENEW_AFTER_NOTIFY_NS, WAIT_ALONE_NS};
@@ -229,7 +232,7 @@ impl RawCondvar {
     }
 
     /// The internal list lock (tests: a thread caught holding it at a `fork`).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, unix, not(loom), not(miri)))]
     pub(crate) fn list_lock(&self) -> &ListLock {
         &self.lock
     }
@@ -265,12 +268,16 @@ impl RawCondvar {
     ) -> bool {
         let waiter = Waiter::new(current_tag());
         let me = mutex as *const RawMutex as *mut RawMutex;
+        // The fork epoch we queue in: a thread that forks from a signal handler while it waits here
+        // is in the child's process, but its node was in the list the child drops (`locked`).
+        let epoch = crate::sys::fork_epoch();
         let watch = self.locked(|list| {
             let current = self.mutex.load(Ordering::Relaxed);
             if current.is_null() {
                 self.mutex.store(me, Ordering::Relaxed);
             } else if current != me {
-                panic!("locklab::Condvar: waited on with two different mutexes at once");
+                // Panics below, once `lock` is released (a panic hook may touch this condvar).
+                return None;
             }
             // Watch before sleeping (untimed waits only), at most as many watchers as CPUs: more
             // would take the CPUs from the threads that notify. Relaxed (the count and its check): a
@@ -289,8 +296,11 @@ impl RawCondvar {
             waiter.in_condvar.set(true);
             // SAFETY: `waiter` stays on this frame until it is out of both lists (below).
             unsafe { list.push_back(&waiter) };
-            watch
+            Some(watch)
         });
+        let Some(watch) = watch else {
+            panic!("locklab::Condvar: waited on with two different mutexes at once");
+        };
         let held = core::mem::replace(token, MutexToken::placeholder());
         // SAFETY: `held` is the caller's current acquisition.
         unsafe { mutex.unlock(held) };
@@ -309,8 +319,11 @@ impl RawCondvar {
                 .is_ok()
             {
                 // Our watch ended unnotified: we give our watcher place back (a notifier that
-                // wins the word gives it back for us). Relaxed: a sizing hint.
-                self.watchers.fetch_sub(1, Ordering::Relaxed);
+                // wins the word gives it back for us), unless a fork since dropped every place.
+                // Relaxed: a sizing hint.
+                if crate::sys::fork_epoch() == epoch {
+                    self.watchers.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         }
         let mut timed_out = false;
@@ -331,6 +344,11 @@ impl RawCondvar {
         }
         if timed_out {
             let still_here = self.locked(|list| {
+                if crate::sys::fork_epoch() != epoch {
+                    // We forked (from a signal handler) while waiting: the list we were in is the
+                    // parent's, dropped here; we are in no list of this process. A time-out.
+                    return true;
+                }
                 if !waiter.in_condvar.get() {
                     return false;
                 }
@@ -577,6 +595,8 @@ fn time_sharing() -> bool {
         }
         // SAFETY: no pointers; 0 is the calling thread.
         let policy = unsafe { libc::sched_getscheduler(0) };
+        // The kernel ORs SCHED_RESET_ON_FORK into the policy it reports.
+        let policy = policy & !libc::SCHED_RESET_ON_FORK;
         let answer = policy == libc::SCHED_OTHER || policy == libc::SCHED_BATCH;
         a.set((answer, 1023));
         answer

@@ -367,19 +367,19 @@ impl RawMutex {
     }
 
     /// The state word (tests).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, unix, not(loom), not(miri)))]
     pub(crate) fn word(&self) -> u32 {
         self.state.load(Ordering::Relaxed)
     }
 
     /// Sets WAKING on the word, as a woken waiter does (tests: one caught by a `fork`).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, unix, not(loom), not(miri)))]
     pub(crate) fn mark_waking(&self) {
         self.state.fetch_or(WAKING, Ordering::Relaxed);
     }
 
     /// The internal list lock (tests: a thread caught holding it at a `fork`).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, unix, not(loom), not(miri)))]
     pub(crate) fn list_lock(&self) -> &ListLock {
         &self.wait_lock
     }
