@@ -71,8 +71,16 @@ int main(void) {
   unwind_hot_loop(300);
   long one_thread_samples = samples, one_thread_cut = cut;
 
+  /* The process's SIGPROF may go to any thread that is running, and the idle thread runs while it
+   * spins for the mutex (a spinning choice such as `tas`): its stack has no hot loop. It starts with
+   * SIGPROF blocked (a new thread inherits the mask), so every sample is of the loop's thread. */
+  sigset_t prof, old;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &old);
   pthread_t t;
   pthread_create(&t, NULL, idle, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   unwind_hot_loop(300);
 
   struct itimerval off = {{0, 0}, {0, 0}};
