@@ -300,6 +300,46 @@ fn mutex_handoff_prevents_starvation() {
     );
 }
 
+/// The calling thread's id for [`wait_until_asleep`] (Linux: its kernel id; elsewhere 1).
+fn my_tid() -> i64 {
+    #[cfg(target_os = "linux")]
+    // SAFETY: no arguments.
+    return i64::from(unsafe { libc::gettid() });
+    #[cfg(not(target_os = "linux"))]
+    1
+}
+
+/// Waits until thread `tid` sleeps in the kernel (Linux: state `S` in `/proc`; a spinner yielding
+/// between looks reads `R`), for up to 60 s (an emulated CPU on a loaded machine is slow); elsewhere
+/// sleeps 200 ms. For tests that need a waiter queued asleep before the next step.
+fn wait_until_asleep(tid: i64) {
+    #[cfg(target_os = "linux")]
+    {
+        let path = format!("/proc/self/task/{tid}/stat");
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            // The state is the field after the parenthesised name.
+            let stat = std::fs::read_to_string(&path).unwrap_or_default();
+            if stat
+                .rsplit(") ")
+                .next()
+                .is_some_and(|rest| rest.starts_with('S'))
+            {
+                // Asleep; a little more so that a sleep between its look and its futex wait ends.
+                thread::sleep(Duration::from_millis(5));
+                return;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        panic!("thread {tid} never went to sleep");
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 #[cfg_attr(
     miri,
@@ -314,18 +354,21 @@ fn mutex_unlock_fair_hands_over_in_fifo_order() {
         let (m2, ready2) = (m.clone(), ready.clone());
         hs.push(thread::spawn(move || {
             let m = m2;
-            ready2.fetch_add(1, Ordering::SeqCst);
+            ready2.store(my_tid() as usize, Ordering::SeqCst);
             let mut g = m.lock();
             g.push(i);
             lock_api::MutexGuard::unlock_fair(g);
         }));
-        // let each one queue (and give up spinning) before the next arrives: a spin is bounded in
-        // microseconds on an idle machine, but one that yields between looks on a loaded one gives
-        // its CPU away for a time slice per yield
-        while ready.load(Ordering::SeqCst) <= i {
-            thread::yield_now();
-        }
-        thread::sleep(Duration::from_millis(200));
+        // let each one queue asleep (and give up spinning) before the next arrives: a spin is
+        // bounded in microseconds on an idle machine, but one that yields between looks on a loaded
+        // (or emulated) one gives its CPU away for a time slice per yield
+        let tid = loop {
+            match ready.swap(0, Ordering::SeqCst) {
+                0 => thread::yield_now(),
+                tid => break tid as i64,
+            }
+        };
+        wait_until_asleep(tid);
     }
     lock_api::MutexGuard::unlock_fair(g);
     for h in hs {
@@ -353,14 +396,17 @@ fn fair_mutex_hands_over_on_every_unlock() {
     for i in 0..4 {
         let (m2, ready2) = (m.clone(), ready.clone());
         hs.push(thread::spawn(move || {
-            ready2.fetch_add(1, Ordering::SeqCst);
+            ready2.store(my_tid() as usize, Ordering::SeqCst);
             m2.lock().push(i); // the guard's drop: a fair unlock
         }));
-        while ready.load(Ordering::SeqCst) <= i {
-            thread::yield_now();
-        }
-        // as above: time for the spin to end and the waiter to sleep, on a loaded machine too
-        thread::sleep(Duration::from_millis(200));
+        // as above: the waiter queued asleep before the next arrives
+        let tid = loop {
+            match ready.swap(0, Ordering::SeqCst) {
+                0 => thread::yield_now(),
+                tid => break tid as i64,
+            }
+        };
+        wait_until_asleep(tid);
     }
     drop(g);
     assert!(
