@@ -245,20 +245,27 @@ fn no_parents_flag_survives_a_contended_fork() {
     );
 }
 
+/// A thread that waits on `state`'s condvar until its flag is set.
+fn spawn_flag_waiter(
+    state: &Arc<(crate::Mutex<bool>, crate::Condvar)>,
+) -> std::thread::JoinHandle<()> {
+    let s = state.clone();
+    std::thread::spawn(move || {
+        let (m, cv) = &*s;
+        let mut go = m.lock();
+        while !*go {
+            cv.wait(&mut go);
+        }
+    })
+}
+
 /// A condvar with a waiter, and its internal lock held by another thread, at the fork: in the child
 /// neither exists. The child's notifications must count none of the parent's waiters, must not spin
 /// on the vanished holder's lock, and the condvar must work for the child's own threads.
 #[test]
 fn condvar_waiters_do_not_survive_fork() {
     let state = Arc::new((crate::Mutex::new(false), crate::Condvar::new()));
-    let s = state.clone();
-    let waiter = std::thread::spawn(move || {
-        let (m, cv) = &*s;
-        let mut go = m.lock();
-        while !*go {
-            cv.wait(&mut go);
-        }
-    });
+    let waiter = spawn_flag_waiter(&state);
     // Long enough for the waiter to queue and give up watching.
     std::thread::sleep(Duration::from_millis(100));
     let (m, cv) = &*state;
@@ -268,14 +275,7 @@ fn condvar_waiters_do_not_survive_fork() {
         if cv.notify_all() != 0 {
             return false; // the parent's waiter was counted
         }
-        let s = state.clone();
-        let t = std::thread::spawn(move || {
-            let (m, cv) = &*s;
-            let mut go = m.lock();
-            while !*go {
-                cv.wait(&mut go);
-            }
-        });
+        let t = spawn_flag_waiter(&state);
         loop {
             *m.lock() = true;
             if cv.notify_all() == 1 || t.is_finished() {
