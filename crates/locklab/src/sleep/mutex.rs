@@ -949,12 +949,14 @@ mod tests {
 
     /// Spins (through `lock`'s slow path, as the OSQ head) while another thread re-locks at once,
     /// until a spin ends with this thread's slot naming the mutex: it saw a re-lock between two
-    /// quick looks and went to yielding. `false` if 20 s of tries never did (each needs the two
-    /// threads running at once, which a loaded machine makes rare, not impossible).
+    /// quick looks and went to yielding. `false` if 120 s of tries never did (each needs the two
+    /// threads running at once, which a loaded machine makes rare, not impossible: the tests
+    /// running beside this one, slower under the `lockdep` feature, can hold both CPUs for tens of
+    /// seconds; the first success ends the wait).
     fn spinner_learns_relocking(m: &RawMutex) -> bool {
         let me = m as *const RawMutex as usize;
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(20) {
+        while start.elapsed() < Duration::from_secs(120) {
             let t = m.lock();
             // SAFETY: this acquisition's token.
             unsafe { m.unlock(t) };
