@@ -3,20 +3,21 @@
 //! # Algorithm
 //! 1. **Registering.** A waiter queues FIFO on the condvar's own `WaitList` (under a small internal
 //!    spinlock, `lock`), then releases the mutex. An untimed waiter queues **watching** (its word
-//!    `WATCHING`) if fewer of this condvar's waiters than there are CPUs watch (more would take the
-//!    CPUs from the threads that notify); any other queues `SLEEPING`. A watcher's place is given
+//!    `WATCHING`) if fewer of this condvar's waiters than there are CPUs watch (a watcher spins,
+//!    and more would take the CPUs from the threads that notify); any other queues `SLEEPING`. A watcher's place is given
 //!    back by whichever side wins its word: the notifier that moves it to `NOTIFIED`, at once, or the
 //!    watcher itself when its watch ends unnotified.
-//! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`] (backing
-//!    off, yielding at the cap): the other end of a producer/consumer pair is usually running and
-//!    notifies within microseconds, while a futex sleep costs a wake-up latency of 4-40 us on these
-//!    VMs. A yield that returns at once (within `ALONE_YIELD_NS`: no other thread of its priority to
-//!    run on its CPU) renews the watch while the condvar is busy (notified within the last
-//!    [`RENEW_AFTER_NOTIFY_NS`], counting from the watch's start) and the thread is not real-time,
-//!    up to [`WAIT_ALONE_NS`] in all: a sleeper on an idle CPU is the slowest to wake, and the CPU
-//!    would idle anyway (the cost is power). It then announces its sleep with a
-//!    compare-and-swap `WATCHING -> SLEEPING`, which fails only if a notifier got there first, and
-//!    sleeps on its word while it reads `SLEEPING`.
+//! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`], backing
+//!    off to 16 `pause`s between looks and never yielding (see "Watching without yields"; on a
+//!    machine with one CPU it yields instead): the other end of a producer/consumer pair is usually
+//!    running and notifies within microseconds, while a futex sleep costs a wake-up latency of
+//!    4-40 us on these VMs. At the end, one yield that returns at once (within `ALONE_YIELD_NS`: no
+//!    other thread of its priority to run on its CPU) renews the watch if this thread's previous
+//!    watch on this condvar was notified within [`RENEW_AFTER_NOTIFY_NS`] (a busy pair; a
+//!    thread-local hint) and the thread is not real-time, up to [`WAIT_ALONE_NS`] in all: a sleeper
+//!    on an idle CPU is the slowest to wake, and the CPU would idle anyway (the cost is power). It
+//!    then announces its sleep with a compare-and-swap `WATCHING -> SLEEPING`, which fails only if a
+//!    notifier got there first, and sleeps on its word while it reads `SLEEPING`.
 //! 3. **Choosing whom to notify.** Each waiter records the CPU it queued on. `notify_one` serves the
 //!    front waiter if it watches, or if it has slept longer than [`FAIR_NS`]; otherwise, among the
 //!    last `WATCHER_SCAN` (8) waiters (watchers are the latest to wait): a watcher on another CPU
@@ -46,6 +47,14 @@
 //! watches there: one wake-up, after which the pair across CPUs notifies without any) moves the
 //! pair across the CPUs and keeps it there; the renewed watch keeps the woken side watching while
 //! the other comes back. Figures: `docs/results/2026-12-07-condvar-cross-cpu.md`.
+//!
+//! Watching without yields: a watcher that yields between looks hands its CPU to whichever thread
+//! is runnable there, and with threads outnumbering CPUs that is rarely the other end of its pair:
+//! on the `condvar` workload, 99% of the process's `sched_yield` calls were watchers', 3-4 context
+//! switches per message, and 32-64 threads on 2 CPUs passed 0.6-1.0 M messages/s. A watcher that
+//! spins its 5 us keeps its CPU for the pair (the notifier is on another CPU: "Why another CPU
+//! first"), and the CPU goes to others when it sleeps: 2.7-3.9 M at every count from 2 to 64. The
+//! figures: `docs/results/2026-12-07-condvar-spinning-watch.md`.
 //!
 //! Why prefer a watcher: with the queue FIFO and every notification to the front, a watcher (the
 //! latest waiter, at the back) was never the one notified once sleepers queued: on the `condvar`
@@ -84,7 +93,7 @@
 //!    per-message state of `docs/results/2026-12-06-condvar-threads.md`).
 //! 5. Bounded preference: a front sleeper is passed over only while it has slept less than
 //!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`] (renewed while alone on its
-//!    CPU and the condvar is busy, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have moved since):
+//!    CPU in a busy pair, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have moved since):
 //!    they change only whom `notify_one` picks, never whether it notifies.
 //!
 //! # Properties
@@ -121,6 +130,8 @@ use crate::sleep::wait_list::{
     ListLock, LockedList, NOTIFIED, SLEEPING, WATCHING, WaitList, Waiter,
 };
 use crate::sys::futex_wait;
+#[cfg(all(not(loom), not(locklab_sim)))]
+use core::cell::Cell;
 use core::cell::UnsafeCell;
 use core::ptr;
 
@@ -131,27 +142,27 @@ use core::ptr;
 /// assert!(WAIT_SPIN_NS <= OWNER_SPIN_NS); // a waiter watches its word briefly, then sleeps
 /// ```
 pub const WAIT_SPIN_NS: u64 = 5_000;
-/// Most `pause`s between its looks; at the cap it yields the CPU instead.
+/// Most `pause`s between its looks (it never yields between them: see "Watching without yields").
 const WAIT_SPIN_BACKOFF: u32 = 16;
-/// How long a watch may go on in all while renewed (ns). A yield that returns within 2 us (no other
-/// thread of its priority to run on the watcher's CPU) renews the watch's [`WAIT_SPIN_NS`] while the
-/// condvar was notified (of anyone) within the last [`RENEW_AFTER_NOTIFY_NS`], counting from the
-/// watch's start (its producers and consumers are busy), and the thread is under the ordinary
-/// time-sharing policy: a sleeper on an idle virtual CPU
-/// took 30-40 us to wake on the 2-vCPU VM, and a watcher still there when the other side of the pair
-/// comes back needs no wake-up at all. The cost is power (and a hyperthread sibling's share of its
-/// core): a CPU that would idle stays busy up to [`RENEW_AFTER_NOTIFY_NS`] past the watch's start
-/// or the condvar's last notification seen. A real-time thread never renews: its `sched_yield` returns at once even with an
-/// ordinary thread waiting for the CPU, which may be the very notifier.
+/// How long a watch may go on in all while renewed (ns). At the end of each [`WAIT_SPIN_NS`], one
+/// yield that returns within 2 us (no other thread of its priority to run on the watcher's CPU)
+/// renews it, if this thread's previous watch on this condvar was notified within
+/// [`RENEW_AFTER_NOTIFY_NS`] (its producer/consumer pair is busy) and the thread is under the
+/// ordinary time-sharing policy: a sleeper on an idle virtual CPU took 30-40 us to wake on the
+/// 2-vCPU VM, and a watcher still there when the other side of the pair comes back needs no wake-up
+/// at all. The cost is power (and a hyperthread sibling's share of its core): a CPU that would idle
+/// stays busy up to this long once a busy pair goes quiet, and not on the next wait. A real-time
+/// thread never renews: its `sched_yield` returns at once even with an ordinary thread waiting for
+/// the CPU, which may be the very notifier.
 ///
 /// ```
 /// use locklab::sleep::condvar::{WAIT_ALONE_NS, WAIT_SPIN_NS};
 /// assert!(WAIT_ALONE_NS > 100 * WAIT_SPIN_NS); // renewed only while nothing else runs there
 /// ```
 pub const WAIT_ALONE_NS: u64 = 1_000_000;
-/// A watch is renewed only while the condvar was notified this recently, or the watch started this
-/// recently (ns; see [`WAIT_ALONE_NS`]): an idle worker waiting for rare jobs watches at most this
-/// long and one last [`WAIT_SPIN_NS`]. (Linux only: elsewhere watches are not renewed.)
+/// A watch is renewed only if the same thread's previous watch on the same condvar was notified
+/// within this long (ns; see [`WAIT_ALONE_NS`]): a worker waiting for rare jobs never renews, and
+/// watches [`WAIT_SPIN_NS`] per wait. (Linux only: elsewhere watches are not renewed.)
 ///
 /// ```
 /// use locklab::sleep::condvar::{RENEW_AFTER_NOTIFY_NS, WAIT_ALONE_NS};
@@ -177,6 +188,14 @@ pub const FAIR_NS: u64 = 4_000_000;
 /// (watchers are the latest to wait, and at most as many as CPUs).
 const WATCHER_SCAN: usize = 8;
 
+#[cfg(all(not(loom), not(locklab_sim)))]
+std::thread_local! {
+    /// The condvar (its address) whose last watch on this thread was notified within
+    /// [`RENEW_AFTER_NOTIFY_NS`]: this thread is one end of a busy pair there, and its next watch
+    /// there may renew. 0: none.
+    static BUSY_PAIR: Cell<usize> = const { Cell::new(0) };
+}
+
 /// The condition variable. See the [module documentation](self). Use it through [`crate::Condvar`];
 /// the raw notify calls work alone:
 ///
@@ -194,10 +213,6 @@ pub struct RawCondvar {
     /// Waiters watching their word before they sleep (at most as many as CPUs; counted up under
     /// `lock` as they queue, down by whoever wins the word: the notifier or the watcher; invariant 4).
     watchers: AtomicU32,
-    /// How many times `notify` found waiters (wrapping; written under `lock`): a watcher that sees
-    /// it move knows the condvar is busy (a hint for renewing watches, Relaxed).
-    #[cfg(all(not(loom), not(locklab_sim)))]
-    notifies: AtomicU32,
     /// Under loom: the most watchers, the CPU count (2) unless a model lowers it to reach the
     /// sleeping paths.
     #[cfg(loom)]
@@ -223,8 +238,6 @@ impl RawCondvar {
                 lock: ListLock::new(),
                 waiters: UnsafeCell::new(WaitList::new()),
                 watchers: AtomicU32::new(0),
-                #[cfg(all(not(loom), not(locklab_sim)))]
-                notifies: AtomicU32::new(0),
                 #[cfg(loom)]
                 max_watchers: crate::sys::cpus() as u32,
             }
@@ -279,11 +292,11 @@ impl RawCondvar {
                 // Panics below, once `lock` is released (a panic hook may touch this condvar).
                 return None;
             }
-            // Watch before sleeping (untimed waits only), at most as many watchers as CPUs: more
-            // would take the CPUs from the threads that notify. Relaxed (the count and its check): a
-            // sizing hint, publishing nothing.
+            // Watch before sleeping (untimed waits only), at most as many watchers as CPUs: a
+            // watcher spins without yielding, and more would take the CPUs from the threads that
+            // notify. Relaxed (the count and its check): a sizing hint, publishing nothing.
             #[cfg(not(loom))]
-            let max = crate::sys::cpus() as u32;
+            let max = u32::try_from(crate::sys::cpus()).unwrap_or(u32::MAX);
             #[cfg(loom)]
             let max = self.max_watchers;
             let watch = deadline.is_none() && self.watchers.load(Ordering::Relaxed) < max;
@@ -431,13 +444,6 @@ impl RawCondvar {
             if mutex.is_null() {
                 return 0;
             }
-            // Under `lock`, so a load and a store (no read-modify-write on the line). Relaxed: a
-            // hint for watchers deciding whether to renew their watch.
-            #[cfg(all(not(loom), not(locklab_sim)))]
-            self.notifies.store(
-                self.notifies.load(Ordering::Relaxed).wrapping_add(1),
-                Ordering::Relaxed,
-            );
             let mut moved = if n == 1 {
                 Self::pick_one(list, FAIR_NS, cpu_now())
             } else {
@@ -611,47 +617,59 @@ fn time_sharing() -> bool {
 
 impl RawCondvar {
     /// A watcher's look at its own word while it reads `WATCHING`: for [`WAIT_SPIN_NS`], backing
-    /// off and yielding at the cap, renewed as [`WAIT_ALONE_NS`] says.
+    /// off up to [`WAIT_SPIN_BACKOFF`] `pause`s between looks, never yielding between them (on a
+    /// machine with one CPU, where the notifier needs ours, it yields at the cap instead); then
+    /// renewed as [`WAIT_ALONE_NS`] says, each time by one yield that returns at once.
     #[cfg(all(not(loom), not(locklab_sim)))]
     fn watch_word(&self, word: &AtomicU32) {
         use std::time::{Duration, Instant};
+        let me = self as *const Self as usize;
         let start = Instant::now();
         let alone_end = start + Duration::from_nanos(WAIT_ALONE_NS);
         let mut end = start + Duration::from_nanos(WAIT_SPIN_NS);
         let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
-        // Asked once per watch, at the first yield that could renew it.
+        let one_cpu = crate::sys::cpus() == 1;
+        // A thread-local hint with no destructor: readable even in a late thread-local destructor.
+        let busy = BUSY_PAIR.try_with(Cell::get).unwrap_or(0) == me;
+        // Asked once per watch, at the first chance to renew it.
         let mut may_renew: Option<bool> = None;
-        // The notification count last seen, and when it was last seen to move (or the start).
-        let mut seen = self.notifies.load(Ordering::Relaxed);
-        let mut busy_at = start;
+        // The clock at the last look that read it: within one step of when the watch ended.
+        let mut last = start;
         // Relaxed: a hint; the caller's compare-and-swap decides.
         while word.load(Ordering::Relaxed) == WATCHING {
             if backoff.next_pauses().is_some() {
-                // A few short steps (1 to 8 `pause`s) before the first yield: no clock needed.
+                // A few short steps (1 to 8 `pause`s) before the clock is read.
                 backoff.wait();
                 continue;
             }
-            let before = Instant::now();
+            if one_cpu {
+                crate::primitive::yield_now();
+            } else {
+                crate::primitive::pause_n(WAIT_SPIN_BACKOFF);
+            }
+            last = Instant::now();
+            if last < end {
+                continue;
+            }
+            // The watch is over unless it renews: only in a busy pair, for a time-sharing thread,
+            // and if a yield shows no other thread waiting for this CPU (it returns at once).
+            if one_cpu || !busy || last >= alone_end || !*may_renew.get_or_insert_with(time_sharing)
+            {
+                break;
+            }
             crate::primitive::yield_now();
             let after = Instant::now();
-            // Relaxed: a hint.
-            let now_seen = self.notifies.load(Ordering::Relaxed);
-            if now_seen != seen {
-                seen = now_seen;
-                busy_at = after;
+            if after - last >= Duration::from_nanos(ALONE_YIELD_NS) {
+                last = after;
+                break;
             }
-            if after - before < Duration::from_nanos(ALONE_YIELD_NS)
-                && after - busy_at <= Duration::from_nanos(RENEW_AFTER_NOTIFY_NS)
-                && *may_renew.get_or_insert_with(time_sharing)
-            {
-                end = end
-                    .max(after + Duration::from_nanos(WAIT_SPIN_NS))
-                    .min(alone_end);
-            }
-            if after >= end {
-                return;
-            }
+            last = after;
+            end = (after + Duration::from_nanos(WAIT_SPIN_NS)).min(alone_end);
         }
+        // Relaxed: the word's value only decides a hint here.
+        let notified_soon = word.load(Ordering::Relaxed) != WATCHING
+            && last - start <= Duration::from_nanos(RENEW_AFTER_NOTIFY_NS);
+        let _ = BUSY_PAIR.try_with(|b| b.set(if notified_soon { me } else { 0 }));
     }
 
     /// Under loom and the simulator: the budget's own clock (a few polls under loom; a yield there

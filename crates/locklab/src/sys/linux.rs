@@ -133,6 +133,25 @@ pub(super) fn use_process_affinity() -> bool {
     }
 }
 
+/// The CPUs the process's main thread may run on: the process's own set, where a worker may have
+/// pinned itself to one. `None` if the call fails (more CPUs than `cpu_set_t` holds, or a main
+/// thread that has exited).
+#[cfg(not(miri))]
+pub(super) fn process_cpus() -> Option<usize> {
+    // SAFETY: `set` is a valid, zeroed cpu_set_t of the size passed; getpid and sched_getaffinity
+    // have no other memory arguments.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        let size = core::mem::size_of::<libc::cpu_set_t>();
+        if libc::sched_getaffinity(libc::getpid(), size, &mut set) != 0 {
+            return None;
+        }
+        usize::try_from(libc::CPU_COUNT(&set))
+            .ok()
+            .filter(|&n| n > 0)
+    }
+}
+
 pub(super) fn thread_id() -> u32 {
     // SAFETY: gettid takes no arguments and always succeeds.
     unsafe { libc::gettid() as u32 }

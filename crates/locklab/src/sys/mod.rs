@@ -205,6 +205,8 @@ pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
 }
 
 /// CPUs this process may run on (at least 1), looked up once. A sizing hint for spin policies.
+/// On Linux, the main thread's set: the first caller may be a worker pinned to one CPU (the lab
+/// pins each), and `available_parallelism` counts only the caller's own.
 pub(crate) fn cpus() -> usize {
     use core::sync::atomic::{AtomicUsize, Ordering as O};
     // A plain atomic even under loom: a cache of a constant, not part of any protocol.
@@ -219,7 +221,12 @@ pub(crate) fn cpus() -> usize {
     // Relaxed: every racing first caller stores the same value.
     match CPUS.load(O::Relaxed) {
         0 => {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            #[cfg(all(target_os = "linux", not(locklab_fallback), not(miri)))]
+            let process = os::process_cpus();
+            #[cfg(not(all(target_os = "linux", not(locklab_fallback), not(miri))))]
+            let process = None;
+            let n = process
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             CPUS.store(n, O::Relaxed);
             n
         }
@@ -591,5 +598,35 @@ mod once_tests {
             crate::fork_tests::exited_0(status),
             "the child hung or did not register (wait status {status})"
         );
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(locklab_fallback), not(loom), not(miri)))]
+mod cpus_tests {
+    /// A thread pinned to one CPU still counts the process's CPUs (the main thread's set), where
+    /// `available_parallelism` counts only its own one.
+    #[test]
+    fn a_pinned_thread_counts_the_process_cpus() {
+        let process = super::os::process_cpus().expect("the main thread's affinity");
+        let (mine, counted) = std::thread::spawn(|| {
+            // SAFETY: `one` is a valid, zeroed cpu_set_t of the size passed.
+            let pinned = unsafe {
+                let mut one: libc::cpu_set_t = core::mem::zeroed();
+                libc::CPU_SET(libc::sched_getcpu().max(0) as usize, &mut one);
+                libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &one) == 0
+            };
+            assert!(pinned, "could not pin the thread");
+            let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (mine, super::os::process_cpus())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(mine, 1, "pinned to one CPU");
+        assert_eq!(
+            counted,
+            Some(process),
+            "the pinned thread's count is the process's"
+        );
+        assert!(process >= 1);
     }
 }
