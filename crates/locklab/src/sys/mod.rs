@@ -221,12 +221,11 @@ pub(crate) fn cpus() -> usize {
     // Relaxed: every racing first caller stores the same value.
     match CPUS.load(O::Relaxed) {
         0 => {
+            let callers = || std::thread::available_parallelism().map_or(1, |n| n.get());
             #[cfg(all(target_os = "linux", not(locklab_fallback), not(miri)))]
-            let process = os::process_cpus();
+            let n = os::process_cpus().unwrap_or_else(callers);
             #[cfg(not(all(target_os = "linux", not(locklab_fallback), not(miri))))]
-            let process = None;
-            let n = process
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let n = callers();
             CPUS.store(n, O::Relaxed);
             n
         }
