@@ -8,13 +8,13 @@
 //!    back by whichever side wins its word: the notifier that moves it to `NOTIFIED`, at once, or the
 //!    watcher itself when its watch ends unnotified.
 //! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`], backing
-//!    off to 16 `pause`s between looks and never yielding (see "Watching without yields"; on a
-//!    machine with one CPU it yields instead): the other end of a producer/consumer pair is usually
+//!    off to 16 `pause`s between looks and never yielding (see "Watching without yields"; when the
+//!    process's CPU count, `crate::sys::cpus`, is one, it yields instead): the other end of a producer/consumer pair is usually
 //!    running and notifies within microseconds, while a futex sleep costs a wake-up latency of
 //!    4-40 us on these VMs. At the end, one yield that returns at once (within `ALONE_YIELD_NS`: no
 //!    other thread of its priority to run on its CPU) renews the watch if this thread's previous
-//!    watch on this condvar was notified within [`RENEW_AFTER_NOTIFY_NS`] (a busy pair; a
-//!    thread-local hint) and the thread is not real-time, up to [`WAIT_ALONE_NS`] in all: a sleeper
+//!    wait here that watched was notified within [`RENEW_AFTER_NOTIFY_NS`] of its start (a busy
+//!    pair; a thread-local hint) and the thread is not real-time, up to [`WAIT_ALONE_NS`] in all: a sleeper
 //!    on an idle CPU is the slowest to wake, and the CPU would idle anyway (the cost is power). It
 //!    then announces its sleep with a compare-and-swap `WATCHING -> SLEEPING`, which fails only if a
 //!    notifier got there first, and sleeps on its word while it reads `SLEEPING`.
@@ -146,27 +146,28 @@ pub const WAIT_SPIN_NS: u64 = 5_000;
 const WAIT_SPIN_BACKOFF: u32 = 16;
 /// How long a watch may go on in all while renewed (ns). At the end of each [`WAIT_SPIN_NS`], one
 /// yield that returns within 2 us (no other thread of its priority to run on the watcher's CPU)
-/// renews it, if this thread's previous watch on this condvar was notified within
-/// [`RENEW_AFTER_NOTIFY_NS`] (its producer/consumer pair is busy) and the thread is under the
-/// ordinary time-sharing policy: a sleeper on an idle virtual CPU took 30-40 us to wake on the
-/// 2-vCPU VM, and a watcher still there when the other side of the pair comes back needs no wake-up
-/// at all. The cost is power (and a hyperthread sibling's share of its core): a CPU that would idle
-/// stays busy up to this long once a busy pair goes quiet, and not on the next wait. A real-time
-/// thread never renews: its `sched_yield` returns at once even with an ordinary thread waiting for
-/// the CPU, which may be the very notifier.
+/// renews it, if this thread's previous wait on this condvar that watched was notified within
+/// [`RENEW_AFTER_NOTIFY_NS`] of its start (its producer/consumer pair is busy) and the thread is
+/// under the ordinary time-sharing policy: a sleeper on an idle virtual CPU took 30-40 us to wake
+/// on the 2-vCPU VM, and a watcher still there when the other side of the pair comes back needs no
+/// wake-up at all. The cost is power (and a hyperthread sibling's share of its core): each time a
+/// busy pair goes quiet (after every burst of jobs, say), a CPU that would idle stays busy up to
+/// this long. A real-time thread never renews: its `sched_yield` returns at once even with an
+/// ordinary thread waiting for the CPU, which may be the very notifier.
 ///
 /// ```
 /// use locklab::sleep::condvar::{WAIT_ALONE_NS, WAIT_SPIN_NS};
-/// assert!(WAIT_ALONE_NS > 100 * WAIT_SPIN_NS); // renewed only while nothing else runs there
+/// assert!(WAIT_ALONE_NS >= 20 * WAIT_SPIN_NS); // renewed only while nothing else runs there
 /// ```
-pub const WAIT_ALONE_NS: u64 = 1_000_000;
-/// A watch is renewed only if the same thread's previous watch on the same condvar was notified
-/// within this long (ns; see [`WAIT_ALONE_NS`]): a worker waiting for rare jobs never renews, and
-/// watches [`WAIT_SPIN_NS`] per wait. (Linux only: elsewhere watches are not renewed.)
+pub const WAIT_ALONE_NS: u64 = 100_000;
+/// A watch is renewed only if the same thread's previous wait that watched on the same condvar was
+/// notified within this long of its start (ns; see [`WAIT_ALONE_NS`]): a worker whose jobs come
+/// one at a time and rarely never renews, and watches [`WAIT_SPIN_NS`] per wait. (Linux only:
+/// elsewhere watches are not renewed.)
 ///
 /// ```
 /// use locklab::sleep::condvar::{RENEW_AFTER_NOTIFY_NS, WAIT_ALONE_NS};
-/// assert!(RENEW_AFTER_NOTIFY_NS < WAIT_ALONE_NS);
+/// assert!(RENEW_AFTER_NOTIFY_NS <= WAIT_ALONE_NS);
 /// ```
 pub const RENEW_AFTER_NOTIFY_NS: u64 = 100_000;
 /// A yield that returns within this (ns) found nothing else to run on its CPU: a bare
@@ -188,11 +189,19 @@ pub const FAIR_NS: u64 = 4_000_000;
 /// (watchers are the latest to wait, and at most as many as CPUs).
 const WATCHER_SCAN: usize = 8;
 
+/// When a watch started (the clock's reading; nothing under loom and the simulator, which do not
+/// renew watches).
+#[cfg(all(not(loom), not(locklab_sim)))]
+type WatchStart = std::time::Instant;
+#[cfg(any(loom, locklab_sim))]
+#[derive(Clone, Copy)]
+struct WatchStart;
+
 #[cfg(all(not(loom), not(locklab_sim)))]
 std::thread_local! {
-    /// The condvar (its address) whose last watch on this thread was notified within
-    /// [`RENEW_AFTER_NOTIFY_NS`]: this thread is one end of a busy pair there, and its next watch
-    /// there may renew. 0: none.
+    /// The condvar (its address) on which this thread's last wait that watched was notified
+    /// within [`RENEW_AFTER_NOTIFY_NS`] of its start, watching or asleep: this thread is one end
+    /// of a busy pair there, and its next watch there may renew. 0: none.
     static BUSY_PAIR: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -321,8 +330,10 @@ impl RawCondvar {
         // Watch our word a little before sleeping (loads only): a notifier that is already running
         // (the other end of a producer/consumer pair) usually comes within microseconds, and it
         // prefers a watcher (see `notify`), which it moves with no futex wake at all.
+        // When a watch that ended unnotified started (the wait then sleeps).
+        let mut slept_after_watch = None;
         if watch {
-            self.watch_word(&waiter.futex);
+            let started = self.watch_word(&waiter.futex);
             // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
             // if a notifier stored NOTIFIED first. Acquire (failure) pairs with that Release CAS;
             // Relaxed (success): publishes nothing, the word's modification order decides.
@@ -337,6 +348,7 @@ impl RawCondvar {
                 if crate::sys::fork_epoch() == epoch {
                     self.watchers.fetch_sub(1, Ordering::Relaxed);
                 }
+                slept_after_watch = Some(started);
             }
         }
         let mut timed_out = false;
@@ -354,6 +366,10 @@ impl RawCondvar {
                     futex_wait(&waiter.futex, SLEEPING, left);
                 }
             }
+        }
+        if let Some(started) = slept_after_watch {
+            // An untimed wait (only those watch) returns only notified.
+            Self::note_pair(self as *const Self as usize, started);
         }
         if timed_out {
             let still_here = self.locked(|list| {
@@ -620,8 +636,9 @@ impl RawCondvar {
     /// off up to [`WAIT_SPIN_BACKOFF`] `pause`s between looks, never yielding between them (on a
     /// machine with one CPU, where the notifier needs ours, it yields at the cap instead); then
     /// renewed as [`WAIT_ALONE_NS`] says, each time by one yield that returns at once.
+    /// Returns when the watch started.
     #[cfg(all(not(loom), not(locklab_sim)))]
-    fn watch_word(&self, word: &AtomicU32) {
+    fn watch_word(&self, word: &AtomicU32) -> WatchStart {
         use std::time::{Duration, Instant};
         let me = self as *const Self as usize;
         let start = Instant::now();
@@ -666,16 +683,40 @@ impl RawCondvar {
             last = after;
             end = (after + Duration::from_nanos(WAIT_SPIN_NS)).min(alone_end);
         }
-        // Relaxed: the word's value only decides a hint here.
-        let notified_soon = word.load(Ordering::Relaxed) != WATCHING
-            && last - start <= Duration::from_nanos(RENEW_AFTER_NOTIFY_NS);
-        let _ = BUSY_PAIR.try_with(|b| b.set(if notified_soon { me } else { 0 }));
+        // Relaxed: the word's value only decides a hint here. A watch that ends unnotified leaves
+        // the hint to the end of the sleep that follows (`note_pair`).
+        if word.load(Ordering::Relaxed) != WATCHING {
+            Self::pair_hint(
+                me,
+                last - start <= Duration::from_nanos(RENEW_AFTER_NOTIFY_NS),
+            );
+        }
+        start
     }
+
+    /// Records whether this thread's wait on condvar `me` was notified within
+    /// [`RENEW_AFTER_NOTIFY_NS`] of its start (a busy pair: its next watch there may renew).
+    #[cfg(all(not(loom), not(locklab_sim)))]
+    fn pair_hint(me: usize, busy: bool) {
+        // No destructor: usable even in a late thread-local destructor; `try_with` never panics.
+        let _ = BUSY_PAIR.try_with(|b| b.set(if busy { me } else { 0 }));
+    }
+
+    /// A wait that watched, slept and was notified: records the pair hint from its whole length.
+    #[cfg(all(not(loom), not(locklab_sim)))]
+    fn note_pair(me: usize, started: WatchStart) {
+        let quick = started.elapsed() <= std::time::Duration::from_nanos(RENEW_AFTER_NOTIFY_NS);
+        Self::pair_hint(me, quick);
+    }
+
+    /// Under loom and the simulator: no renewal, so no hint.
+    #[cfg(any(loom, locklab_sim))]
+    fn note_pair(_me: usize, _started: WatchStart) {}
 
     /// Under loom and the simulator: the budget's own clock (a few polls under loom; a yield there
     /// would always let the notifier run, and the models would never see a watch end unnotified).
     #[cfg(any(loom, locklab_sim))]
-    fn watch_word(&self, word: &AtomicU32) {
+    fn watch_word(&self, word: &AtomicU32) -> WatchStart {
         let mut budget = crate::clock::SpinBudget::new(WAIT_SPIN_NS);
         #[cfg(not(loom))]
         let mut backoff = crate::primitive::Backoff::new(WAIT_SPIN_BACKOFF);
@@ -684,6 +725,7 @@ impl RawCondvar {
             #[cfg(not(loom))]
             backoff.wait();
         }
+        WatchStart
     }
 }
 

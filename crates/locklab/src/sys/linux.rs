@@ -133,23 +133,50 @@ pub(super) fn use_process_affinity() -> bool {
     }
 }
 
-/// The CPUs the process's main thread may run on: the process's own set, where a worker may have
-/// pinned itself to one. `None` if the call fails (more CPUs than `cpu_set_t` holds, or a main
-/// thread that has exited).
+/// How many CPUs the process may use: the larger of its main thread's affinity and the caller's
+/// (a worker may have pinned itself to one CPU, or the main thread itself; each set is a subset of
+/// what the process may use, and an exited main thread reports its last set), capped by a cgroup v2
+/// CPU quota (`cpu.max`, rounded up). `None` if neither affinity can be read (more CPUs than
+/// `cpu_set_t` holds).
 #[cfg(not(miri))]
 pub(super) fn process_cpus() -> Option<usize> {
-    // SAFETY: `set` is a valid, zeroed cpu_set_t of the size passed; getpid and sched_getaffinity
-    // have no other memory arguments.
-    unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        let size = core::mem::size_of::<libc::cpu_set_t>();
-        if libc::sched_getaffinity(libc::getpid(), size, &mut set) != 0 {
-            return None;
+    let count = |pid: libc::pid_t| {
+        // SAFETY: `set` is a valid, zeroed cpu_set_t of the size passed; sched_getaffinity has no
+        // other memory arguments.
+        unsafe {
+            let mut set: libc::cpu_set_t = core::mem::zeroed();
+            let size = core::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_getaffinity(pid, size, &mut set) != 0 {
+                return None;
+            }
+            usize::try_from(libc::CPU_COUNT(&set))
+                .ok()
+                .filter(|&n| n > 0)
         }
-        usize::try_from(libc::CPU_COUNT(&set))
-            .ok()
-            .filter(|&n| n > 0)
-    }
+    };
+    // SAFETY: getpid has no arguments and always succeeds.
+    let main = count(unsafe { libc::getpid() });
+    let n = main.max(count(0))?;
+    Some(cgroup_cpu_quota().map_or(n, |q| n.min(q)))
+}
+
+/// The CPU quota of the process's cgroup (v2), in CPUs rounded up; `None` without one.
+#[cfg(not(miri))]
+fn cgroup_cpu_quota() -> Option<usize> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+    cpu_max_cpus(&std::fs::read_to_string(format!("/sys/fs/cgroup{path}/cpu.max")).ok()?)
+}
+
+/// A cgroup v2 `cpu.max` line (`"<quota> <period>"`, or `"max <period>"` for none) as CPUs,
+/// rounded up.
+#[cfg(not(miri))]
+fn cpu_max_cpus(line: &str) -> Option<usize> {
+    let mut fields = line.split_whitespace();
+    // "max" (no quota) fails to parse: None.
+    let quota: u64 = fields.next()?.parse().ok()?;
+    let period: u64 = fields.next()?.parse().ok()?;
+    (period > 0).then(|| usize::try_from(quota.div_ceil(period).max(1)).unwrap_or(usize::MAX))
 }
 
 pub(super) fn thread_id() -> u32 {
@@ -161,4 +188,18 @@ pub(super) fn current_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
     let c = unsafe { libc::sched_getcpu() };
     usize::try_from(c).ok()
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    /// The quota of `cpu.max` in CPUs, rounded up; none for `max` or a malformed line.
+    #[test]
+    fn cpu_max_lines() {
+        assert_eq!(super::cpu_max_cpus("max 100000\n"), None);
+        assert_eq!(super::cpu_max_cpus("150000 100000\n"), Some(2));
+        assert_eq!(super::cpu_max_cpus("50000 100000"), Some(1));
+        assert_eq!(super::cpu_max_cpus("200000 100000"), Some(2));
+        assert_eq!(super::cpu_max_cpus("100000 0"), None);
+        assert_eq!(super::cpu_max_cpus(""), None);
+    }
 }

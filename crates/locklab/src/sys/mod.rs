@@ -205,8 +205,9 @@ pub fn futex_wake(_word: *const AtomicU32, _n: u32) -> usize {
 }
 
 /// CPUs this process may run on (at least 1), looked up once. A sizing hint for spin policies.
-/// On Linux, the main thread's set: the first caller may be a worker pinned to one CPU (the lab
-/// pins each), and `available_parallelism` counts only the caller's own.
+/// On Linux, the larger of the main thread's affinity and the caller's, capped by a cgroup CPU
+/// quota: the first caller may be a worker pinned to one CPU (the lab pins each), and
+/// `available_parallelism` counts only the caller's own.
 pub(crate) fn cpus() -> usize {
     use core::sync::atomic::{AtomicUsize, Ordering as O};
     // A plain atomic even under loom: a cache of a constant, not part of any protocol.
@@ -602,8 +603,8 @@ mod once_tests {
 
 #[cfg(all(test, target_os = "linux", not(locklab_fallback), not(loom), not(miri)))]
 mod cpus_tests {
-    /// A thread pinned to one CPU still counts the process's CPUs (the main thread's set), where
-    /// `available_parallelism` counts only its own one.
+    /// A thread pinned to one CPU still counts the process's CPUs (the main thread's set, under
+    /// any cgroup quota), where `available_parallelism` counts only its own one.
     #[test]
     fn a_pinned_thread_counts_the_process_cpus() {
         let process = super::os::process_cpus().expect("the main thread's affinity");
