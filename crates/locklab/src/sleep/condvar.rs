@@ -4,20 +4,21 @@
 //! 1. **Registering.** A waiter queues FIFO on the condvar's own `WaitList` (under a small internal
 //!    spinlock, `lock`), then releases the mutex. An untimed waiter queues **watching** (its word
 //!    `WATCHING`) if fewer of this condvar's waiters than there are CPUs watch (a watcher spins,
-//!    and more would take the CPUs from the threads that notify); any other queues `SLEEPING`. A watcher's place is given
-//!    back by whichever side wins its word: the notifier that moves it to `NOTIFIED`, at once, or the
-//!    watcher itself when its watch ends unnotified.
+//!    and more would take the CPUs from the threads that notify); any other queues `SLEEPING`. A
+//!    watcher's place is given back by whichever side wins its word: the notifier that moves it to
+//!    `NOTIFIED`, at once, or the watcher itself when its watch ends unnotified.
 //! 2. **Watching, then sleeping.** A watcher loads its own word for up to [`WAIT_SPIN_NS`], backing
 //!    off to 16 `pause`s between looks and never yielding (see "Watching without yields"; when the
-//!    process's CPU count, `crate::sys::cpus`, is one, it yields instead): the other end of a producer/consumer pair is usually
-//!    running and notifies within microseconds, while a futex sleep costs a wake-up latency of
-//!    4-40 us on these VMs. At the end, one yield that returns at once (within `ALONE_YIELD_NS`: no
-//!    other thread of its priority to run on its CPU) renews the watch if this thread's previous
-//!    wait here that watched was notified within [`RENEW_AFTER_NOTIFY_NS`] of its start (a busy
-//!    pair; a thread-local hint) and the thread is not real-time, up to [`WAIT_ALONE_NS`] in all: a sleeper
-//!    on an idle CPU is the slowest to wake, and the CPU would idle anyway (the cost is power). It
-//!    then announces its sleep with a compare-and-swap `WATCHING -> SLEEPING`, which fails only if a
-//!    notifier got there first, and sleeps on its word while it reads `SLEEPING`.
+//!    process's CPU count, `crate::sys::cpus`, is one, it yields instead): the other end of a
+//!    producer/consumer pair is usually running and notifies within microseconds, while a futex
+//!    sleep costs a wake-up latency of 4-40 us on these VMs. At the end, one yield that returns at
+//!    once (within `ALONE_YIELD_NS`: no other thread of its priority to run on its CPU) renews the
+//!    watch if this thread's previous wait here that watched was notified within
+//!    [`RENEW_AFTER_NOTIFY_NS`] of its start (a busy pair; a thread-local hint) and the thread is
+//!    not real-time, up to [`WAIT_ALONE_NS`] in all: a sleeper on an idle CPU is the slowest to
+//!    wake, and the CPU would idle anyway (the cost is power). It then announces its sleep with a
+//!    compare-and-swap `WATCHING -> SLEEPING`, which fails only if a notifier got there first, and
+//!    sleeps on its word while it reads `SLEEPING`.
 //! 3. **Choosing whom to notify.** Each waiter records the CPU it queued on. `notify_one` serves the
 //!    front waiter if it watches, or if it has slept longer than [`FAIR_NS`]; otherwise, among the
 //!    last `WATCHER_SCAN` (8) waiters (watchers are the latest to wait): a watcher on another CPU
@@ -50,8 +51,9 @@
 //!
 //! Watching without yields: a watcher that yields between looks hands its CPU to whichever thread
 //! is runnable there, and with threads outnumbering CPUs that is rarely the other end of its pair:
-//! on the `condvar` workload, 99% of the process's `sched_yield` calls were watchers', 3-4 context
-//! switches per message, and 32-64 threads on 2 CPUs passed 0.6-1.0 M messages/s. A watcher that
+//! on the `condvar` workload, 99% of the process's `sched_yield` calls were watchers' (0.66-0.92
+//! involuntary context switches per message at 4 threads), and 32-64 threads on 2 CPUs passed
+//! 0.6-1.0 M messages/s. A watcher that
 //! spins its 5 us keeps its CPU for the pair (the notifier is on another CPU: "Why another CPU
 //! first"), and the CPU goes to others when it sleeps: 2.7-3.9 M at every count from 2 to 64. The
 //! figures: `docs/results/2026-12-07-condvar-spinning-watch.md`.
@@ -93,8 +95,8 @@
 //!    per-message state of `docs/results/2026-12-06-condvar-threads.md`).
 //! 5. Bounded preference: a front sleeper is passed over only while it has slept less than
 //!    [`FAIR_NS`], and a watcher becomes a sleeper after [`WAIT_SPIN_NS`] (renewed while alone on its
-//!    CPU in a busy pair, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have moved since):
-//!    they change only whom `notify_one` picks, never whether it notifies.
+//!    CPU in a busy pair, [`WAIT_ALONE_NS`] at most). The CPUs recorded are hints (a thread may have
+//!    moved since): they change only whom `notify_one` picks, never whether it notifies.
 //!
 //! # Properties
 //! No spurious wake-ups: `wait` returns only when notified or timed out, so `notify_one` reports whether
@@ -327,11 +329,12 @@ impl RawCondvar {
         // SAFETY: `held` is the caller's current acquisition.
         unsafe { mutex.unlock(held) };
 
+        // When a watch that ended unnotified started (the wait then sleeps): the pair hint is
+        // recorded once that sleep ends (a watch notified while watching records it itself).
+        let mut slept_after_watch = None;
         // Watch our word a little before sleeping (loads only): a notifier that is already running
         // (the other end of a producer/consumer pair) usually comes within microseconds, and it
         // prefers a watcher (see `notify`), which it moves with no futex wake at all.
-        // When a watch that ended unnotified started (the wait then sleeps).
-        let mut slept_after_watch = None;
         if watch {
             let started = self.watch_word(&waiter.futex);
             // WATCHING -> SLEEPING: from now on a notifier wakes us with a futex wake. It fails only
